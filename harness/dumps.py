@@ -1,0 +1,194 @@
+"""Compiled kernels' artifacts: collected from a worker's caches, resources read, SASS disassembled.
+
+The worker wrote these files, so they are treated as data: copied, size-capped, and read only by
+NVIDIA's own tools (cuobjdump, nvdisasm, ptxas: from the CUDA toolkit or Triton's wheel).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TRITON_KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin")
+MAX_ARTIFACT_BYTES = 64 << 20
+SMEM_LIMITS = {90: 232448, 100: 232448, 89: 101376, 86: 101376, 80: 166912, 75: 65536}
+
+
+@dataclass
+class Kernel:
+    name: str
+    dsl: str
+    files: dict[str, Path] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        keep = ("num_warps", "num_stages", "shared", "target")
+        return {
+            "name": self.name,
+            "dsl": self.dsl,
+            **{k: self.meta[k] for k in keep if k in self.meta},
+            **self.resources,
+        }
+
+
+def find_tool(name: str) -> str | None:
+    """A CUDA binary tool: $KERNELTUI_<NAME>, Triton's bundled copy, $CUDA_HOME/bin, then PATH."""
+    override = os.environ.get(f"KERNELTUI_{name.upper()}")
+    if override:
+        return override
+    spec = importlib.util.find_spec("triton")
+    candidates = []
+    if spec and spec.submodule_search_locations:
+        for root in spec.submodule_search_locations:
+            candidates.append(Path(root) / "backends" / "nvidia" / "bin" / name)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            candidates.append(Path(home) / "bin" / name)
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(name)
+
+
+def _run_tool(args: list[str], timeout: float = 60) -> tuple[int, str]:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 1, str(exc)
+    return done.returncode, done.stdout + done.stderr
+
+
+def collect_triton(cache_dir: Path) -> list[Kernel]:
+    """One Kernel per compiled specialization in a Triton cache folder."""
+    kernels = []
+    if not cache_dir.is_dir():
+        return kernels
+    for meta_path in sorted(cache_dir.glob("*/*.json")):
+        if meta_path.name.startswith("__grp__"):
+            continue
+        try:
+            meta = json.loads(meta_path.read_text()) if meta_path.stat().st_size < 1 << 20 else {}
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if not isinstance(meta, dict) or "name" not in meta:
+            continue
+        stem = meta_path.with_suffix("")
+        files = {kind: stem.with_suffix(f".{kind}") for kind in TRITON_KINDS}
+        files = {k: p for k, p in files.items() if p.is_file()}
+        if "cubin" in files:
+            kernels.append(Kernel(name=str(meta["name"]), dsl="triton", files=files, meta=meta))
+    return sorted(kernels, key=lambda k: (k.name, k.files["cubin"].stat().st_mtime))
+
+
+def collect_cutedsl(dump_dir: Path) -> list[Kernel]:
+    """CuTeDSL's CUTE_DSL_KEEP output: one .ptx/.cubin pair per compiled function."""
+    kernels = []
+    if not dump_dir.is_dir():
+        return kernels
+    for cubin in sorted(dump_dir.rglob("*.cubin")):
+        ptx = cubin.with_suffix(".ptx")
+        files = {"cubin": cubin, **({"ptx": ptx} if ptx.is_file() else {})}
+        name = _ptx_entry(ptx) if ptx.is_file() else None
+        kernels.append(Kernel(name=name or cubin.stem.split(".")[0], dsl="cutedsl", files=files))
+    return kernels
+
+
+def _ptx_entry(ptx: Path) -> str | None:
+    match = re.search(r"\.entry\s+([\w$]+)", ptx.read_text(errors="replace")[: 1 << 20])
+    return match.group(1) if match else None
+
+
+def read_resources(kernel: Kernel) -> None:
+    """Registers, shared and local memory from the cubin; exact spill bytes from ptxas when local > 0."""
+    cuobjdump = find_tool("cuobjdump")
+    cubin = kernel.files.get("cubin")
+    if not cuobjdump or not cubin:
+        return
+    code, text = _run_tool([cuobjdump, "--dump-resource-usage", str(cubin)])
+    if code != 0:
+        kernel.resources["error"] = text.strip()[-300:]
+        return
+    usage = _parse_resource_usage(text)
+    kernel.resources.update(usage)
+    kernel.resources["spill_bytes"] = 0
+    if usage.get("local_bytes", 0) > 0:
+        kernel.resources["spill_bytes"] = _ptxas_spills(kernel)
+
+
+def _parse_resource_usage(text: str) -> dict[str, int]:
+    fields = dict(re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text))
+    return {
+        "registers": int(fields.get("REG", 0)),
+        "stack_bytes": int(fields.get("STACK", 0)),
+        "smem_bytes": int(fields.get("SHARED", 0)),
+        "local_bytes": int(fields.get("LOCAL", 0)),
+    }
+
+
+def _ptxas_spills(kernel: Kernel) -> int | None:
+    ptxas, ptx = find_tool("ptxas"), kernel.files.get("ptx")
+    if not ptxas or not ptx:
+        return None
+    target = re.search(r"\.target\s+(sm_\w+)", ptx.read_text(errors="replace"))
+    arch = target.group(1) if target else "sm_90a"
+    code, text = _run_tool([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", os.devnull])
+    found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    return sum(int(a) + int(b) for a, b in found) if code == 0 and found else None
+
+
+def disassemble(cubin: Path) -> str | None:
+    """SASS with source lines interleaved (nvdisasm -g), or cuobjdump's plain listing."""
+    nvdisasm = find_tool("nvdisasm")
+    if nvdisasm:
+        code, text = _run_tool([nvdisasm, "-c", "-g", str(cubin)])
+        if code == 0 and text.strip():
+            return text
+    cuobjdump = find_tool("cuobjdump")
+    if cuobjdump:
+        code, text = _run_tool([cuobjdump, "--dump-sass", str(cubin)])
+        if code == 0:
+            return text
+    return None
+
+
+def write_dumps(kernels: list[Kernel], dest: Path) -> list[dict[str, Any]]:
+    """Copies every artifact (plus .sass) to dest as <kernel>.<kind>; returns the list of files."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    listed = []
+    used: dict[str, int] = {}
+    for kernel in kernels:
+        count = used[kernel.name] = used.get(kernel.name, 0) + 1
+        base = kernel.name if count == 1 else f"{kernel.name}-{count}"
+        for kind, src in kernel.files.items():
+            if src.stat().st_size > MAX_ARTIFACT_BYTES:
+                continue
+            target = dest / f"{base}.{kind}"
+            shutil.copyfile(src, target)
+            listed.append(_listing(kernel, base, kind, target))
+        sass = disassemble(kernel.files["cubin"]) if "cubin" in kernel.files else None
+        if sass:
+            target = dest / f"{base}.sass"
+            target.write_text(sass)
+            listed.append(_listing(kernel, base, "sass", target))
+        if kernel.meta:
+            (dest / f"{base}.json").write_text(json.dumps(kernel.meta, indent=1, default=str))
+    return listed
+
+
+def _listing(kernel: Kernel, base: str, kind: str, path: Path) -> dict[str, Any]:
+    return {"kernel": base, "dsl": kernel.dsl, "kind": kind, "path": str(path), "bytes": path.stat().st_size}
+
+
+def smem_limit(arch: str) -> int | None:
+    match = re.match(r"sm_(\d+)", arch)
+    return SMEM_LIMITS.get(int(match.group(1))) if match else None

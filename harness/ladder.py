@@ -1,0 +1,453 @@
+"""The judge: runs the rungs on one version and decides its verdict.
+
+It draws inputs with fresh secret seeds, sends them to the version's worker, and only after the
+outputs come back computes the reference and compares; the worker never holds an expected answer.
+Rungs: load, compile, correctness, benchmark, roofline, dumps. A failed rung skips those that need it.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness import device as devices
+from harness import dumps as dumps_mod
+from harness import source, wire
+from harness.aot import parse_arch
+from harness.metrics import compare
+from harness.problem import Problem, case_label, file_hash, load_problem
+from harness.options import Options
+from harness.results import RUNG_ORDER, Evaluation, RungResult
+from harness.sandbox import make_undumpable
+from harness.workers import WorkerFailure, WorkerPool, WorkerProcess
+
+NEEDS = {
+    "compile": "load",
+    "correctness": "compile",
+    "benchmark": "correctness",
+    "roofline": "benchmark",
+    "dumps": "compile",
+}
+IMPLAUSIBLE_ROOFLINE_PCT = 110.0
+
+
+@dataclass
+class VersionRun:
+    """Everything one evaluation accumulates while it climbs."""
+
+    problem: Problem
+    path: Path
+    ev: Evaluation
+    dsls: list[str]
+    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    kernels: list[dumps_mod.Kernel] = field(default_factory=list)
+    warmup_error: str | None = None
+    timings: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Ladder:
+    def __init__(self, options: Options, pool: WorkerPool | None = None) -> None:
+        make_undumpable()
+        self.options = options
+        self.cuda = torch.cuda.is_available()
+        self.device = torch.device("cuda" if self.cuda else "cpu")
+        capability, cute_arch = parse_arch(options.arch)
+        self.aot_arch = f"sm_{capability}"
+        self.pool = pool or WorkerPool(arch=options.arch, cute_arch=cute_arch)
+        self.pool.prestart()
+        self.device_info = devices.describe()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def evaluate(self, path: Path, on_rung: Callable[[RungResult], None] | None = None) -> Evaluation:
+        """Judges one version file; a ProblemError escapes (a bad problem is not the version's fault)."""
+        path = path.resolve()
+        problem = load_problem(path.parent)
+        text = path.read_text(errors="replace")
+        ev = Evaluation(
+            problem=problem.name,
+            version=path.stem,
+            path=str(path),
+            hash=file_hash(path),
+            device=self.device_info,
+            started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            problem_hash=problem.hash,
+        )
+        run = VersionRun(problem=problem, path=path, ev=ev, dsls=source.dsls(text))
+        start = time.perf_counter()
+        try:
+            for name in RUNG_ORDER:
+                if name not in self.options.rungs:
+                    continue
+                result = self._climb(run, name, text)
+                ev.rungs.append(result)
+                if on_rung:
+                    on_rung(result)
+        finally:
+            for worker in run.workers.values():
+                worker.close()
+                worker.remove_scratch()
+        ev.seconds = time.perf_counter() - start
+        ev.finish()
+        return ev
+
+    def _climb(self, run: VersionRun, name: str, text: str) -> RungResult:
+        needed = NEEDS.get(name)
+        prior = run.ev.rung(needed) if needed else None
+        if prior is not None and prior.ok is False:
+            return RungResult.skip(name, f"{needed} failed")
+        if needed == "benchmark" and prior is not None and prior.ok is None:
+            return RungResult.skip(name, prior.skipped or "no benchmark")
+        if needed == "correctness" and (prior is None or prior.ok is not True):
+            return RungResult.skip(name, "correctness did not pass" if prior else "needs correctness")
+        start = time.perf_counter()
+        rung = getattr(self, f"rung_{name}")
+        try:
+            result: RungResult = rung(run, text) if name == "load" else rung(run)
+        except WorkerFailure as exc:
+            result = RungResult(name=name, ok=False, err=str(exc).split("\n")[0], log=str(exc))
+        result.seconds = round(time.perf_counter() - start, 3)
+        return result
+
+    # --- load ---------------------------------------------------------------------------------
+
+    def rung_load(self, run: VersionRun, text: str) -> RungResult:
+        metrics: dict[str, Any] = {
+            "entry": "custom_kernel",
+            "dsls": run.dsls or ["torch"],
+            "notes": source.notes(text),
+            "warnings": source.static_checks(text),
+        }
+        worker = self._worker(run, "run")
+        reply = self._load_into(worker, run)
+        run.ev.sandbox = reply.get("sandbox", "")
+        metrics["sandbox"] = run.ev.sandbox
+        if not reply.get("ok"):
+            return RungResult(name="load", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
+        return RungResult(name="load", ok=True, metrics=metrics)
+
+    def _worker(self, run: VersionRun, mode: str) -> WorkerProcess:
+        if mode not in run.workers:
+            run.workers[mode] = self.pool.take(mode)
+        return run.workers[mode]
+
+    def _load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
+        header = {"op": "load", "path": str(run.path), "scratch": str(worker.scratch), "confine": self.options.confine}
+        reply, _ = worker.request(header, None, self.options.timeout, "while importing the version")
+        return reply
+
+    # --- compile ------------------------------------------------------------------------------
+
+    def rung_compile(self, run: VersionRun) -> RungResult:
+        if self.cuda:
+            return self._compile_jit(run)
+        return self._compile_ahead(run)
+
+    def _compile_jit(self, run: VersionRun) -> RungResult:
+        """On the GPU: the first call JIT-compiles every kernel it launches (a warm-up, not judged)."""
+        worker = run.workers["run"]
+        case = run.problem.cases[0]
+        inputs = run.problem.make_inputs(dict(case), secrets.randbelow(2**31), self.device)
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        reply, _ = worker.request({"op": "call", "inputs": tree}, tensors, self.options.timeout, "compiling (first call)")
+        return self._compile_result(run, worker, reply, mode="jit", arch=self.device_info.get("arch", "?"))
+
+    def _compile_ahead(self, run: VersionRun) -> RungResult:
+        """No GPU: a compile-only worker calls the version on CPU tensors; launches become compiles."""
+        worker = self._worker(run, "compile")
+        loaded = self._load_into(worker, run)
+        if not loaded.get("ok"):
+            return RungResult(name="compile", ok=False, err=loaded.get("err"), log=loaded.get("trace"))
+        case = run.problem.cases[0]
+        inputs = run.problem.make_inputs(dict(case), secrets.randbelow(2**31), torch.device("cpu"))
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        reply, _ = worker.request({"op": "compile", "inputs": tree}, tensors, self.options.timeout, "compiling")
+        return self._compile_result(run, worker, reply, mode="aot", arch=self.aot_arch)
+
+    def _compile_result(self, run: VersionRun, worker: WorkerProcess, reply: dict[str, Any], mode: str, arch: str) -> RungResult:
+        run.kernels = dumps_mod.collect_triton(worker.scratch / "triton") + dumps_mod.collect_cutedsl(worker.scratch / "cute")
+        for kernel in run.kernels:
+            dumps_mod.read_resources(kernel)
+        metrics: dict[str, Any] = {"mode": mode, "arch": arch, "kernels": [k.summary() for k in run.kernels]}
+        if mode == "aot":
+            metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
+        if not reply.get("ok"):
+            err = reply.get("err", "compile failed")
+            if reply.get("kind") == "compile":
+                return RungResult(name="compile", ok=False, err=err, metrics=metrics, log=reply.get("trace"))
+            if mode == "jit":
+                run.warmup_error = err
+                metrics["note"] = f"the first call raised after compiling: {err}"
+            elif not run.kernels:
+                return RungResult(
+                    name="compile",
+                    skipped=f"could not compile ahead of time: custom_kernel raised before launching a kernel: {err}",
+                    metrics=metrics,
+                    log=reply.get("trace"),
+                )
+            else:
+                metrics["note"] = f"compiled {len(run.kernels)} kernel(s), then stopped: {err}"
+        too_big = self._smem_overflow(run.kernels, arch)
+        if too_big:
+            return RungResult(name="compile", ok=False, err=too_big, metrics=metrics)
+        return RungResult(name="compile", ok=True, metrics=metrics)
+
+    @staticmethod
+    def _smem_overflow(kernels: list[dumps_mod.Kernel], arch: str) -> str | None:
+        limit = dumps_mod.smem_limit(arch)
+        for kernel in kernels:
+            needed = kernel.meta.get("shared") or kernel.resources.get("smem_bytes") or 0
+            if limit and needed > limit:
+                return f"kernel {kernel.name} needs {needed} B of shared memory; {arch} allows {limit} B per block"
+        return None
+
+    # --- correctness --------------------------------------------------------------------------
+
+    def rung_correctness(self, run: VersionRun) -> RungResult:
+        if not self.cuda and "cutedsl" in run.dsls:
+            return RungResult.skip("correctness", "CuTeDSL kernels run only on a GPU; no GPU here (compiled only)")
+        mode = "cuda" if self.cuda else "triton-interpreter"
+        if run.warmup_error:
+            return RungResult(name="correctness", ok=False, err=f"the first call failed: {run.warmup_error}",
+                              metrics={"mode": mode})
+        worker = run.workers["run"]
+        results = []
+        first_error: str | None = None
+        for case in run.problem.cases:
+            for _ in range(self.options.seeds_per_case):
+                seed = secrets.randbelow(2**31)
+                run.ev.seeds.append(seed)
+                outcome = self._check_case(run, worker, case, seed)
+                results.append(outcome)
+                if outcome["err"] and first_error is None:
+                    first_error = f"case {case_label(case)} (seed {seed}): {outcome['err']}"
+                if outcome.get("fatal"):
+                    break
+            if results and results[-1].get("fatal"):
+                break
+        metrics = {"mode": mode, "cases": results, **_worst(results),
+                   "n_cases": len(run.problem.cases), "n_seeds": self.options.seeds_per_case}
+        return RungResult(name="correctness", ok=first_error is None, err=first_error, metrics=metrics)
+
+    def _check_case(self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], seed: int) -> dict[str, Any]:
+        outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
+        inputs = tuple(run.problem.make_inputs(dict(case), seed, self.device))
+        pristine = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
+        try:
+            reply, got = worker.request({"op": "call", "inputs": tree}, tensors, self.options.timeout,
+                                        f"in case {case_label(case)}", max_payload=budget)
+        except WorkerFailure as exc:
+            outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
+            return outcome
+        if not reply.get("ok"):
+            outcome.update(err=reply.get("err"), log=reply.get("trace"), fatal=reply.get("kind") in ("cuda",))
+            return outcome
+        outcome["call_s"] = round(float(reply.get("seconds", 0.0)), 4)
+        try:
+            outputs = wire.decode_tree(reply["outputs"], got)
+            after = wire.decode_tree(reply["inputs_after"], got)
+        except (KeyError, wire.ChannelError) as exc:
+            outcome.update(err=f"malformed reply from the kernel's process: {exc}", fatal=True)
+            return outcome
+        # The reference runs only now, after the kernel's outputs are in hand.
+        expected = run.problem.reference(*[t.clone() if isinstance(t, torch.Tensor) else t for t in pristine])
+        devices_seen = [spec.get("device") for spec in reply.get("tensors", [])]
+        err, metrics = self._judge_outputs(run, outputs, expected, devices_seen)
+        mutated = _mutated_inputs(pristine, after)
+        if mutated and not err:
+            err = mutated
+        outcome.update(ok=err is None, err=err, **metrics)
+        return outcome
+
+    def _judge_outputs(self, run: VersionRun, outputs: Any, expected: Any, devices_seen: list[Any]) -> tuple[str | None, dict[str, Any]]:
+        want = expected if isinstance(expected, (tuple, list)) else (expected,)
+        have = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+        if len(have) != len(want):
+            return f"returned {len(have)} output(s); the reference returns {len(want)}", {}
+        merged: dict[str, Any] = {}
+        for i, (out, ref) in enumerate(zip(have, want)):
+            label = f"output {i}" if len(want) > 1 else "output"
+            if tuple(out.shape) != tuple(ref.shape):
+                return f"{label} has shape {tuple(out.shape)}; the reference's is {tuple(ref.shape)}", merged
+            if out.dtype != ref.dtype:
+                return f"{label} has dtype {out.dtype}; the reference's is {ref.dtype}", merged
+            claimed = devices_seen[i] if i < len(devices_seen) else None
+            if claimed and claimed != ref.device.type:
+                return f"{label} is on {claimed}; the reference's is on {ref.device.type}", merged
+            result = compare(out.to(ref.device), ref, run.problem.tolerance_for(wire.dtype_name(ref.dtype)))
+            merged = _merge_metrics(merged, result.metrics)
+            if not result.ok:
+                return f"{label}: {result.err}", merged
+        return None, merged
+
+    # --- benchmark ----------------------------------------------------------------------------
+
+    def rung_benchmark(self, run: VersionRun) -> RungResult:
+        if not self.cuda:
+            return RungResult.skip("benchmark", "no GPU: kernel timings need CUDA; interpreter timings are not kernel timings")
+        if not run.problem.bench_cases:
+            return RungResult.skip("benchmark", "the problem has no bench_cases")
+        from harness import timing
+
+        worker = run.workers["run"]
+        flush = timing.flush_buffer(self.device)
+        cases = []
+        for case in run.problem.bench_cases:
+            seed = secrets.randbelow(2**31)
+            inputs = tuple(run.problem.make_inputs(dict(case), seed, self.device))
+            tensors: list[torch.Tensor] = []
+            tree = wire.encode_tree(list(inputs), tensors)
+            timeout = self.options.timeout + 4 * self.options.bench_budget_s
+            reply, got = worker.request({"op": "bench", "inputs": tree, "budget_s": self.options.bench_budget_s},
+                                        tensors, timeout, f"benchmarking {case_label(case)}")
+            if not reply.get("ok"):
+                return RungResult(name="benchmark", ok=False, err=f"{case_label(case)}: {reply.get('err')}",
+                                  metrics={"cases": cases}, log=reply.get("trace"))
+            expected = run.problem.reference(*inputs)
+            err, _ = self._judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected,
+                                         [s.get("device") for s in reply.get("tensors", [])])
+            if err:
+                return RungResult(name="benchmark", ok=False, metrics={"cases": cases},
+                                  err=f"{case_label(case)}: the timed calls' output is wrong: {err}")
+            kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
+            reference = timing.summarize(timing.time_calls(lambda: run.problem.reference(*inputs), flush,
+                                                           budget_s=self.options.bench_budget_s))
+            entry = {"case": case_label(case), **kernel.to_json(), "ref_median_us": reference.median_us,
+                     "speedup": reference.median_us / kernel.median_us if kernel.median_us > 0 else None}
+            cases.append(entry)
+            run.timings.append({"case": case, "low_precision": _low_precision(run.problem, case, inputs), **entry})
+        speedups = [c["speedup"] for c in cases if c["speedup"]]
+        metrics = {"cases": cases, "median_us": cases[0]["median_us"], "speedup": _geomean(speedups),
+                   "ref_median_us": cases[0]["ref_median_us"]}
+        return RungResult(name="benchmark", ok=True, metrics=metrics)
+
+    # --- roofline -----------------------------------------------------------------------------
+
+    def rung_roofline(self, run: VersionRun) -> RungResult:
+        peaks = devices.peaks(self.device_info, self.options.state_dir)
+        rows = []
+        for timing_entry in run.timings:
+            case = timing_entry["case"]
+            cost = run.problem.cost_of(case)
+            seconds = timing_entry["median_us"] * 1e-6
+            flops_peak = peaks["bf16_tflops"] if timing_entry["low_precision"] else peaks["fp32_tflops"]
+            floor_s = max(cost["bytes"] / (peaks["copy_gbps"] * 1e9), cost["flops"] / (flops_peak * 1e12))
+            rows.append({
+                "case": case_label(case),
+                "bytes": cost["bytes"],
+                "flops": cost["flops"],
+                "gbps": cost["bytes"] / seconds / 1e9,
+                "tflops": cost["flops"] / seconds / 1e12,
+                "floor_us": floor_s * 1e6,
+                "pct": 100.0 * floor_s / seconds,
+                "bound": "memory" if cost["bytes"] / (peaks["copy_gbps"] * 1e9) >= cost["flops"] / (flops_peak * 1e12) else "compute",
+                "flops_peak_tflops": flops_peak,
+            })
+        metrics = {"cases": rows, "pct": rows[0]["pct"], "gbps": rows[0]["gbps"], "tflops": rows[0]["tflops"],
+                   "peaks": peaks}
+        impossible = [r for r in rows if r["pct"] > IMPLAUSIBLE_ROOFLINE_PCT]
+        if impossible:
+            r = impossible[0]
+            return RungResult(name="roofline", ok=False, metrics=metrics, err=(
+                f"{r['case']}: {r['pct']:.0f}% of the roofline is faster than the device can go: "
+                "the timing is not credible (cached or skipped work?) or cost() undercounts"))
+        return RungResult(name="roofline", ok=True, metrics=metrics)
+
+    # --- dumps --------------------------------------------------------------------------------
+
+    def rung_dumps(self, run: VersionRun) -> RungResult:
+        if not run.kernels:
+            return RungResult(name="dumps", ok=True, metrics={"files": [], "note": "no Triton or CuTeDSL kernels compiled"})
+        root = self.options.state_dir or run.path.parent.parent / ".kerneltui"
+        dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
+        files = dumps_mod.write_dumps(run.kernels, dest)
+        kinds = sorted({f["kind"] for f in files})
+        return RungResult(name="dumps", ok=True, metrics={"dir": str(dest), "files": files, "kinds": kinds})
+
+
+def _checked_samples(samples: Any) -> list[float]:
+    if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) and s > 0 for s in samples):
+        raise WorkerFailure("the kernel's process sent no usable timings")
+    return [float(s) for s in samples]
+
+
+def _mutated_inputs(pristine: list[Any], after: Any) -> str | None:
+    after = list(after) if isinstance(after, (list, tuple)) else [after]
+    for i, (before, now) in enumerate(zip(pristine, after)):
+        if not isinstance(before, torch.Tensor):
+            continue
+        if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
+            return f"custom_kernel changed input {i}'s shape or dtype"
+        a = before.detach().cpu().contiguous().view(-1).view(torch.uint8)
+        b = now.detach().cpu().contiguous().view(-1).view(torch.uint8)
+        if not torch.equal(a, b):
+            changed = int((before.cpu().reshape(-1) != now.cpu().reshape(-1)).sum())
+            return f"custom_kernel modified its input {i} in place ({changed} of {before.numel()} elements changed)"
+    return None
+
+
+def _merge_metrics(into: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    if not into:
+        return dict(new)
+    merged = dict(into)
+    for key in ("max_abs", "max_rel", "mse", "rmse"):
+        merged[key] = max(into.get(key, 0.0), new.get(key, 0.0))
+    merged["cosine"] = min(into.get("cosine", 1.0), new.get("cosine", 1.0))
+    psnrs = [p for p in (into.get("psnr"), new.get("psnr")) if p is not None]
+    merged["psnr"] = min(psnrs) if psnrs else None
+    return merged
+
+
+def _worst(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The headline figures over every case: the largest errors, the smallest PSNR and cosine."""
+    judged = [r for r in results if "max_abs" in r]
+    if not judged:
+        return {}
+    psnrs = [r["psnr"] for r in judged if r.get("psnr") is not None]
+    return {
+        "max_abs": max(r["max_abs"] for r in judged),
+        "max_rel": max(r["max_rel"] for r in judged),
+        "mse": max(r["mse"] for r in judged),
+        "rmse": max(r["rmse"] for r in judged),
+        "psnr": min(psnrs) if psnrs else None,
+        "cosine": min(r["cosine"] for r in judged),
+    }
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _low_precision(problem: Problem, case: dict[str, Any], inputs: tuple[Any, ...]) -> bool:
+    """Whether the matrix-unit ceiling is the bf16/fp16 one: cost may say so, else the inputs' dtypes do."""
+    declared = problem.cost(dict(case)).get("dtype")
+    if isinstance(declared, str):
+        return declared in ("bf16", "fp16", "bfloat16", "float16", "fp8")
+    return any(isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16) for t in inputs)
+
+
+def clean_stale_scratch() -> None:
+    """Scratch folders of workers killed with their judge are left in the temp folder; nothing else is."""
+    import tempfile
+
+    for folder in Path(tempfile.gettempdir()).glob("kerneltui-*-*"):
+        try:
+            if time.time() - folder.stat().st_mtime > 24 * 3600:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue

@@ -1,0 +1,194 @@
+"""Loading and checking a problem folder's problem.py (the native format of DESIGN.md).
+
+A problem defines `reference(*inputs)`, `make_inputs(case, seed, device)`, `cases`, `bench_cases`,
+`tolerance` (atol/rtol, optional min_cosine/min_psnr, optionally per output dtype) and
+`cost(case) -> {"flops", "bytes"}`. Problems are written by people and trusted: they run in the
+judge's process. Anything missing or malformed raises ProblemError naming the file and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+REQUIRED = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
+TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_psnr")
+
+
+class ProblemError(Exception):
+    """A problem folder that cannot be judged against; the message says what to fix."""
+
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float
+    min_cosine: float | None = None
+    min_psnr: float | None = None
+
+    def describe(self) -> str:
+        parts = [f"atol {self.atol:g}", f"rtol {self.rtol:g}"]
+        if self.min_cosine is not None:
+            parts.append(f"cosine ≥ {self.min_cosine:g}")
+        if self.min_psnr is not None:
+            parts.append(f"PSNR ≥ {self.min_psnr:g} dB")
+        return ", ".join(parts)
+
+
+@dataclass
+class Problem:
+    name: str
+    path: Path
+    module: ModuleType
+    reference: Callable[..., Any]
+    make_inputs: Callable[..., Any]
+    cases: list[dict[str, Any]]
+    bench_cases: list[dict[str, Any]]
+    cost: Callable[[dict[str, Any]], dict[str, Any]]
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    description: str = ""
+    hash: str = ""
+
+    def tolerance_for(self, dtype_name: str) -> Tolerance:
+        """The tolerance for an output of this dtype ("float32", "bfloat16", ...)."""
+        return self.tolerances.get(dtype_name) or self.tolerances["*"]
+
+    def cost_of(self, case: dict[str, Any]) -> dict[str, float]:
+        raw = self.cost(dict(case))
+        if not isinstance(raw, dict) or not {"flops", "bytes"} <= raw.keys():
+            raise ProblemError(f"{self.path}: cost(case) must return a dict with 'flops' and 'bytes'")
+        return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float))}
+
+
+def case_label(case: dict[str, Any]) -> str:
+    """Short, stable text for a case: 'rows=37 cols=1000'."""
+    return " ".join(f"{k}={v}" for k, v in case.items())
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_problem(folder: Path) -> Problem:
+    folder = folder.resolve()
+    path = folder / "problem.py"
+    if not path.is_file():
+        raise ProblemError(f"{folder.name}: no problem.py in {folder}")
+    module = _import_problem(path, folder.name)
+    missing = [name for name in REQUIRED if not hasattr(module, name)]
+    if missing:
+        raise ProblemError(
+            f"{folder.name}: problem.py is missing {', '.join(missing)}; a problem defines "
+            "reference(*inputs), make_inputs(case, seed, device), cases, bench_cases, tolerance, cost(case)"
+        )
+    _check_callable(module, "reference", path)
+    _check_signature(module.make_inputs, "make_inputs", ("case", "seed", "device"), path)
+    _check_signature(module.cost, "cost", ("case",), path)
+    problem = Problem(
+        name=folder.name,
+        path=path,
+        module=module,
+        reference=module.reference,
+        make_inputs=module.make_inputs,
+        cases=_check_cases(module.cases, "cases", path, allow_empty=False),
+        bench_cases=_check_cases(module.bench_cases, "bench_cases", path, allow_empty=True),
+        cost=module.cost,
+        tolerances=parse_tolerance(module.tolerance, path),
+        description=(inspect.getdoc(module) or "").strip(),
+        hash=file_hash(path),
+    )
+    return problem
+
+
+def _import_problem(path: Path, name: str) -> ModuleType:
+    module_name = f"_kerneltui_problem_{name}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ProblemError(f"{name}: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ProblemError(f"{name}: {path}:{exc.lineno}:{exc.offset or 0}: SyntaxError: {exc.msg}") from None
+    except Exception as exc:
+        where = _innermost_frame_in(exc, path)
+        raise ProblemError(f"{name}: importing {where}: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def _innermost_frame_in(exc: BaseException, path: Path) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    return f"{path}:{frames[-1].lineno}" if frames else str(path)
+
+
+def _check_callable(module: ModuleType, name: str, path: Path) -> None:
+    if not callable(getattr(module, name)):
+        raise ProblemError(f"{path.parent.name}: {name} in problem.py must be a function")
+
+
+def _check_signature(fn: Any, name: str, params: tuple[str, ...], path: Path) -> None:
+    problem = path.parent.name
+    if not callable(fn):
+        raise ProblemError(f"{problem}: {name} in problem.py must be a function {name}({', '.join(params)})")
+    try:
+        sig = inspect.signature(fn)
+        sig.bind(*params)
+    except (TypeError, ValueError):
+        taken = ", ".join(inspect.signature(fn).parameters) if _has_signature(fn) else "?"
+        raise ProblemError(
+            f"{problem}: {name} must take ({', '.join(params)}); problem.py's takes ({taken})"
+        ) from None
+
+
+def _has_signature(fn: Any) -> bool:
+    try:
+        inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_cases(value: Any, name: str, path: Path, allow_empty: bool) -> list[dict[str, Any]]:
+    problem = path.parent.name
+    if not isinstance(value, (list, tuple)) or not all(isinstance(c, dict) for c in value):
+        raise ProblemError(f"{problem}: {name} in problem.py must be a list of dicts, e.g. [{{'n': 1024}}]")
+    if not value and not allow_empty:
+        raise ProblemError(f"{problem}: {name} in problem.py is empty; correctness needs at least one case")
+    return [dict(c) for c in value]
+
+
+def parse_tolerance(value: Any, path: Path) -> dict[str, Tolerance]:
+    """A flat {atol, rtol, ...} applies to every dtype ("*"); {dtype: {...}} sets them per output dtype."""
+    problem = path.parent.name
+    if not isinstance(value, dict):
+        raise ProblemError(f"{problem}: tolerance in problem.py must be a dict with atol and rtol")
+    if "atol" in value or "rtol" in value:
+        return {"*": _one_tolerance(value, problem, "tolerance")}
+    per_dtype = {str(k): _one_tolerance(v, problem, f"tolerance[{k!r}]") for k, v in value.items()}
+    if not per_dtype:
+        raise ProblemError(f"{problem}: tolerance in problem.py is empty; give atol and rtol")
+    per_dtype.setdefault("*", min(per_dtype.values(), key=lambda t: t.atol + t.rtol))
+    return per_dtype
+
+
+def _one_tolerance(value: Any, problem: str, where: str) -> Tolerance:
+    if not isinstance(value, dict):
+        raise ProblemError(f"{problem}: {where} must be a dict with atol and rtol")
+    unknown = set(value) - set(TOLERANCE_KEYS)
+    if unknown:
+        raise ProblemError(f"{problem}: {where} has unknown keys {sorted(unknown)}; known: {TOLERANCE_KEYS}")
+    missing = [k for k in ("atol", "rtol") if k not in value]
+    if missing:
+        raise ProblemError(f"{problem}: {where} is missing {' and '.join(missing)}")
+    try:
+        return Tolerance(**{k: None if v is None else float(v) for k, v in value.items()})
+    except (TypeError, ValueError):
+        raise ProblemError(f"{problem}: {where} values must be numbers") from None

@@ -1,0 +1,129 @@
+"""Plain-text summaries of rungs and evaluations, shared by the CLI and the dashboard (no torch here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.results import Evaluation, RungResult
+
+MARKS = {True: "✓", False: "✗", None: "·"}
+
+
+def sig(value: Any, digits: int = 2) -> str:
+    """1.2e-05 style for errors; '·' for missing."""
+    if value is None:
+        return "·"
+    return f"{float(value):.{digits}g}" if abs(float(value)) >= 1e-3 or value == 0 else f"{float(value):.{digits - 1}e}"
+
+
+def duration_us(us: float | None) -> str:
+    if us is None:
+        return "·"
+    if us >= 1e6:
+        return f"{us / 1e6:.3g} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3g} ms"
+    return f"{us:.3g} µs"
+
+
+def rung_detail(rung: RungResult) -> str:
+    """One line of what a rung found, in the person's units."""
+    if rung.skipped:
+        return f"skipped: {rung.skipped}"
+    if rung.ok is False:
+        return (rung.err or "failed").split("\n")[0]
+    m = rung.metrics
+    describe = _DETAILS.get(rung.name)
+    return describe(m) if describe else ""
+
+
+def _load_detail(m: dict[str, Any]) -> str:
+    parts = ["/".join(m.get("dsls", []))]
+    if m.get("notes"):
+        parts.append(f'"{m["notes"].splitlines()[0][:70]}"')
+    if m.get("warnings"):
+        parts.append(f"⚠ {len(m['warnings'])} warning(s): {m['warnings'][0]}")
+    return " · ".join(p for p in parts if p)
+
+
+def _compile_detail(m: dict[str, Any]) -> str:
+    kernels = m.get("kernels", [])
+    if not kernels:
+        return f"no Triton or CuTeDSL kernels ({m.get('mode')}, {m.get('arch')})"
+    regs = max(k.get("registers", 0) for k in kernels)
+    spills = sum(k.get("spill_bytes") or 0 for k in kernels)
+    smem = max(k.get("shared") or k.get("smem_bytes") or 0 for k in kernels)
+    text = f"{len(kernels)} kernel{'s' if len(kernels) > 1 else ''} · {regs} regs · {spills} B spilled · {smem} B smem"
+    return f"{text} ({m.get('arch')}, {'JIT' if m.get('mode') == 'jit' else 'ahead of time'})"
+
+
+def _correctness_detail(m: dict[str, Any]) -> str:
+    cases = m.get("n_cases", 0)
+    text = f"{cases} cases × {m.get('n_seeds', 0)} seeds"
+    if "max_abs" in m:
+        psnr = "∞" if m.get("psnr") is None else f"{m['psnr']:.1f}"
+        text += (f"  max abs {sig(m['max_abs'])}  max rel {sig(m['max_rel'])}  rmse {sig(m['rmse'])}"
+                 f"  psnr {psnr} dB  cos {m['cosine']:.7f}")
+    if m.get("mode") == "triton-interpreter":
+        text += "  (Triton interpreter)"
+    return text
+
+
+def _benchmark_detail(m: dict[str, Any]) -> str:
+    first = m["cases"][0]
+    text = (f"{duration_us(first['median_us'])} (p20 {duration_us(first['p20_us'])} · p80 "
+            f"{duration_us(first['p80_us'])} · ±{first['noise_pct']:.1f}% · n={first['n']})"
+            f"  reference {duration_us(first['ref_median_us'])}")
+    if m.get("speedup"):
+        text += f"  {m['speedup']:.2f}× vs reference"
+    if len(m["cases"]) > 1:
+        text += f" (geomean over {len(m['cases'])} cases)"
+    return text
+
+
+def _roofline_detail(m: dict[str, Any]) -> str:
+    row, peaks = m["cases"][0], m["peaks"]
+    if row["bound"] == "memory":
+        text = f"{row['gbps']:.0f} GB/s = {row['pct']:.0f}% of measured copy ({peaks['copy_gbps']:.0f} GB/s)"
+        sheet = (peaks.get("datasheet") or {}).get("bandwidth_gbps")
+        if sheet:
+            text += f" · {100 * row['gbps'] / sheet:.0f}% of datasheet"
+        return text
+    return (f"{row['tflops']:.1f} TFLOP/s = {row['pct']:.0f}% of measured matmul "
+            f"({row['flops_peak_tflops']:.0f} TFLOP/s)")
+
+
+def _dumps_detail(m: dict[str, Any]) -> str:
+    if not m.get("files"):
+        return m.get("note", "nothing to dump")
+    return f"{' '.join(m.get('kinds', []))} → {m.get('dir')}"
+
+
+_DETAILS = {
+    "load": _load_detail,
+    "compile": _compile_detail,
+    "correctness": _correctness_detail,
+    "benchmark": _benchmark_detail,
+    "roofline": _roofline_detail,
+    "dumps": _dumps_detail,
+}
+
+
+def rung_line(rung: RungResult) -> str:
+    seconds = f"{rung.seconds:.2f} s" if rung.seconds else "·"
+    return f"{MARKS[rung.ok]} {rung.name:<12} {seconds:>8}   {rung_detail(rung)}"
+
+
+def evaluation_text(ev: Evaluation) -> str:
+    device = ev.device.get("name", "?")
+    if ev.device.get("arch"):
+        device += f" {ev.device['arch']}"
+    lines = [f"{ev.problem} {ev.version}  {ev.status}  ({device}; {ev.seconds:.1f} s)"]
+    if ev.error:
+        lines.append(f"error: {ev.error}")
+    lines += [rung_line(r) for r in ev.rungs]
+    failed = next((r for r in ev.rungs if r.ok is False), None)
+    if failed and failed.err and "\n" in failed.err.strip():
+        lines.append("")
+        lines.append(failed.err.strip())
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""What the judge learns from a version's source without running it: notes, DSLs used, warnings."""
+
+from __future__ import annotations
+
+import ast
+
+SUSPICIOUS_MODULES = {
+    "ctypes": "uses ctypes",
+    "subprocess": "starts processes",
+    "gc": "inspects the garbage collector",
+    "inspect": "inspects frames",
+    "signal": "handles signals",
+    "problem": "imports the problem (its reference)",
+}
+SUSPICIOUS_ATTRIBUTES = {"os._exit", "torch.allclose", "torch.testing.assert_close", "torch.testing", "sys.exit"}
+
+
+def parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        return None
+
+
+def notes(source: str) -> str:
+    """The module docstring: the author's note on what changed and why."""
+    tree = parse(source)
+    return (ast.get_docstring(tree) or "").strip() if tree else ""
+
+
+def imported_modules(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def dsls(source: str) -> list[str]:
+    """Which kernel languages the version uses: 'triton', 'cutedsl' (empty: plain PyTorch)."""
+    tree = parse(source)
+    if tree is None:
+        return []
+    modules = imported_modules(tree)
+    return [name for module, name in (("triton", "triton"), ("cutlass", "cutedsl")) if module in modules]
+
+
+def defines(source: str, name: str) -> bool:
+    tree = parse(source)
+    if tree is None:
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name) == name for a in node.names
+        ):
+            return True
+    return False
+
+
+def static_checks(source: str) -> list[str]:
+    """Warnings a reviewer wants before trusting a result; a warning never fails a version by itself."""
+    tree = parse(source)
+    if tree is None:
+        return []
+    warnings: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = imported_modules(ast.Module(body=[node], type_ignores=[]))
+            for module in modules & SUSPICIOUS_MODULES.keys():
+                warnings.add(f"line {node.lineno}: {SUSPICIOUS_MODULES[module]}")
+        elif isinstance(node, ast.Attribute):
+            target = ast.unparse(node)
+            if target in SUSPICIOUS_ATTRIBUTES:
+                warnings.add(f"line {node.lineno}: touches {target}")
+    return sorted(warnings, key=lambda w: int(w.split(":")[0].split()[1]))

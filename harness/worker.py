@@ -1,0 +1,273 @@
+"""The kernel's process: imports one untrusted version and runs it on inputs the judge sends.
+
+Started ahead of need with torch and triton already imported, it waits for `load`, confines itself
+(harness.sandbox), imports the version, then answers `call` and `bench` requests with output
+tensors only. It never sees the reference or the seeds and never decides a verdict: whatever the
+version does to this process (patching torch, printing, exiting) can at worst spoil its own outputs.
+
+Modes: `run` executes kernels (on the GPU, or through the Triton interpreter with no GPU);
+`compile` only compiles them for an absent GPU (harness.aot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Decided here rather than by the judge: only this process's torch knows whether it can use the GPU.
+if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from harness import wire  # noqa: E402
+
+try:
+    import triton  # noqa: F401  (imported ahead of need: a version should not wait for it)
+except ImportError:
+    triton = None
+
+ENTRY = "custom_kernel"
+MAX_TRACE_CHARS = 4000
+
+
+class Worker:
+    def __init__(self, sock: socket.socket, mode: str, arch: str) -> None:
+        self.sock = sock
+        self.mode = mode
+        self.arch = arch
+        self.module: Any = None
+        self.entry: Any = None
+        self.path: Path | None = None
+        self.cuda = mode == "run" and torch.cuda.is_available()
+        self.device = torch.device("cuda") if self.cuda else torch.device("cpu")
+        self.flush: torch.Tensor | None = None
+
+    def serve(self) -> None:
+        wire.send(self.sock, {"op": "ready", "pid": os.getpid(), "cuda": self.cuda, "mode": self.mode})
+        while True:
+            try:
+                header, tensors = wire.recv(self.sock)
+            except wire.ChannelClosed:
+                return
+            op = header.get("op")
+            if op == "exit":
+                return
+            handler = getattr(self, f"do_{op}", None)
+            if handler is None:
+                wire.send(self.sock, {"ok": False, "err": f"unknown request {op!r}"})
+                continue
+            handler(header, tensors)
+
+    def reply_error(self, exc: BaseException, stage: str) -> None:
+        wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, stage)})
+
+    def do_load(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
+        from harness.sandbox import confine
+
+        scratch = header["scratch"]
+        sandbox = confine([scratch, "/dev", "/proc"]) if header.get("confine", True) else "none: disabled"
+        self.path = Path(header["path"])
+        try:
+            if self.mode == "compile" and triton is not None:
+                from harness import aot
+
+                aot.install_triton(aot.parse_arch(self.arch)[0])
+            self.module = import_version(self.path)
+            if self.mode == "compile" and "cutlass" in sys.modules:
+                from harness import aot
+
+                aot.install_cutedsl()
+            entry = getattr(self.module, ENTRY, None)
+            if entry is None:
+                names = sorted(n for n in vars(self.module) if not n.startswith("_") and callable(vars(self.module)[n]))
+                raise LookupError(f"{self.path.name} defines no {ENTRY}(*inputs) (functions found: {', '.join(names) or 'none'})")
+            if not callable(entry):
+                raise TypeError(f"{ENTRY} in {self.path.name} is a {type(entry).__name__}, not a function")
+            self.entry = entry
+        except BaseException as exc:  # SystemExit too: a version may call sys.exit at import
+            self.reply_error(exc, "load")
+            return
+        wire.send(self.sock, {"ok": True, "sandbox": sandbox, "cuda": self.cuda})
+
+    def do_call(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
+        inputs = self.materialize(header["inputs"], tensors)
+        poison(inputs, self.device)
+        start = time.perf_counter()
+        try:
+            out = self.entry(*inputs)
+            if self.cuda:
+                torch.cuda.synchronize()
+        except BaseException as exc:
+            self.reply_error(exc, "call")
+            return
+        seconds = time.perf_counter() - start
+        self.send_outputs(out, inputs, {"seconds": seconds})
+
+    def do_compile(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
+        """Compile-only call (mode `compile`): launches become compiles; outputs are meaningless."""
+        inputs = self.materialize(header["inputs"], tensors)
+        start = time.perf_counter()
+        try:
+            self.entry(*inputs)
+        except BaseException as exc:
+            self.reply_error(exc, "compile")
+            return
+        wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start})
+
+    def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
+        from harness import timing
+
+        inputs = self.materialize(header["inputs"], tensors)
+        if self.flush is None:
+            self.flush = timing.flush_buffer(self.device)
+        last: list[Any] = [None]
+
+        def call() -> None:
+            last[0] = self.entry(*inputs)
+
+        try:
+            samples = timing.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
+            torch.cuda.synchronize()
+        except BaseException as exc:
+            self.reply_error(exc, "bench")
+            return
+        self.send_outputs(last[0], None, {"samples_ms": samples})
+
+    def materialize(self, tree: Any, tensors: list[torch.Tensor]) -> tuple[Any, ...]:
+        moved = [t.to(self.device) for t in tensors]
+        inputs = wire.decode_tree(tree, moved)
+        return tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+
+    def send_outputs(self, out: Any, inputs: tuple[Any, ...] | None, extra: dict[str, Any]) -> None:
+        try:
+            outputs = check_outputs(out)
+        except TypeError as exc:
+            wire.send(self.sock, {"ok": False, "err": str(exc), "stage": "output"})
+            return
+        tensors: list[torch.Tensor] = []
+        header = {"ok": True, "outputs": wire.encode_tree(outputs, tensors), **extra}
+        if inputs is not None:
+            header["inputs_after"] = wire.encode_tree(list(inputs), tensors)
+        try:
+            wire.send(self.sock, header, tensors)
+        except BaseException as exc:
+            wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, "output")})
+
+
+def check_outputs(out: Any) -> tuple[torch.Tensor, ...]:
+    """Outputs must be plain tensors (or a tuple/list of them): subclasses could lie about their values."""
+    items = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    for i, item in enumerate(items):
+        if not isinstance(item, torch.Tensor):
+            raise TypeError(f"{ENTRY} returned {type(item).__name__} as output {i}; return torch tensors")
+        if type(item) is not torch.Tensor:
+            raise TypeError(f"output {i} is a {type(item).__name__} (a Tensor subclass); return plain torch tensors")
+    return items
+
+
+def poison(inputs: tuple[Any, ...], device: torch.device) -> None:
+    """Fills freed memory with NaN bytes so a kernel that returns memory it never wrote shows garbage."""
+    sizes = [t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor)]
+    if not sizes:
+        return
+    blocks = [torch.full((max(n, 1),), 0xFF, dtype=torch.uint8, device=device) for n in [*sizes, sum(sizes)]]
+    del blocks
+
+
+def import_version(path: Path) -> Any:
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location("kerneltui_version", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kerneltui_version"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def describe_exception(exc: BaseException, path: Path | None, stage: str) -> dict[str, Any]:
+    """The error as a person wants it: file:line first, then the message; the trace as a log."""
+    kind = error_kind(exc)
+    where = locate(exc, path)
+    if isinstance(exc, SystemExit):
+        message = f"the version called sys.exit({exc.code!r})"
+    elif isinstance(exc, SyntaxError):
+        message = f"SyntaxError: {exc.msg}"
+    else:
+        message = f"{type(exc).__name__}: {exc}".strip()
+    text = f"{where}: {message}" if where else message
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {"err": text, "kind": kind, "stage": stage, "trace": trace[-MAX_TRACE_CHARS:]}
+
+
+def error_kind(exc: BaseException) -> str:
+    """compile (the kernel did not build), cuda (the device is in trouble), or python."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    module = type(exc).__module__ or ""
+    if names & {"CompilationError", "OutOfResources", "PTXASError"} or module.startswith("triton.compiler"):
+        return "compile"
+    if module.startswith("cutlass") and not _raised_while_running(exc):
+        return "compile"
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return "oom"
+    if "CUDA error" in str(exc) or "AcceleratorError" in names:
+        return "cuda"
+    return "python"
+
+
+def _raised_while_running(exc: BaseException) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(f.name in ("run_compiled_program", "_load_cuda_library") for f in frames)
+
+
+def locate(exc: BaseException, path: Path | None) -> str:
+    """'v002.py:17' for the innermost frame in the version (or the kernel line of a Triton compile error)."""
+    if path is None:
+        return ""
+    if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename) == path:
+        return f"{path.name}:{exc.lineno}:{exc.offset or 0}"
+    line = _triton_error_line(exc, path)
+    if line:
+        return f"{path.name}:{line}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    return f"{path.name}:{frames[-1].lineno}" if frames else ""
+
+
+def _triton_error_line(exc: BaseException, path: Path) -> int | None:
+    """Triton numbers a compile error's line from its kernel's `def`; map it back onto the file."""
+    src, node = getattr(exc, "src", None), getattr(exc, "node", None)
+    if not isinstance(src, str) or not hasattr(node, "lineno"):
+        return None
+    first = src.lstrip("\n").splitlines()[0].strip() if src.strip() else ""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for number, text in enumerate(lines, start=1):
+        if first and text.strip() == first:
+            return number + int(node.lineno) - 1
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--mode", choices=("run", "compile"), default="run")
+    parser.add_argument("--arch", default="sm_90")
+    args = parser.parse_args()
+    sock = socket.socket(fileno=args.fd)
+    Worker(sock, args.mode, args.arch).serve()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
