@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,10 @@ def emit(event: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if os.environ.pop("KERNELTUI_WATCH_PARENT", None):
+        from harness.sandbox import die_with_parent
+
+        die_with_parent()
     if argv[:1] == ["serve"]:
         return serve(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__,

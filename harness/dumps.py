@@ -28,12 +28,14 @@ class Kernel:
     files: dict[str, Path] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
+    case: str = ""
 
     def summary(self) -> dict[str, Any]:
         keep = ("num_warps", "num_stages", "shared", "target")
         return {
             "name": self.name,
             "dsl": self.dsl,
+            "case": self.case,
             **{k: self.meta[k] for k in keep if k in self.meta},
             **self.resources,
         }
@@ -186,7 +188,8 @@ def write_dumps(kernels: list[Kernel], dest: Path) -> list[dict[str, Any]]:
 
 
 def _listing(kernel: Kernel, base: str, kind: str, path: Path) -> dict[str, Any]:
-    return {"kernel": base, "dsl": kernel.dsl, "kind": kind, "path": str(path), "bytes": path.stat().st_size}
+    return {"kernel": base, "dsl": kernel.dsl, "kind": kind, "path": str(path), "bytes": path.stat().st_size,
+            "case": kernel.case}
 
 
 def smem_limit(arch: str) -> int | None:

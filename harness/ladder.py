@@ -149,56 +149,74 @@ class Ladder:
     # --- compile ------------------------------------------------------------------------------
 
     def rung_compile(self, run: VersionRun) -> RungResult:
+        """GPU: a warm-up call JIT-compiles what it launches. No GPU: a compile-only worker calls the
+        version on the first bench case (shapes only) and every correctness case; launches become compiles."""
+        first = (run.problem.bench_cases or run.problem.cases)[0]
         if self.cuda:
-            return self._compile_jit(run)
-        return self._compile_ahead(run)
-
-    def _compile_jit(self, run: VersionRun) -> RungResult:
-        """On the GPU: the first call JIT-compiles every kernel it launches (a warm-up, not judged)."""
-        worker = run.workers["run"]
-        case = run.problem.cases[0]
-        inputs = run.problem.make_inputs(dict(case), secrets.randbelow(2**31), self.device)
-        tensors: list[torch.Tensor] = []
-        tree = wire.encode_tree(list(inputs), tensors)
-        reply, _ = worker.request({"op": "call", "inputs": tree}, tensors, self.options.timeout, "compiling (first call)")
-        return self._compile_result(run, worker, reply, mode="jit", arch=self.device_info.get("arch", "?"))
-
-    def _compile_ahead(self, run: VersionRun) -> RungResult:
-        """No GPU: a compile-only worker calls the version on CPU tensors; launches become compiles."""
-        worker = self._worker(run, "compile")
-        loaded = self._load_into(worker, run)
-        if not loaded.get("ok"):
-            return RungResult(name="compile", ok=False, err=loaded.get("err"), log=loaded.get("trace"))
-        case = run.problem.cases[0]
-        inputs = run.problem.make_inputs(dict(case), secrets.randbelow(2**31), torch.device("cpu"))
-        tensors: list[torch.Tensor] = []
-        tree = wire.encode_tree(list(inputs), tensors)
-        reply, _ = worker.request({"op": "compile", "inputs": tree}, tensors, self.options.timeout, "compiling")
-        return self._compile_result(run, worker, reply, mode="aot", arch=self.aot_arch)
-
-    def _compile_result(self, run: VersionRun, worker: WorkerProcess, reply: dict[str, Any], mode: str, arch: str) -> RungResult:
-        run.kernels = dumps_mod.collect_triton(worker.scratch / "triton") + dumps_mod.collect_cutedsl(worker.scratch / "cute")
-        for kernel in run.kernels:
-            dumps_mod.read_resources(kernel)
-        metrics: dict[str, Any] = {"mode": mode, "arch": arch, "kernels": [k.summary() for k in run.kernels]}
+            worker = run.workers["run"]
+            plan = [(first, self.device)]
+            mode, arch, op = "jit", self.device_info.get("arch", "?"), "call"
+        else:
+            worker = self._worker(run, "compile")
+            loaded = self._load_into(worker, run)
+            if not loaded.get("ok"):
+                return RungResult(name="compile", ok=False, err=loaded.get("err"), log=loaded.get("trace"))
+            plan = [(first, torch.device("meta"))] * bool(run.problem.bench_cases)
+            plan += [(case, torch.device("cpu")) for case in run.problem.cases]
+            mode, arch, op = "aot", self.aot_arch, "compile"
+        metrics: dict[str, Any] = {"mode": mode, "arch": arch}
         if mode == "aot":
             metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
-        if not reply.get("ok"):
-            err = reply.get("err", "compile failed")
+        failures: list[dict[str, Any]] = []
+        for case, where in plan:
+            inputs = run.problem.make_inputs(dict(case), secrets.randbelow(2**31), where)
+            tensors: list[torch.Tensor] = []
+            tree = wire.encode_tree(list(inputs), tensors)
+            what = "in the first call (JIT compile)" if mode == "jit" else "while compiling ahead of time"
+            reply = self._compile_call(worker, {"op": op, "inputs": tree}, tensors, what)
+            self._collect_kernels(run, worker, case_label(case))
+            if reply.get("ok"):
+                continue
             if reply.get("kind") == "compile":
-                return RungResult(name="compile", ok=False, err=err, metrics=metrics, log=reply.get("trace"))
+                metrics["kernels"] = [k.summary() for k in run.kernels]
+                return RungResult(name="compile", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
+            shapes_only = " (given shape-only inputs)" if where.type == "meta" else ""
+            failures.append({"case": case_label(case) + shapes_only, "err": reply.get("err"), "trace": reply.get("trace")})
+            if mode == "jit" or reply.get("kind") == "worker":
+                break
+        metrics["kernels"] = [k.summary() for k in run.kernels]
+        return self._compile_verdict(run, metrics, failures, mode, arch)
+
+    def _compile_call(self, worker: WorkerProcess, header: dict[str, Any], tensors: list[torch.Tensor], what: str) -> dict[str, Any]:
+        """A hang or crash here is the call's doing, not the compiler's: it is reported as such."""
+        try:
+            reply, _ = worker.request(header, tensors, self.options.timeout, what)
+        except WorkerFailure as exc:
+            return {"ok": False, "err": str(exc).split("\n")[0], "kind": "worker", "trace": str(exc)}
+        return reply
+
+    def _collect_kernels(self, run: VersionRun, worker: WorkerProcess, label: str) -> None:
+        """Adds kernels compiled since the last look, each labelled with the case that compiled it."""
+        known = {k.files["cubin"] for k in run.kernels}
+        found = dumps_mod.collect_triton(worker.scratch / "triton") + dumps_mod.collect_cutedsl(worker.scratch / "cute")
+        for kernel in found:
+            if kernel.files["cubin"] not in known:
+                kernel.case = label
+                dumps_mod.read_resources(kernel)
+                run.kernels.append(kernel)
+
+    def _compile_verdict(self, run: VersionRun, metrics: dict[str, Any], failures: list[dict[str, Any]],
+                         mode: str, arch: str) -> RungResult:
+        if failures:
+            first = failures[0]
+            text = f"{first['case']}: {first['err']}"
             if mode == "jit":
-                run.warmup_error = err
-                metrics["note"] = f"the first call raised after compiling: {err}"
-            elif not run.kernels:
-                return RungResult(
-                    name="compile",
-                    skipped=f"could not compile ahead of time: custom_kernel raised before launching a kernel: {err}",
-                    metrics=metrics,
-                    log=reply.get("trace"),
-                )
-            else:
-                metrics["note"] = f"compiled {len(run.kernels)} kernel(s), then stopped: {err}"
+                run.warmup_error = first["err"]
+            if not run.kernels:
+                how = "ahead of time" if mode == "aot" else "on the GPU"
+                return RungResult(name="compile", metrics=metrics, log=first.get("trace"),
+                                  skipped=f"nothing compiled {how}: custom_kernel failed before launching a kernel: {text}")
+            metrics["note"] = f"compiled {len(run.kernels)} kernel(s); a call failed: {text}"
         too_big = self._smem_overflow(run.kernels, arch)
         if too_big:
             return RungResult(name="compile", ok=False, err=too_big, metrics=metrics)
@@ -250,7 +268,7 @@ class Ladder:
         budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
         try:
             reply, got = worker.request({"op": "call", "inputs": tree}, tensors, self.options.timeout,
-                                        f"in case {case_label(case)}", max_payload=budget)
+                                        "", max_payload=budget)
         except WorkerFailure as exc:
             outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
             return outcome
@@ -261,7 +279,10 @@ class Ladder:
         try:
             outputs = wire.decode_tree(reply["outputs"], got)
             after = wire.decode_tree(reply["inputs_after"], got)
-        except (KeyError, wire.ChannelError) as exc:
+        except KeyError as exc:
+            outcome.update(err=f"malformed reply from the kernel's process (no {exc}): was it forged?", fatal=True)
+            return outcome
+        except wire.ChannelError as exc:
             outcome.update(err=f"malformed reply from the kernel's process: {exc}", fatal=True)
             return outcome
         # The reference runs only now, after the kernel's outputs are in hand.
@@ -371,6 +392,8 @@ class Ladder:
     # --- dumps --------------------------------------------------------------------------------
 
     def rung_dumps(self, run: VersionRun) -> RungResult:
+        for worker in run.workers.values():
+            self._collect_kernels(run, worker, "later calls")
         if not run.kernels:
             return RungResult(name="dumps", ok=True, metrics={"files": [], "note": "no Triton or CuTeDSL kernels compiled"})
         root = self.options.state_dir or run.path.parent.parent / ".kerneltui"

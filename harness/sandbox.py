@@ -14,7 +14,7 @@ import os
 import platform
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
-_PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE = 38, 4
+_PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG = 38, 4, 1
 _RULE_PATH_BENEATH = 1
 _CREATE_RULESET_VERSION = 1
 
@@ -49,6 +49,12 @@ def landlock_abi() -> int:
         return 0
     version = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
     return max(int(version), 0)
+
+
+def die_with_parent() -> None:
+    """Asks the kernel to kill this process when its parent dies, so no orphan keeps a GPU busy."""
+    if platform.system() == "Linux":
+        _libc().prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
 def make_undumpable() -> None:

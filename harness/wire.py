@@ -100,6 +100,8 @@ def decode_tree(value: Any, tensors: list[torch.Tensor]) -> Any:
 
 
 def _tensor_bytes(t: torch.Tensor) -> memoryview:
+    if t.device.type == "meta":
+        return memoryview(b"")  # shape and dtype only: compile-only calls need no data
     flat = t.detach().contiguous().cpu()
     if flat.numel() == 0:
         return memoryview(b"")
@@ -112,7 +114,7 @@ def _describe(t: torch.Tensor) -> dict[str, Any]:
         "shape": list(t.shape),
         "stride": list(t.stride()),
         "device": t.device.type,
-        "nbytes": t.numel() * t.element_size(),
+        "nbytes": 0 if t.device.type == "meta" else t.numel() * t.element_size(),
     }
 
 
@@ -172,7 +174,7 @@ def _checked_nbytes(spec: Any) -> int:
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise ChannelError(f"bad tensor shape {str(shape)[:80]}")
     itemsize = torch.empty((), dtype=DTYPES[spec["dtype"]]).element_size()
-    nbytes = math.prod(shape) * itemsize
+    nbytes = 0 if spec.get("device") == "meta" else math.prod(shape) * itemsize
     if spec.get("nbytes") != nbytes:
         raise ChannelError("tensor byte count does not match its shape and dtype")
     return nbytes
@@ -181,6 +183,9 @@ def _checked_nbytes(spec: Any) -> int:
 def _read_tensor(sock: socket.socket, spec: dict[str, Any], deadline: float | None) -> torch.Tensor:
     dtype = DTYPES[spec["dtype"]]
     shape = spec["shape"]
+    if spec.get("device") == "meta":
+        stride = spec.get("stride") if isinstance(spec.get("stride"), list) else None
+        return torch.empty_strided(shape, stride or _contiguous_stride(shape), dtype=dtype, device="meta")
     raw = _recv_exact(sock, spec["nbytes"], deadline)
     flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
     tensor = flat.view(dtype).reshape(shape)
@@ -188,6 +193,14 @@ def _read_tensor(sock: socket.socket, spec: dict[str, Any], deadline: float | No
     if isinstance(stride, list) and len(stride) == len(shape) and list(tensor.stride()) != stride:
         tensor = _restride(tensor, stride)
     return tensor
+
+
+def _contiguous_stride(shape: list[int]) -> list[int]:
+    stride, step = [], 1
+    for dim in reversed(shape):
+        stride.append(step)
+        step *= max(dim, 1)
+    return list(reversed(stride))
 
 
 def _restride(tensor: torch.Tensor, stride: list[Any]) -> torch.Tensor:

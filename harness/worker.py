@@ -38,6 +38,10 @@ ENTRY = "custom_kernel"
 MAX_TRACE_CHARS = 4000
 
 
+class VersionError(Exception):
+    """A version that cannot be used as it is; the message says why, with no exception name."""
+
+
 class Worker:
     def __init__(self, sock: socket.socket, mode: str, arch: str) -> None:
         self.sock = sock
@@ -88,9 +92,9 @@ class Worker:
             entry = getattr(self.module, ENTRY, None)
             if entry is None:
                 names = sorted(n for n in vars(self.module) if not n.startswith("_") and callable(vars(self.module)[n]))
-                raise LookupError(f"{self.path.name} defines no {ENTRY}(*inputs) (functions found: {', '.join(names) or 'none'})")
+                raise VersionError(f"{self.path.name} defines no {ENTRY}(*inputs) (functions found: {', '.join(names) or 'none'})")
             if not callable(entry):
-                raise TypeError(f"{ENTRY} in {self.path.name} is a {type(entry).__name__}, not a function")
+                raise VersionError(f"{ENTRY} in {self.path.name} is a {type(entry).__name__}, not a function")
             self.entry = entry
         except BaseException as exc:  # SystemExit too: a version may call sys.exit at import
             self.reply_error(exc, "load")
@@ -142,7 +146,7 @@ class Worker:
         self.send_outputs(last[0], None, {"samples_ms": samples})
 
     def materialize(self, tree: Any, tensors: list[torch.Tensor]) -> tuple[Any, ...]:
-        moved = [t.to(self.device) for t in tensors]
+        moved = [t if t.device.type == "meta" else t.to(self.device) for t in tensors]
         inputs = wire.decode_tree(tree, moved)
         return tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
 
@@ -199,8 +203,12 @@ def describe_exception(exc: BaseException, path: Path | None, stage: str) -> dic
     where = locate(exc, path)
     if isinstance(exc, SystemExit):
         message = f"the version called sys.exit({exc.code!r})"
+    elif isinstance(exc, VersionError):
+        message = str(exc)
     elif isinstance(exc, SyntaxError):
         message = f"SyntaxError: {exc.msg}"
+    elif getattr(exc, "error_message", None) and hasattr(exc, "node"):
+        message = f"{type(exc).__name__}: {exc.error_message}"  # Triton's; its source excerpt goes to the log
     else:
         message = f"{type(exc).__name__}: {exc}".strip()
     text = f"{where}: {message}" if where else message
@@ -236,7 +244,7 @@ def locate(exc: BaseException, path: Path | None) -> str:
         return f"{path.name}:{exc.lineno}:{exc.offset or 0}"
     line = _triton_error_line(exc, path)
     if line:
-        return f"{path.name}:{line}"
+        return f"{path.name}:{line}:{getattr(exc.node, 'col_offset', 0)}"  # type: ignore[attr-defined]
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
     return f"{path.name}:{frames[-1].lineno}" if frames else ""
 
@@ -263,6 +271,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("run", "compile"), default="run")
     parser.add_argument("--arch", default="sm_90")
     args = parser.parse_args()
+    from harness.sandbox import die_with_parent
+
+    die_with_parent()
     sock = socket.socket(fileno=args.fd)
     Worker(sock, args.mode, args.arch).serve()
     sys.stdout.flush()

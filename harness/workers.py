@@ -128,13 +128,13 @@ class WorkerProcess:
             return wire.recv(self.sock, timeout=timeout, max_payload=max_payload)
         except wire.ChannelTimeout:
             self.kill()
-            raise WorkerFailure(f"timed out after {timeout:g} s {what}") from None
+            raise WorkerFailure(_joined(f"timed out after {timeout:g} s", what)) from None
         except wire.ChannelClosed:
             raise WorkerFailure(self.death_reason(what)) from None
         except (wire.ChannelError, OSError) as exc:
             self.kill()
             raise WorkerFailure(
-                f"malformed reply from the kernel's process {what} ({exc}); "
+                _joined("malformed reply from the kernel's process", what) + f" ({exc}); "
                 "a version that writes to inherited file descriptors looks like this"
             ) from None
 
@@ -143,15 +143,15 @@ class WorkerProcess:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.kill()
-            return f"the kernel's process stopped answering {what}"
+            return _joined("the kernel's process stopped answering", what)
         if code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            reason = f"crashed: {name} {what}"
+            reason = _joined(f"crashed: {name}", what)
         else:
-            reason = f"the kernel's process exited early (code {code}) {what}, without answering"
+            reason = _joined(f"the kernel's process exited early (code {code})", what) + ", without answering"
         tail = self.log_tail()
         return f"{reason}\n{tail}" if tail else reason
 
@@ -187,6 +187,10 @@ class WorkerProcess:
 
     def remove_scratch(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _joined(text: str, what: str) -> str:
+    return f"{text} {what}" if what else text
 
 
 def cuda_device_count() -> int:

@@ -1,0 +1,149 @@
+"""The `kerneltui` command: the dashboard by default, and headless subcommands for scripts.
+
+Exit status of eval: 0 every rung passed (skips allowed), 1 a rung failed, 2 bad usage or a bad problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.report import rung_line
+from harness.results import RUNG_ORDER, RungResult
+from kerneltui import runner
+from kerneltui.store import Store
+from kerneltui.workspace import Workspace, WorkspaceError, for_version, resolve
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SUBCOMMANDS = ("eval", "history")
+
+
+def open_store(workspace: Workspace) -> Store:
+    opened = Store.open(workspace.db_path)
+    if opened.warning:
+        print(f"warning: {opened.warning}", file=sys.stderr)
+    return opened.store
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    workspace, _, _ = for_version(Path(args.version))
+    if args.workspace and Path(args.workspace).resolve() != workspace.root:
+        print(f"note: {args.version} belongs to workspace {workspace.root}; recording it there", file=sys.stderr)
+    rungs = [r.strip() for r in args.rungs.split(",")] if args.rungs else None
+    unknown = [r for r in rungs or [] if r not in RUNG_ORDER]
+    if unknown:
+        raise WorkspaceError(f"unknown rung(s) {', '.join(unknown)}; rungs are {', '.join(RUNG_ORDER)}")
+    options = runner.LadderOptions(timeout=args.timeout, rungs=rungs, arch=args.arch, seeds=args.seeds,
+                                   sandbox=not args.no_sandbox)
+    store = open_store(workspace)
+
+    def show(rung: RungResult) -> None:
+        if not args.json:
+            print(rung_line(rung), flush=True)
+
+    try:
+        outcome = runner.evaluate(store, workspace, Path(args.version), options, on_rung=show)
+    finally:
+        store.close()
+    if outcome.problem_error:
+        print(f"error: {outcome.problem_error}", file=sys.stderr)
+        return EXIT_USAGE
+    if outcome.evaluation is None:
+        print(f"error: {outcome.error}", file=sys.stderr)
+        return EXIT_FAILED
+    ev = outcome.evaluation
+    if args.json:
+        print(json.dumps(eval_json(ev.to_json(), outcome.evaluation_id), default=str))
+    else:
+        print(f"{ev.problem} {ev.version}: {ev.status} ({ev.device.get('name')}; {ev.seconds:.1f} s; "
+              f"recorded as evaluation {outcome.evaluation_id} in {workspace.db_path})")
+    return EXIT_OK if ev.ok else EXIT_FAILED
+
+
+def eval_json(data: dict[str, Any], evaluation_id: int) -> dict[str, Any]:
+    """DESIGN.md's object first (problem, version, ok, device, rungs), then the rest."""
+    ordered = {k: data[k] for k in ("problem", "version", "ok", "device", "rungs")}
+    ordered.update({k: v for k, v in data.items() if k not in ordered})
+    ordered["evaluation_id"] = evaluation_id
+    return ordered
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    workspace = resolve(args.workspace)
+    store = open_store(workspace)
+    try:
+        rows = store.history(args.problem, limit=args.limit)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(rows, default=str))
+        return EXIT_OK
+    if not rows:
+        print(f"no evaluations yet in {workspace.root}" + (f" for {args.problem}" if args.problem else ""))
+        return EXIT_OK
+    print(f"{'problem':<12} {'ver':<6} {'hash':<8} {'status':<10} {'failed at':<12} {'max err':>9} "
+          f"{'median':>10} {'vs ref':>7} {'roofline':>8}  {'verdict':<9} time")
+    for row in rows:
+        print(history_line(row))
+    return EXIT_OK
+
+
+def history_line(row: dict[str, Any]) -> str:
+    from harness.report import duration_us, sig
+
+    m = row["metrics"]
+    speedup = f"{m['speedup']:.2f}×" if m.get("speedup") else "·"
+    roof = f"{m['roofline_pct']:.0f}%" if m.get("roofline_pct") is not None else "·"
+    return (f"{row['problem']:<12} {row['version']:<6} {row['hash'][:8]:<8} {row['status']:<10} "
+            f"{row['failed_rung'] or '·':<12} {sig(m.get('max_abs')):>9} {duration_us(m.get('median_us')):>10} "
+            f"{speedup:>7} {roof:>8}  {row['verdict'] or '·':<9} {(row['time'] or '')[:19]}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kerneltui", description="Supervise agents writing GPU kernels.")
+    sub = parser.add_subparsers(dest="command")
+
+    ev = sub.add_parser("eval", help="run the ladder on a version file and record it")
+    ev.add_argument("version", help="kernels/<problem>/vNNN.py")
+    ev.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--timeout", type=float, default=60.0, help="seconds per call into the version (default 60)")
+    ev.add_argument("--rungs", help=f"comma-separated subset of {','.join(RUNG_ORDER)}")
+    ev.add_argument("--arch", default="sm_90", help="compile target when there is no GPU (default sm_90)")
+    ev.add_argument("--seeds", type=int, default=2, help="seeds per correctness case (default 2)")
+    ev.add_argument("--no-sandbox", action="store_true", help="run workers without Landlock confinement")
+    ev.set_defaults(func=cmd_eval)
+
+    hist = sub.add_parser("history", help="evaluations, newest first")
+    hist.add_argument("problem", nargs="?")
+    hist.add_argument("--workspace")
+    hist.add_argument("--json", action="store_true")
+    hist.add_argument("--limit", type=int)
+    hist.set_defaults(func=cmd_history)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
+        parser.error(f"unknown command {argv[0]!r}; commands: {', '.join(SUBCOMMANDS)}")
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        code: int = args.func(args)
+    except WorkspaceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

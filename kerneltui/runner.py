@@ -1,0 +1,138 @@
+"""Running the ladder from kerneltui: the judge is a subprocess (`python -m harness --stream`) in
+the GPU box's Python, and its JSON lines become history rows as they arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import source
+from harness.results import Evaluation, RungResult
+from kerneltui.store import Store
+from kerneltui.workspace import Workspace
+
+STDERR_TAIL = 3000
+
+
+@dataclass
+class LadderOptions:
+    timeout: float = 60.0
+    rungs: list[str] | None = None
+    arch: str = "sm_90"
+    seeds: int = 2
+    sandbox: bool = True
+
+    def argv(self) -> list[str]:
+        args = ["--timeout", f"{self.timeout:g}", "--arch", self.arch, "--seeds", str(self.seeds)]
+        if self.rungs:
+            args += ["--rungs", ",".join(self.rungs)]
+        if not self.sandbox:
+            args.append("--no-sandbox")
+        return args
+
+
+@dataclass
+class Outcome:
+    evaluation_id: int
+    evaluation: Evaluation | None = None
+    problem_error: str | None = None
+    error: str | None = None
+    rungs: list[RungResult] = field(default_factory=list)
+
+
+def harness_python() -> str:
+    """The Python that runs the ladder: $KERNELTUI_PYTHON (the GPU box's torch), else this one."""
+    return os.environ.get("KERNELTUI_PYTHON") or sys.executable
+
+
+def harness_env(python: str, state: Path) -> dict[str, str]:
+    """Environment for the judge; another Python gets a path holding only our harness package."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", KERNELTUI_WATCH_PARENT="1")
+    if Path(python).resolve() != Path(sys.executable).resolve():
+        link_dir = state / "runtime"
+        link_dir.mkdir(parents=True, exist_ok=True)
+        link = link_dir / "harness"
+        target = Path(__file__).resolve().parent.parent / "harness"
+        if link.is_symlink() and link.resolve() != target:
+            link.unlink()
+        if not link.exists():
+            link.symlink_to(target, target_is_directory=True)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(link_dir), os.environ.get("PYTHONPATH")) if p)
+    return env
+
+
+def record_version(store: Store, workspace: Workspace, path: Path, author: str = "") -> tuple[int, str, str]:
+    """Problem and version rows for a file, from its bytes now; returns (version_id, hash, problem)."""
+    import hashlib
+
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    problem_dir = path.parent
+    problem_file = problem_dir / "problem.py"
+    problem_text = problem_file.read_text(errors="replace") if problem_file.is_file() else ""
+    store.ensure_problem(problem_dir.name, str(problem_dir), source.notes(problem_text),
+                         hashlib.sha256(problem_text.encode()).hexdigest())
+    notes = source.notes(data.decode(errors="replace"))
+    version_id = store.ensure_version(problem_dir.name, path.stem, path, digest, notes, author, len(data))
+    return version_id, digest, problem_dir.name
+
+
+def evaluate(
+    store: Store,
+    workspace: Workspace,
+    path: Path,
+    options: LadderOptions,
+    on_rung: Callable[[RungResult], None] | None = None,
+    evaluation_id: int | None = None,
+) -> Outcome:
+    """Runs the ladder on one file in a judge subprocess and records everything as it streams in."""
+    path = path.resolve()
+    if evaluation_id is None:
+        version_id, digest, problem = record_version(store, workspace, path)
+        evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, vars(options))
+    python = harness_python()
+    argv = [python, "-m", "harness", str(path), "--stream", "--state-dir", str(workspace.state), *options.argv()]
+    outcome = Outcome(evaluation_id)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=harness_env(python, workspace.state), start_new_session=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        for line in proc.stdout:
+            _handle_event(store, outcome, line, on_rung)
+    except BaseException:
+        proc.kill()
+        store.fail_evaluation(evaluation_id, "interrupted", status="error")
+        raise
+    stderr = proc.stderr.read()
+    proc.wait()
+    if outcome.evaluation is None and outcome.problem_error is None:
+        outcome.error = f"the judge exited (code {proc.returncode}) without a result: {stderr[-STDERR_TAIL:].strip()}"
+        store.fail_evaluation(evaluation_id, outcome.error)
+    return outcome
+
+
+def _handle_event(store: Store, outcome: Outcome, line: str, on_rung: Callable[[RungResult], None] | None) -> None:
+    try:
+        event: dict[str, Any] = json.loads(line)
+    except json.JSONDecodeError:
+        return  # the judge prints only JSON lines on stdout; anything else is noise
+    kind = event.get("event")
+    if kind == "rung":
+        rung = RungResult.from_json(event["rung"])
+        store.add_rung(outcome.evaluation_id, len(outcome.rungs), rung)
+        outcome.rungs.append(rung)
+        if on_rung:
+            on_rung(rung)
+    elif kind == "done":
+        outcome.evaluation = Evaluation.from_json(event["evaluation"])
+        store.finish_evaluation(outcome.evaluation_id, outcome.evaluation)
+    elif kind == "error":
+        outcome.problem_error = event.get("error", "bad problem")
+        store.fail_evaluation(outcome.evaluation_id, outcome.problem_error, status="error")

@@ -1,0 +1,302 @@
+"""The history: every problem, version, evaluation, rung, timing and artifact, in SQLite (WAL).
+
+A version is keyed by (problem, name, content hash): rewriting v003.py makes a new version row and
+a new evaluation, and the old ones stay. A database that cannot be read is moved aside (kept, not
+deleted) and a fresh one started, with a message saying where the old one went.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from harness.results import Evaluation, RungResult
+
+SCHEMA_VERSION = 1
+KEY_METRICS = ("max_abs", "max_rel", "rmse", "psnr", "cosine", "median_us", "ref_median_us", "speedup",
+               "vs_best", "roofline_pct")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class OpenedStore:
+    store: Store
+    warning: str | None = None
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+        self.db = sqlite_utils.Database(conn)
+        self.db.execute("PRAGMA busy_timeout = 30000")
+        self.db.enable_wal()
+        self._create_schema()
+
+    @classmethod
+    def open(cls, path: Path) -> OpenedStore:
+        """Opens (or creates) the history; a corrupt file is moved aside and a new one started."""
+        try:
+            store = cls(path)
+            row = store.db.execute("PRAGMA quick_check").fetchone()
+            if row and row[0] != "ok":
+                raise sqlite3.DatabaseError(str(row[0]))
+            return OpenedStore(store)
+        except sqlite3.DatabaseError as exc:
+            aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(str(path) + suffix)
+                if src.exists():
+                    src.rename(Path(str(aside) + suffix))
+            warning = f"{path} could not be read ({exc}); moved it to {aside} and started a new history"
+            return OpenedStore(cls(path), warning)
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _create_schema(self) -> None:
+        db = self.db
+        db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+        db["problems"].create(
+            {"name": str, "path": str, "description": str, "problem_hash": str, "created": str},
+            pk="name", if_not_exists=True,
+        )
+        db["versions"].create(
+            {"id": int, "problem": str, "name": str, "number": int, "path": str, "hash": str, "size": int,
+             "notes": str, "author": str, "created": str, "deleted": str},
+            pk="id", if_not_exists=True,
+        )
+        db["versions"].create_index(["problem", "name", "hash"], unique=True, if_not_exists=True)
+        db["evaluations"].create(
+            {"id": int, "version_id": int, "problem": str, "version": str, "hash": str, "status": str, "ok": int,
+             "failed_rung": str, "error": str, "device_kind": str, "device_name": str, "arch": str,
+             "sandbox": str, "problem_hash": str, "seeds": str, "options": str, "device": str,
+             "queued": str, "started": str, "finished": str, "seconds": float,
+             **{k: float for k in KEY_METRICS}},
+            pk="id", if_not_exists=True,
+        )
+        db["evaluations"].create_index(["problem", "id"], if_not_exists=True)
+        db["evaluations"].create_index(["version_id"], if_not_exists=True)
+        db["rungs"].create(
+            {"id": int, "evaluation_id": int, "idx": int, "name": str, "ok": int, "skipped": str, "err": str,
+             "seconds": float, "metrics": str, "log": str},
+            pk="id", if_not_exists=True,
+        )
+        db["rungs"].create_index(["evaluation_id"], if_not_exists=True)
+        db["case_results"].create(
+            {"id": int, "evaluation_id": int, "case_label": str, "seed": int, "ok": int, "err": str,
+             "max_abs": float, "max_rel": float, "mse": float, "rmse": float, "psnr": float, "cosine": float},
+            pk="id", if_not_exists=True,
+        )
+        db["case_results"].create_index(["evaluation_id"], if_not_exists=True)
+        db["timings"].create(
+            {"id": int, "evaluation_id": int, "case_label": str, "median_us": float, "p20_us": float,
+             "p80_us": float, "min_us": float, "n": int, "noise_pct": float, "ref_median_us": float,
+             "speedup": float, "gbps": float, "tflops": float, "roofline_pct": float, "device_name": str},
+            pk="id", if_not_exists=True,
+        )
+        db["timings"].create_index(["evaluation_id"], if_not_exists=True)
+        db["artifacts"].create(
+            {"id": int, "evaluation_id": int, "kernel": str, "dsl": str, "kind": str, "path": str, "bytes": int,
+             "case_label": str},
+            pk="id", if_not_exists=True,
+        )
+        db["artifacts"].create_index(["evaluation_id"], if_not_exists=True)
+        db["verdicts"].create(
+            {"id": int, "version_id": int, "problem": str, "version": str, "hash": str, "verdict": str,
+             "reason": str, "who": str, "created": str},
+            pk="id", if_not_exists=True,
+        )
+        db["verdicts"].create_index(["version_id"], if_not_exists=True)
+        db["guidance"].create(
+            {"id": int, "problem": str, "text": str, "who": str, "created": str, "delivered": str},
+            pk="id", if_not_exists=True,
+        )
+        db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def ensure_problem(self, name: str, path: str, description: str = "", problem_hash: str = "") -> None:
+        existing = self.db.execute("SELECT 1 FROM problems WHERE name = ?", [name]).fetchone()
+        if existing:
+            self.db["problems"].update(name, {"path": path, "description": description, "problem_hash": problem_hash})
+        else:
+            self.db["problems"].insert({"name": name, "path": path, "description": description,
+                                        "problem_hash": problem_hash, "created": now()})
+
+    def ensure_version(self, problem: str, name: str, path: Path, file_hash: str, notes: str = "",
+                       author: str = "", size: int = 0) -> int:
+        row = self.db.execute(
+            "SELECT id FROM versions WHERE problem = ? AND name = ? AND hash = ?", [problem, name, file_hash]
+        ).fetchone()
+        if row:
+            return int(row[0])
+        number = int(name[1:]) if name[1:].isdigit() else None
+        return int(self.db["versions"].insert({
+            "problem": problem, "name": name, "number": number, "path": str(path), "hash": file_hash, "size": size,
+            "notes": notes, "author": author, "created": now(), "deleted": None,
+        }).last_pk)
+
+    def start_evaluation(self, version_id: int, problem: str, version: str, file_hash: str,
+                         options: dict[str, Any] | None = None, status: str = "running") -> int:
+        stamp = now()
+        return int(self.db["evaluations"].insert({
+            "version_id": version_id, "problem": problem, "version": version, "hash": file_hash,
+            "status": status, "queued": stamp, "started": stamp if status == "running" else None,
+            "options": json.dumps(options or {}),
+        }).last_pk)
+
+    def add_rung(self, evaluation_id: int, idx: int, rung: RungResult) -> None:
+        self.db["rungs"].insert({
+            "evaluation_id": evaluation_id, "idx": idx, "name": rung.name,
+            "ok": None if rung.ok is None else int(rung.ok), "skipped": rung.skipped, "err": rung.err,
+            "seconds": rung.seconds, "metrics": json.dumps(rung.metrics, default=str), "log": rung.log,
+        })
+
+    def finish_evaluation(self, evaluation_id: int, ev: Evaluation) -> None:
+        """Stores the final result: key metrics, per-case results, timings, artifacts."""
+        with self.transaction():
+            self.db.execute("DELETE FROM rungs WHERE evaluation_id = ?", [evaluation_id])
+            for idx, rung in enumerate(ev.rungs):
+                self.add_rung(evaluation_id, idx, rung)
+            metrics = key_metrics(ev)
+            metrics["vs_best"] = self._vs_best(ev, metrics.get("median_us"), evaluation_id)
+            self.db["evaluations"].update(evaluation_id, {
+                "status": ev.status, "ok": int(ev.ok), "failed_rung": ev.failed_rung, "error": ev.error,
+                "device_kind": ev.device.get("kind"), "device_name": ev.device.get("name"),
+                "arch": ev.device.get("arch"), "sandbox": ev.sandbox, "problem_hash": ev.problem_hash,
+                "seeds": json.dumps(ev.seeds), "device": json.dumps(ev.device), "finished": now(),
+                "seconds": ev.seconds, **metrics,
+            })
+            self._store_details(evaluation_id, ev)
+
+    def _store_details(self, evaluation_id: int, ev: Evaluation) -> None:
+        correctness = ev.rung("correctness")
+        for case in (correctness.metrics.get("cases", []) if correctness else []):
+            self.db["case_results"].insert({
+                "evaluation_id": evaluation_id, "case_label": case.get("case"), "seed": case.get("seed"),
+                "ok": int(bool(case.get("ok"))), "err": case.get("err"),
+                **{k: case.get(k) for k in ("max_abs", "max_rel", "mse", "rmse", "psnr", "cosine")},
+            })
+        bench, roof = ev.rung("benchmark"), ev.rung("roofline")
+        roof_rows = {r["case"]: r for r in (roof.metrics.get("cases", []) if roof and roof.ok is not None else [])}
+        for case in (bench.metrics.get("cases", []) if bench and bench.ok else []):
+            line = roof_rows.get(case["case"], {})
+            self.db["timings"].insert({
+                "evaluation_id": evaluation_id, "case_label": case["case"],
+                **{k: case.get(k) for k in ("median_us", "p20_us", "p80_us", "min_us", "n", "noise_pct",
+                                            "ref_median_us", "speedup")},
+                "gbps": line.get("gbps"), "tflops": line.get("tflops"), "roofline_pct": line.get("pct"),
+                "device_name": ev.device.get("name"),
+            })
+        dumps = ev.rung("dumps")
+        for item in (dumps.metrics.get("files", []) if dumps and dumps.ok else []):
+            self.db["artifacts"].insert({
+                "evaluation_id": evaluation_id, "case_label": item.get("case"),
+                **{k: item.get(k) for k in ("kernel", "dsl", "kind", "path", "bytes")},
+            })
+
+    def _vs_best(self, ev: Evaluation, median_us: float | None, evaluation_id: int) -> float | None:
+        """Best earlier passing median on the same device over this one's (>1: faster than the best so far)."""
+        if not median_us or ev.status != "pass":
+            return None
+        row = self.db.execute(
+            "SELECT MIN(median_us) FROM evaluations WHERE problem = ? AND status = 'pass' AND device_name = ? "
+            "AND median_us IS NOT NULL AND id < ?",
+            [ev.problem, ev.device.get("name"), evaluation_id],
+        ).fetchone()
+        return row[0] / median_us if row and row[0] else None
+
+    def fail_evaluation(self, evaluation_id: int, error: str, status: str = "error") -> None:
+        self.db["evaluations"].update(evaluation_id, {"status": status, "ok": 0, "error": error, "finished": now()})
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def history(self, problem: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Evaluations, newest first, with their version's latest verdict."""
+        where, params = ("WHERE e.problem = ?", [problem]) if problem else ("", [])
+        sql = f"""
+            SELECT e.*, v.path AS path, v.notes AS notes, v.author AS author,
+                   (SELECT verdict FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
+                       AS verdict,
+                   (SELECT reason FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
+                       AS verdict_reason
+            FROM evaluations e JOIN versions v ON v.id = e.version_id
+            {where} ORDER BY e.id DESC {"LIMIT ?" if limit else ""}
+        """
+        cursor = self.db.execute(sql, [*params, *([limit] if limit else [])])
+        columns = [c[0] for c in cursor.description]
+        return [history_entry(dict(zip(columns, row))) for row in cursor.fetchall()]
+
+    def rungs(self, evaluation_id: int) -> list[RungResult]:
+        rows = self.db.execute(
+            "SELECT name, ok, skipped, err, seconds, metrics, log FROM rungs WHERE evaluation_id = ? ORDER BY idx",
+            [evaluation_id],
+        ).fetchall()
+        return [RungResult(name=r[0], ok=None if r[1] is None else bool(r[1]), skipped=r[2], err=r[3],
+                           seconds=r[4] or 0.0, metrics=json.loads(r[5] or "{}"), log=r[6]) for r in rows]
+
+    def count(self, table: str) -> int:
+        return int(self.db.execute(f"SELECT COUNT(*) FROM [{table}]").fetchone()[0])
+
+
+def key_metrics(ev: Evaluation) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    correctness = ev.rung("correctness")
+    if correctness and "max_abs" in correctness.metrics:
+        for key in ("max_abs", "max_rel", "rmse", "psnr", "cosine"):
+            out[key] = correctness.metrics.get(key)
+    bench = ev.rung("benchmark")
+    if bench and bench.ok:
+        for key in ("median_us", "ref_median_us", "speedup"):
+            out[key] = bench.metrics.get(key)
+    roof = ev.rung("roofline")
+    if roof and roof.ok is not None and "pct" in roof.metrics:
+        out["roofline_pct"] = roof.metrics["pct"]
+    return out
+
+
+def history_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """The `kerneltui history --json` shape of one evaluation."""
+    return {
+        "id": row["id"],
+        "problem": row["problem"],
+        "version": row["version"],
+        "hash": row["hash"],
+        "path": row.get("path"),
+        "ok": None if row["ok"] is None else bool(row["ok"]),
+        "status": row["status"],
+        "failed_rung": row["failed_rung"],
+        "error": row["error"],
+        "metrics": {k: row.get(k) for k in KEY_METRICS},
+        "device": row["device_name"],
+        "sandbox": row["sandbox"],
+        "notes": row.get("notes"),
+        "author": row.get("author"),
+        "verdict": row.get("verdict"),
+        "verdict_reason": row.get("verdict_reason"),
+        "time": row["finished"] or row["started"] or row["queued"],
+    }
