@@ -1,0 +1,68 @@
+"""Shared fixtures: a real workspace on disk, and the CLIs run as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+VERSIONS = FIXTURES / "versions"
+REPO = Path(__file__).parent.parent
+HAS_CUDA = os.path.exists("/dev/nvidiactl")
+
+
+def make_workspace(root: Path, problem: str = "vadd") -> Path:
+    """A workspace holding one fixture problem; returns the problem folder."""
+    folder = root / problem
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / problem / "problem.py", folder / "problem.py")
+    return folder
+
+
+def add_version(folder: Path, fixture: str, name: str | None = None) -> Path:
+    target = folder / (name or f"{fixture}.py")
+    shutil.copy(VERSIONS / f"{fixture}.py", target)
+    return target
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """tmp/ws/vadd/problem.py; the fixture returns the problem folder."""
+    return make_workspace(tmp_path / "ws")
+
+
+def run(args: list[str], cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, *args], cwd=cwd or REPO, capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+
+
+def kerneltui(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return run(["-m", "kerneltui", *args], cwd=cwd, timeout=timeout)
+
+
+def judge_many(paths: list[Path], **request: object) -> dict[str, dict]:
+    """Runs `python -m harness serve` once over many versions; returns their evaluations by file stem."""
+    lines = "".join(json.dumps({"path": str(p), "id": p.stem, **request}) + "\n" for p in paths)
+    done = subprocess.run([sys.executable, "-m", "harness", "serve"], input=lines, capture_output=True,
+                          text=True, cwd=REPO, timeout=1800)
+    results: dict[str, dict] = {}
+    for line in done.stdout.splitlines():
+        event = json.loads(line)
+        if event["event"] == "done":
+            results[event["id"]] = event["evaluation"]
+        elif event["event"] == "error":
+            results[str(event.get("id"))] = {"error": event["error"]}
+    assert len(results) == len(paths), done.stderr[-3000:]
+    return results
+
+
+def rung(evaluation: dict, name: str) -> dict:
+    return next(r for r in evaluation["rungs"] if r["name"] == name)

@@ -1,0 +1,111 @@
+"""`kerneltui eval` and `history` as a user runs them: exit codes, JSON, and a real history file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import add_version, kerneltui, run
+
+
+def test_eval_pass_records_and_exits_zero(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    done = kerneltui("eval", str(version), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result)[:5] == ["problem", "version", "ok", "device", "rungs"]
+    assert result["problem"] == "vadd" and result["version"] == "v001" and result["ok"] is True
+    names = [r["name"] for r in result["rungs"]]
+    assert names == ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
+    for r in result["rungs"]:
+        assert set(r) >= {"name", "ok", "err", "metrics", "seconds"}
+    dumps = next(r for r in result["rungs"] if r["name"] == "dumps")
+    state = workspace.parent / ".kerneltui"
+    assert Path(dumps["metrics"]["dir"]).is_relative_to(state / "dumps" / "vadd" / "v001")
+    assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= set(dumps["metrics"]["kinds"])
+    for item in dumps["metrics"]["files"]:
+        assert Path(item["path"]).stat().st_size == item["bytes"] > 0
+    sass = next(Path(f["path"]) for f in dumps["metrics"]["files"] if f["kind"] == "sass")
+    assert "v001.py" in sass.read_text()  # SASS interleaved with source lines
+    assert (state / "history.db").is_file()
+
+
+def test_eval_fail_exits_one_and_human_output(workspace: Path) -> None:
+    version = add_version(workspace, "pow2_only", "v002.py")
+    done = kerneltui("eval", str(version), "--rungs", "load,compile,correctness")
+    assert done.returncode == 1
+    assert "✗ correctness" in done.stdout and "case n=4097" in done.stdout
+    assert "vadd v002: fail" in done.stdout
+
+
+def test_bad_problem_exits_two_naming_it(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    (workspace / "problem.py").write_text("def reference(a, b):\n    return a + b\n")
+    done = kerneltui("eval", str(version))
+    assert done.returncode == 2
+    assert "vadd: problem.py is missing make_inputs" in done.stderr
+
+
+def test_bad_usage_exits_two(workspace: Path) -> None:
+    assert kerneltui("eval", str(workspace / "v999.py")).returncode == 2
+    assert kerneltui("eval", str(workspace / "problem.py")).returncode == 2
+    assert kerneltui("eval", str(workspace / "x.py"), "--rungs", "load,bogus").returncode == 2
+
+
+def test_history_newest_first_and_rewrites_kept(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    rungs = ("--rungs", "load,compile,correctness")
+    assert kerneltui("eval", str(version), *rungs).returncode == 0
+    version.write_text(version.read_text().replace("BLOCK 1024.", "BLOCK 1024, rewritten."))
+    assert kerneltui("eval", str(version), *rungs).returncode == 0
+    wrong = add_version(workspace, "nan_output", "v002.py")
+    assert kerneltui("eval", str(wrong), *rungs).returncode == 1
+
+    done = kerneltui("history", "--json", cwd=workspace.parent)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [(r["version"], r["ok"]) for r in rows] == [("v002", False), ("v001", True), ("v001", True)]
+    assert rows[1]["hash"] != rows[2]["hash"] and rows[1]["notes"].endswith("rewritten.")
+    assert rows[0]["failed_rung"] == "correctness" and rows[0]["verdict"] is None
+    for key in ("problem", "version", "hash", "ok", "failed_rung", "metrics", "verdict", "verdict_reason", "time"):
+        assert key in rows[0]
+    assert rows[1]["metrics"]["max_abs"] == 0.0
+
+    only = json.loads(kerneltui("history", "vadd", "--json", "--workspace", str(workspace.parent)).stdout)
+    assert len(only) == 3
+    table = kerneltui("history", cwd=workspace.parent).stdout
+    assert "v002" in table and "correctness" in table
+
+
+def test_history_workspace_default_is_kernels_folder(tmp_path: Path) -> None:
+    done = kerneltui("history", cwd=tmp_path)
+    assert done.returncode == 2 and "--workspace" in done.stderr
+
+
+def test_corrupt_history_is_moved_aside(workspace: Path) -> None:
+    state = workspace.parent / ".kerneltui"
+    state.mkdir()
+    (state / "history.db").write_bytes(b"this is not a database" * 100)
+    version = add_version(workspace, "good", "v001.py")
+    done = kerneltui("eval", str(version), "--rungs", "load")
+    assert done.returncode == 0
+    assert "could not be read" in done.stderr
+    kept = list(state.glob("history.db.corrupt-*"))
+    assert kept and kept[0].read_bytes().startswith(b"this is not a database")
+    with sqlite3.connect(state / "history.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 1
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_harness_alone_imports_no_app_packages(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['harness', {str(version)!r}, '--json', '--rungs', 'load,compile,correctness']\n"
+        "try:\n    runpy.run_module('harness', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "banned = {'textual', 'anthropic', 'sqlite_utils', 'watchdog', 'kerneltui', 'agents'}\n"
+        "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & banned), code)\n"
+    )
+    done = run(["-c", probe])
+    assert "LOADED [] 0" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]

@@ -1,0 +1,94 @@
+"""Versions that break or cheat, judged one after another by one judge: each fails with a plain reason,
+and the next evaluation still works (a fresh worker each time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import add_version, judge_many, make_workspace, rung
+
+# fixture -> (rung that must fail, words the error must contain)
+EXPECTED_FAILURES = {
+    "syntax_error": ("load", "syntax_error.py:5"),
+    "missing_import": ("load", "No module named 'tritonn'"),
+    "no_entry": ("load", "defines no custom_kernel"),
+    "exits_at_import": ("load", "sys.exit(0)"),
+    "compile_error": ("compile", "compile_error.py:12"),
+    "wrong_shape": ("correctness", "shape (1, 1); the reference's is (1,)"),
+    "wrong_dtype": ("correctness", "dtype torch.float64"),
+    "pow2_only": ("correctness", "case n=4097"),
+    "nan_output": ("correctness", "NaN"),
+    "hang": ("correctness", "timed out after 5 s"),
+    "segfault": ("correctness", "crashed: SIGSEGV"),
+    "modifies_inputs": ("correctness", "modified its input 0"),
+    "uninitialised": ("correctness", "outside atol"),
+    "patches_torch": ("correctness", "outside atol"),
+    "fake_success": ("correctness", "exited early (code 0)"),
+    "writes_fds": ("correctness", "malformed reply"),
+    "memory_scan": ("correctness", "outside atol"),
+    "rewrites_problem": ("correctness", "outside atol"),
+    "subclass": ("correctness", "Tensor subclass"),
+}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], Path]:
+    folder = make_workspace(tmp_path_factory.mktemp("corpus") / "ws")
+    paths = [add_version(folder, name) for name in EXPECTED_FAILURES]
+    paths.append(add_version(folder, "good"))
+    results = judge_many(paths, timeout=5, rungs=["load", "compile", "correctness", "dumps"])
+    return results, folder
+
+
+@pytest.mark.parametrize("fixture", sorted(EXPECTED_FAILURES))
+def test_bad_version_fails_with_plain_reason(judged: tuple[dict[str, dict], Path], fixture: str) -> None:
+    results, _ = judged
+    evaluation = results[fixture]
+    failed_rung, words = EXPECTED_FAILURES[fixture]
+    assert evaluation["ok"] is False, evaluation
+    assert evaluation["status"] == "fail"
+    assert evaluation["failed_rung"] == failed_rung, [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
+    assert words in rung(evaluation, failed_rung)["err"]
+
+
+def test_rungs_after_a_failure_are_skipped_with_the_reason(judged: tuple[dict[str, dict], Path]) -> None:
+    results, _ = judged
+    after_load = rung(results["syntax_error"], "compile")
+    assert after_load["ok"] is None and after_load["skipped"] == "load failed"
+    after_compile = rung(results["compile_error"], "correctness")
+    assert after_compile["skipped"] == "compile failed"
+
+
+def test_the_next_evaluation_still_works(judged: tuple[dict[str, dict], Path]) -> None:
+    results, _ = judged
+    good = results["good"]
+    assert good["ok"] is True and good["status"] == "pass"
+    assert rung(good, "correctness")["metrics"]["max_abs"] == 0.0
+
+
+def test_a_version_cannot_rewrite_its_problem(judged: tuple[dict[str, dict], Path]) -> None:
+    _, folder = judged
+    assert "return a + b" in (folder / "problem.py").read_text()
+
+
+def test_workers_are_sandboxed_where_landlock_exists(judged: tuple[dict[str, dict], Path]) -> None:
+    from harness.sandbox import landlock_abi
+
+    results, _ = judged
+    sandbox = results["good"]["sandbox"]
+    assert sandbox.startswith("landlock") if landlock_abi() else sandbox.startswith("none")
+
+
+def test_seeds_are_fresh_for_every_evaluation(judged: tuple[dict[str, dict], Path]) -> None:
+    results, _ = judged
+    good, memory_scan = results["good"], results["memory_scan"]
+    assert len(good["seeds"]) == 2 * 4  # two seeds for each of the four cases
+    assert not set(good["seeds"]) & set(memory_scan["seeds"])
+
+
+def test_compile_error_names_the_kernel_line(judged: tuple[dict[str, dict], Path]) -> None:
+    results, _ = judged
+    err = rung(results["compile_error"], "compile")["err"]
+    assert err.startswith("compile_error.py:12:") and "scale is not defined" in err

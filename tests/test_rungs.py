@@ -1,0 +1,91 @@
+"""Rung logic that needs no GPU to exercise: roofline arithmetic and its credibility check,
+timing statistics, the shared-memory limit, and what the benchmark says without a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import device, timing
+from harness.dumps import Kernel, smem_limit
+from harness.ladder import Ladder, VersionRun
+from harness.options import Options
+from harness.problem import load_problem
+from harness.results import Evaluation
+from tests.conftest import make_workspace
+
+
+@pytest.fixture
+def ladder(tmp_path: Path) -> Ladder:
+    instance = Ladder(Options(state_dir=tmp_path / "state"))
+    yield instance
+    instance.close()
+
+
+def fake_run(tmp_path: Path, median_us: float) -> VersionRun:
+    folder = make_workspace(tmp_path / "ws")
+    problem = load_problem(folder)
+    ev = Evaluation(problem="vadd", version="v001", path=str(folder / "v001.py"), hash="0" * 64)
+    run = VersionRun(problem=problem, path=folder / "v001.py", ev=ev, dsls=["triton"])
+    run.timings.append({"case": {"n": 1 << 24}, "low_precision": False, "median_us": median_us})
+    return run
+
+
+def seed_peaks(ladder: Ladder, state: Path, copy_gbps: float) -> None:
+    key = f"{ladder.device_info.get('name')}|{ladder.device_info.get('driver')}|{ladder.device_info.get('torch')}"
+    state.mkdir(parents=True, exist_ok=True)
+    peaks = {"copy_gbps": copy_gbps, "bf16_tflops": 800.0, "fp32_tflops": 50.0, "measured": "test"}
+    (state / "device-peaks.json").write_text(json.dumps({key: peaks}))
+
+
+def test_roofline_percent_of_measured_copy(ladder: Ladder, tmp_path: Path) -> None:
+    seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
+    bytes_moved = 12 * (1 << 24)
+    floor_us = bytes_moved / 4000e9 * 1e6
+    result = ladder.rung_roofline(fake_run(tmp_path, median_us=floor_us / 0.8))
+    assert result.ok is True
+    row = result.metrics["cases"][0]
+    assert row["bound"] == "memory" and row["pct"] == pytest.approx(80.0)
+    assert row["gbps"] == pytest.approx(0.8 * 4000.0)
+
+
+def test_roofline_refuses_a_time_faster_than_the_device(ladder: Ladder, tmp_path: Path) -> None:
+    seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
+    floor_us = 12 * (1 << 24) / 4000e9 * 1e6
+    result = ladder.rung_roofline(fake_run(tmp_path, median_us=floor_us / 3))
+    assert result.ok is False and "faster than the device can go" in result.err
+
+
+def test_benchmark_without_gpu_is_skipped_with_reason(ladder: Ladder, tmp_path: Path) -> None:
+    if ladder.cuda:
+        pytest.skip("this machine has a GPU: the benchmark runs (tests/test_gpu.py)")
+    result = ladder.rung_benchmark(fake_run(tmp_path, 1.0))
+    assert result.ok is None and "no GPU" in result.skipped
+
+
+def test_median_confidence_interval_shrinks_with_samples() -> None:
+    few = [1.0, 1.1, 0.9, 1.05, 0.95]
+    many = few * 40
+    assert timing.median_ci_halfwidth(many) < timing.median_ci_halfwidth(few)
+    assert timing.median_ci_halfwidth([1.0, 2.0]) == float("inf")
+
+
+def test_summary_percentiles() -> None:
+    samples_ms = [i / 1000 for i in range(1, 101)]  # 1..100 µs
+    summary = timing.summarize(samples_ms)
+    assert summary.median_us == pytest.approx(50.5) and summary.p20_us == pytest.approx(21.0)
+    assert summary.p80_us == pytest.approx(80.0) and summary.n == 100 and summary.min_us == pytest.approx(1.0)
+
+
+def test_shared_memory_over_the_limit_fails_compile() -> None:
+    kernel = Kernel(name="big_tile", dsl="triton", meta={"shared": 300_000})
+    message = Ladder._smem_overflow([kernel], "sm_90")
+    assert message and "big_tile needs 300000 B" in message and str(smem_limit("sm_90")) in message
+    assert Ladder._smem_overflow([Kernel(name="ok", dsl="triton", meta={"shared": 1024})], "sm_90") is None
+
+
+def test_datasheet_lookup() -> None:
+    assert device.datasheet("NVIDIA H200")["bandwidth_gbps"] == 4800
+    assert device.datasheet("Mystery GPU") is None

@@ -1,0 +1,90 @@
+"""The judge's channel: round trips, and frames a hostile worker might send."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+
+import pytest
+import torch
+
+from harness import wire
+
+
+def pair() -> tuple[socket.socket, socket.socket]:
+    return socket.socketpair()
+
+
+def test_round_trip_values_and_tensors() -> None:
+    a, b = pair()
+    x = torch.randn(3, 5).to(torch.bfloat16)
+    y = torch.arange(10, dtype=torch.int64)
+    tensors: list[torch.Tensor] = []
+    tree = wire.encode_tree([x, (y, 3, 2.5, None, float("inf")), {"eps": 1e-6}, torch.float32], tensors)
+    wire.send(a, {"op": "call", "inputs": tree}, tensors)
+    header, got = wire.recv(b, timeout=5)
+    decoded = wire.decode_tree(header["inputs"], got)
+    assert torch.equal(decoded[0], x) and decoded[0].dtype == torch.bfloat16
+    assert torch.equal(decoded[1][0], y) and decoded[1][1:4] == (3, 2.5, None) and decoded[1][4] == float("inf")
+    assert decoded[2] == {"eps": 1e-6} and decoded[3] is torch.float32
+
+
+def test_transposed_input_keeps_its_strides() -> None:
+    a, b = pair()
+    x = torch.randn(4, 6).t()
+    wire.send(a, {"op": "x"}, [x])
+    _, got = wire.recv(b, timeout=5)
+    assert got[0].stride() == x.stride() and torch.equal(got[0], x)
+
+
+def test_meta_tensors_carry_shape_only() -> None:
+    a, b = pair()
+    x = torch.empty(1 << 20, 1 << 10, device="meta", dtype=torch.bfloat16)
+    wire.send(a, {"op": "x"}, [x])
+    _, got = wire.recv(b, timeout=5)
+    assert got[0].device.type == "meta" and got[0].shape == x.shape and got[0].dtype == torch.bfloat16
+
+
+def raw_frame(header: dict, payload: bytes = b"", magic: bytes = b"KTUI") -> bytes:
+    head = json.dumps(header).encode()
+    return struct.pack("!4sQQ", magic, len(head), len(payload)) + head + payload
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (raw_frame({"ok": True}, magic=b"EVIL"), "bad magic"),
+        (raw_frame({"tensors": [{"dtype": "float32", "shape": [4], "nbytes": 16}]}, b"\0" * 8), "do not add up"),
+        (raw_frame({"tensors": [{"dtype": "object", "shape": [1], "nbytes": 8}]}, b"\0" * 8), "bad tensor description"),
+        (raw_frame({"tensors": [{"dtype": "float32", "shape": [-1], "nbytes": 4}]}, b"\0" * 4), "bad tensor shape"),
+        (raw_frame({"tensors": [{"dtype": "float32", "shape": [2], "nbytes": 4}]}, b"\0" * 4), "does not match"),
+        (struct.pack("!4sQQ", b"KTUI", 5, 0) + b"{nope", "malformed frame header"),
+    ],
+)
+def test_malformed_frames_are_refused(frame: bytes, message: str) -> None:
+    a, b = pair()
+    a.sendall(frame)
+    with pytest.raises(wire.ChannelError, match=message):
+        wire.recv(b, timeout=5)
+
+
+def test_oversized_payload_is_refused_before_reading() -> None:
+    a, b = pair()
+    a.sendall(struct.pack("!4sQQ", b"KTUI", 2, 1 << 40) + b"{}")
+    with pytest.raises(wire.ChannelError, match="bad magic or size"):
+        wire.recv(b, timeout=5, max_payload=1 << 30)
+
+
+def test_timeout_and_close() -> None:
+    a, b = pair()
+    with pytest.raises(wire.ChannelTimeout):
+        wire.recv(b, timeout=0.2)
+    a.close()
+    with pytest.raises(wire.ChannelClosed):
+        wire.recv(b, timeout=1)
+
+
+def test_bad_tensor_reference_in_tree() -> None:
+    with pytest.raises(wire.ChannelError, match="bad tensor reference"):
+        wire.decode_tree({"$t": 3}, [])
