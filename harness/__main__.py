@@ -9,6 +9,7 @@ Exit status: 0 every rung passed (or was skipped), 1 a rung failed, 2 bad usage 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -35,7 +36,9 @@ def add_ladder_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rungs", help=f"comma-separated subset of {','.join(RUNG_ORDER)}")
     parser.add_argument("--arch", default="sm_90", help="target for compiling with no GPU (default sm_90)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per correctness case (default 2)")
-    parser.add_argument("--state-dir", type=Path, help="where dumps and device peaks go (default <workspace>/.kerneltui)")
+    parser.add_argument(
+        "--state-dir", type=Path, help="where dumps and device peaks go (default <workspace>/.kerneltui)"
+    )
     parser.add_argument("--no-sandbox", action="store_true", help="do not confine workers with Landlock")
 
 
@@ -52,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent()
     if argv[:1] == ["serve"]:
         return serve(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("version", type=Path, help="a version file, e.g. kernels/softmax/v002.py")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--stream", action="store_true", help="print JSON lines as rungs finish")
@@ -111,8 +115,14 @@ def make_options(args: argparse.Namespace, version: Path | None) -> Any:
         if version.name == "problem.py" or version.suffix != ".py":
             raise ValueError(f"{version} is not a version file (expected e.g. kernels/<problem>/v001.py)")
     state = args.state_dir or (version.resolve().parent.parent / ".kerneltui" if version else None)
-    return Options(rungs=parse_rungs(args.rungs), timeout=args.timeout, arch=args.arch, seeds_per_case=args.seeds,
-                   state_dir=state, confine=not args.no_sandbox)
+    return Options(
+        rungs=parse_rungs(args.rungs),
+        timeout=args.timeout,
+        arch=args.arch,
+        seeds_per_case=args.seeds,
+        state_dir=state,
+        confine=not args.no_sandbox,
+    )
 
 
 def serve(argv: list[str]) -> int:
@@ -146,7 +156,7 @@ def serve(argv: list[str]) -> int:
             rid = request.get("id")
             emit({"event": "start", "id": rid, "path": str(path)})
             try:
-                ev = ladder.evaluate(path, lambda r, rid=rid: emit({"event": "rung", "id": rid, "rung": r.to_json()}))
+                ev = ladder.evaluate(path, functools.partial(_emit_rung, rid))
             except ProblemError as exc:
                 emit({"event": "error", "id": rid, "error": str(exc), "problem": True})
                 continue
@@ -154,6 +164,10 @@ def serve(argv: list[str]) -> int:
     finally:
         ladder.close()
     return EXIT_OK
+
+
+def _emit_rung(rid: Any, rung: RungResult) -> None:
+    emit({"event": "rung", "id": rid, "rung": rung.to_json()})
 
 
 def _overrides(request: dict[str, Any]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def _run_tool(args: list[str], timeout: float = 60) -> tuple[int, str]:
 
 def collect_triton(cache_dir: Path) -> list[Kernel]:
     """One Kernel per compiled specialization in a Triton cache folder."""
-    kernels = []
+    kernels: list[Kernel] = []
     if not cache_dir.is_dir():
         return kernels
     for meta_path in sorted(cache_dir.glob("*/*.json")):
@@ -92,7 +92,7 @@ def collect_triton(cache_dir: Path) -> list[Kernel]:
 
 def collect_cutedsl(dump_dir: Path) -> list[Kernel]:
     """CuTeDSL's CUTE_DSL_KEEP output: one .ptx/.cubin pair per compiled function."""
-    kernels = []
+    kernels: list[Kernel] = []
     if not dump_dir.is_dir():
         return kernels
     for cubin in sorted(dump_dir.rglob("*.cubin")):
@@ -188,8 +188,14 @@ def write_dumps(kernels: list[Kernel], dest: Path) -> list[dict[str, Any]]:
 
 
 def _listing(kernel: Kernel, base: str, kind: str, path: Path) -> dict[str, Any]:
-    return {"kernel": base, "dsl": kernel.dsl, "kind": kind, "path": str(path), "bytes": path.stat().st_size,
-            "case": kernel.case}
+    return {
+        "kernel": base,
+        "dsl": kernel.dsl,
+        "kind": kind,
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "case": kernel.case,
+    }
 
 
 def smem_limit(arch: str) -> int | None:

@@ -7,6 +7,7 @@ Rungs: load, compile, correctness, benchmark, roofline, dumps. A failed rung ski
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 import shutil
@@ -24,8 +25,8 @@ from harness import dumps as dumps_mod
 from harness import source, wire
 from harness.aot import parse_arch
 from harness.metrics import compare
-from harness.problem import Problem, case_label, file_hash, load_problem
 from harness.options import Options
+from harness.problem import Problem, case_label, file_hash, load_problem
 from harness.results import RUNG_ORDER, Evaluation, RungResult
 from harness.sandbox import make_undumpable
 from harness.workers import WorkerFailure, WorkerPool, WorkerProcess
@@ -142,7 +143,12 @@ class Ladder:
         return run.workers[mode]
 
     def _load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
-        header = {"op": "load", "path": str(run.path), "scratch": str(worker.scratch), "confine": self.options.confine}
+        header = {
+            "op": "load",
+            "path": str(run.path),
+            "scratch": str(worker.scratch),
+            "confine": self.options.confine,
+        }
         reply, _ = worker.request(header, None, self.options.timeout, "while importing the version")
         return reply
 
@@ -179,15 +185,21 @@ class Ladder:
                 continue
             if reply.get("kind") == "compile":
                 metrics["kernels"] = [k.summary() for k in run.kernels]
-                return RungResult(name="compile", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
+                return RungResult(
+                    name="compile", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace")
+                )
             shapes_only = " (given shape-only inputs)" if where.type == "meta" else ""
-            failures.append({"case": case_label(case) + shapes_only, "err": reply.get("err"), "trace": reply.get("trace")})
+            failures.append(
+                {"case": case_label(case) + shapes_only, "err": reply.get("err"), "trace": reply.get("trace")}
+            )
             if mode == "jit" or reply.get("kind") == "worker":
                 break
         metrics["kernels"] = [k.summary() for k in run.kernels]
         return self._compile_verdict(run, metrics, failures, mode, arch)
 
-    def _compile_call(self, worker: WorkerProcess, header: dict[str, Any], tensors: list[torch.Tensor], what: str) -> dict[str, Any]:
+    def _compile_call(
+        self, worker: WorkerProcess, header: dict[str, Any], tensors: list[torch.Tensor], what: str
+    ) -> dict[str, Any]:
         """A hang or crash here is the call's doing, not the compiler's: it is reported as such."""
         try:
             reply, _ = worker.request(header, tensors, self.options.timeout, what)
@@ -205,8 +217,9 @@ class Ladder:
                 dumps_mod.read_resources(kernel)
                 run.kernels.append(kernel)
 
-    def _compile_verdict(self, run: VersionRun, metrics: dict[str, Any], failures: list[dict[str, Any]],
-                         mode: str, arch: str) -> RungResult:
+    def _compile_verdict(
+        self, run: VersionRun, metrics: dict[str, Any], failures: list[dict[str, Any]], mode: str, arch: str
+    ) -> RungResult:
         if failures:
             first = failures[0]
             text = f"{first['case']}: {first['err']}"
@@ -214,8 +227,12 @@ class Ladder:
                 run.warmup_error = first["err"]
             if not run.kernels:
                 how = "ahead of time" if mode == "aot" else "on the GPU"
-                return RungResult(name="compile", metrics=metrics, log=first.get("trace"),
-                                  skipped=f"nothing compiled {how}: custom_kernel failed before launching a kernel: {text}")
+                return RungResult(
+                    name="compile",
+                    metrics=metrics,
+                    log=first.get("trace"),
+                    skipped=f"nothing compiled {how}: custom_kernel failed before launching a kernel: {text}",
+                )
             metrics["note"] = f"compiled {len(run.kernels)} kernel(s); a call failed: {text}"
         too_big = self._smem_overflow(run.kernels, arch)
         if too_big:
@@ -238,8 +255,12 @@ class Ladder:
             return RungResult.skip("correctness", "CuTeDSL kernels run only on a GPU; no GPU here (compiled only)")
         mode = "cuda" if self.cuda else "triton-interpreter"
         if run.warmup_error:
-            return RungResult(name="correctness", ok=False, err=f"the first call failed: {run.warmup_error}",
-                              metrics={"mode": mode})
+            return RungResult(
+                name="correctness",
+                ok=False,
+                err=f"the first call failed: {run.warmup_error}",
+                metrics={"mode": mode},
+            )
         worker = run.workers["run"]
         results = []
         first_error: str | None = None
@@ -255,8 +276,13 @@ class Ladder:
                     break
             if results and results[-1].get("fatal"):
                 break
-        metrics = {"mode": mode, "cases": results, **_worst(results),
-                   "n_cases": len(run.problem.cases), "n_seeds": self.options.seeds_per_case}
+        metrics = {
+            "mode": mode,
+            "cases": results,
+            **_worst(results),
+            "n_cases": len(run.problem.cases),
+            "n_seeds": self.options.seeds_per_case,
+        }
         return RungResult(name="correctness", ok=first_error is None, err=first_error, metrics=metrics)
 
     def _check_case(self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -267,8 +293,9 @@ class Ladder:
         tree = wire.encode_tree(list(inputs), tensors)
         budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
         try:
-            reply, got = worker.request({"op": "call", "inputs": tree}, tensors, self.options.timeout,
-                                        "", max_payload=budget)
+            reply, got = worker.request(
+                {"op": "call", "inputs": tree}, tensors, self.options.timeout, "", max_payload=budget
+            )
         except WorkerFailure as exc:
             outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
             return outcome
@@ -295,13 +322,15 @@ class Ladder:
         outcome.update(ok=err is None, err=err, **metrics)
         return outcome
 
-    def _judge_outputs(self, run: VersionRun, outputs: Any, expected: Any, devices_seen: list[Any]) -> tuple[str | None, dict[str, Any]]:
+    def _judge_outputs(
+        self, run: VersionRun, outputs: Any, expected: Any, devices_seen: list[Any]
+    ) -> tuple[str | None, dict[str, Any]]:
         want = expected if isinstance(expected, (tuple, list)) else (expected,)
         have = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
         if len(have) != len(want):
             return f"returned {len(have)} output(s); the reference returns {len(want)}", {}
         merged: dict[str, Any] = {}
-        for i, (out, ref) in enumerate(zip(have, want)):
+        for i, (out, ref) in enumerate(zip(have, want, strict=True)):
             label = f"output {i}" if len(want) > 1 else "output"
             if tuple(out.shape) != tuple(ref.shape):
                 return f"{label} has shape {tuple(out.shape)}; the reference's is {tuple(ref.shape)}", merged
@@ -320,41 +349,71 @@ class Ladder:
 
     def rung_benchmark(self, run: VersionRun) -> RungResult:
         if not self.cuda:
-            return RungResult.skip("benchmark", "no GPU: kernel timings need CUDA; interpreter timings are not kernel timings")
+            return RungResult.skip(
+                "benchmark", "no GPU: kernel timings need CUDA; interpreter timings are not kernel timings"
+            )
         if not run.problem.bench_cases:
             return RungResult.skip("benchmark", "the problem has no bench_cases")
         from harness import timing
 
         worker = run.workers["run"]
         flush = timing.flush_buffer(self.device)
-        cases = []
+        cases: list[dict[str, Any]] = []
         for case in run.problem.bench_cases:
             seed = secrets.randbelow(2**31)
             inputs = tuple(run.problem.make_inputs(dict(case), seed, self.device))
             tensors: list[torch.Tensor] = []
             tree = wire.encode_tree(list(inputs), tensors)
             timeout = self.options.timeout + 4 * self.options.bench_budget_s
-            reply, got = worker.request({"op": "bench", "inputs": tree, "budget_s": self.options.bench_budget_s},
-                                        tensors, timeout, f"benchmarking {case_label(case)}")
+            reply, got = worker.request(
+                {"op": "bench", "inputs": tree, "budget_s": self.options.bench_budget_s},
+                tensors,
+                timeout,
+                f"benchmarking {case_label(case)}",
+            )
             if not reply.get("ok"):
-                return RungResult(name="benchmark", ok=False, err=f"{case_label(case)}: {reply.get('err')}",
-                                  metrics={"cases": cases}, log=reply.get("trace"))
+                return RungResult(
+                    name="benchmark",
+                    ok=False,
+                    err=f"{case_label(case)}: {reply.get('err')}",
+                    metrics={"cases": cases},
+                    log=reply.get("trace"),
+                )
             expected = run.problem.reference(*inputs)
-            err, _ = self._judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected,
-                                         [s.get("device") for s in reply.get("tensors", [])])
+            err, _ = self._judge_outputs(
+                run,
+                wire.decode_tree(reply["outputs"], got),
+                expected,
+                [s.get("device") for s in reply.get("tensors", [])],
+            )
             if err:
-                return RungResult(name="benchmark", ok=False, metrics={"cases": cases},
-                                  err=f"{case_label(case)}: the timed calls' output is wrong: {err}")
+                return RungResult(
+                    name="benchmark",
+                    ok=False,
+                    metrics={"cases": cases},
+                    err=f"{case_label(case)}: the timed calls' output is wrong: {err}",
+                )
             kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
-            reference = timing.summarize(timing.time_calls(lambda: run.problem.reference(*inputs), flush,
-                                                           budget_s=self.options.bench_budget_s))
-            entry = {"case": case_label(case), **kernel.to_json(), "ref_median_us": reference.median_us,
-                     "speedup": reference.median_us / kernel.median_us if kernel.median_us > 0 else None}
+            reference = timing.summarize(
+                timing.time_calls(
+                    functools.partial(run.problem.reference, *inputs), flush, budget_s=self.options.bench_budget_s
+                )
+            )
+            entry = {
+                "case": case_label(case),
+                **kernel.to_json(),
+                "ref_median_us": reference.median_us,
+                "speedup": reference.median_us / kernel.median_us if kernel.median_us > 0 else None,
+            }
             cases.append(entry)
             run.timings.append({"case": case, "low_precision": _low_precision(run.problem, case, inputs), **entry})
         speedups = [c["speedup"] for c in cases if c["speedup"]]
-        metrics = {"cases": cases, "median_us": cases[0]["median_us"], "speedup": _geomean(speedups),
-                   "ref_median_us": cases[0]["ref_median_us"]}
+        metrics = {
+            "cases": cases,
+            "median_us": cases[0]["median_us"],
+            "speedup": _geomean(speedups),
+            "ref_median_us": cases[0]["ref_median_us"],
+        }
         return RungResult(name="benchmark", ok=True, metrics=metrics)
 
     # --- roofline -----------------------------------------------------------------------------
@@ -368,25 +427,40 @@ class Ladder:
             seconds = timing_entry["median_us"] * 1e-6
             flops_peak = peaks["bf16_tflops"] if timing_entry["low_precision"] else peaks["fp32_tflops"]
             floor_s = max(cost["bytes"] / (peaks["copy_gbps"] * 1e9), cost["flops"] / (flops_peak * 1e12))
-            rows.append({
-                "case": case_label(case),
-                "bytes": cost["bytes"],
-                "flops": cost["flops"],
-                "gbps": cost["bytes"] / seconds / 1e9,
-                "tflops": cost["flops"] / seconds / 1e12,
-                "floor_us": floor_s * 1e6,
-                "pct": 100.0 * floor_s / seconds,
-                "bound": "memory" if cost["bytes"] / (peaks["copy_gbps"] * 1e9) >= cost["flops"] / (flops_peak * 1e12) else "compute",
-                "flops_peak_tflops": flops_peak,
-            })
-        metrics = {"cases": rows, "pct": rows[0]["pct"], "gbps": rows[0]["gbps"], "tflops": rows[0]["tflops"],
-                   "peaks": peaks}
+            rows.append(
+                {
+                    "case": case_label(case),
+                    "bytes": cost["bytes"],
+                    "flops": cost["flops"],
+                    "gbps": cost["bytes"] / seconds / 1e9,
+                    "tflops": cost["flops"] / seconds / 1e12,
+                    "floor_us": floor_s * 1e6,
+                    "pct": 100.0 * floor_s / seconds,
+                    "bound": "memory"
+                    if cost["bytes"] / (peaks["copy_gbps"] * 1e9) >= cost["flops"] / (flops_peak * 1e12)
+                    else "compute",
+                    "flops_peak_tflops": flops_peak,
+                }
+            )
+        metrics = {
+            "cases": rows,
+            "pct": rows[0]["pct"],
+            "gbps": rows[0]["gbps"],
+            "tflops": rows[0]["tflops"],
+            "peaks": peaks,
+        }
         impossible = [r for r in rows if r["pct"] > IMPLAUSIBLE_ROOFLINE_PCT]
         if impossible:
             r = impossible[0]
-            return RungResult(name="roofline", ok=False, metrics=metrics, err=(
-                f"{r['case']}: {r['pct']:.0f}% of the roofline is faster than the device can go: "
-                "the timing is not credible (cached or skipped work?) or cost() undercounts"))
+            return RungResult(
+                name="roofline",
+                ok=False,
+                metrics=metrics,
+                err=(
+                    f"{r['case']}: {r['pct']:.0f}% of the roofline is faster than the device can go: "
+                    "the timing is not credible (cached or skipped work?) or cost() undercounts"
+                ),
+            )
         return RungResult(name="roofline", ok=True, metrics=metrics)
 
     # --- dumps --------------------------------------------------------------------------------
@@ -395,7 +469,9 @@ class Ladder:
         for worker in run.workers.values():
             self._collect_kernels(run, worker, "later calls")
         if not run.kernels:
-            return RungResult(name="dumps", ok=True, metrics={"files": [], "note": "no Triton or CuTeDSL kernels compiled"})
+            return RungResult(
+                name="dumps", ok=True, metrics={"files": [], "note": "no Triton or CuTeDSL kernels compiled"}
+            )
         root = self.options.state_dir or run.path.parent.parent / ".kerneltui"
         dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
         files = dumps_mod.write_dumps(run.kernels, dest)
@@ -411,7 +487,7 @@ def _checked_samples(samples: Any) -> list[float]:
 
 def _mutated_inputs(pristine: list[Any], after: Any) -> str | None:
     after = list(after) if isinstance(after, (list, tuple)) else [after]
-    for i, (before, now) in enumerate(zip(pristine, after)):
+    for i, (before, now) in enumerate(zip(pristine, after, strict=False)):
         if not isinstance(before, torch.Tensor):
             continue
         if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:

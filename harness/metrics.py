@@ -72,10 +72,8 @@ def _error_metrics(
     a = torch.where(both, out_d, torch.zeros_like(out_d))
     b = torch.where(both, ref_d, torch.zeros_like(ref_d))
     norms = float(a.norm()) * float(b.norm())
-    if norms > 0:
-        cosine = float((a * b).sum()) / norms
-    else:
-        cosine = 1.0 if float(a.norm()) == float(b.norm()) else 0.0
+    both_zero_same = 1.0 if float(a.norm()) == float(b.norm()) else 0.0
+    cosine = float((a * b).sum()) / norms if norms > 0 else both_zero_same
     return {
         "max_abs": float(diff.max()),
         "max_rel": max_rel,
@@ -98,14 +96,17 @@ def _floor_failures(metrics: dict[str, Any], tol: Tolerance) -> list[str]:
 
 
 def _mismatch_text(
-    bad: torch.Tensor, out_d: torch.Tensor, ref_d: torch.Tensor, diff: torch.Tensor, shape: tuple[int, ...], tol: Tolerance
+    bad: torch.Tensor,
+    out_d: torch.Tensor,
+    ref_d: torch.Tensor,
+    diff: torch.Tensor,
+    shape: tuple[int, ...],
+    tol: Tolerance,
 ) -> str:
     n_bad = int(bad.sum())
     total = bad.numel()
     flat = torch.nonzero(bad).reshape(-1)[:MAX_MISMATCHES_SHOWN].tolist()
-    shown = ", ".join(
-        f"{_unravel(i, shape)} got {float(out_d[i]):.6g} expected {float(ref_d[i]):.6g}" for i in flat
-    )
+    shown = ", ".join(f"{_unravel(i, shape)} got {float(out_d[i]):.6g} expected {float(ref_d[i]):.6g}" for i in flat)
     return (
         f"{n_bad} of {total} elements ({100.0 * n_bad / total:.3g}%) outside atol {tol.atol:g} + "
         f"rtol {tol.rtol:g}·|ref| (max abs error {float(diff[bad].max()):.3g}); first at {shown}"

@@ -13,10 +13,11 @@ import importlib.util
 import inspect
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 REQUIRED = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
 TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_psnr")
@@ -143,9 +144,7 @@ def _check_signature(fn: Any, name: str, params: tuple[str, ...], path: Path) ->
         sig.bind(*params)
     except (TypeError, ValueError):
         taken = ", ".join(inspect.signature(fn).parameters) if _has_signature(fn) else "?"
-        raise ProblemError(
-            f"{problem}: {name} must take ({', '.join(params)}); problem.py's takes ({taken})"
-        ) from None
+        raise ProblemError(f"{problem}: {name} must take ({', '.join(params)}); problem.py's takes ({taken})") from None
 
 
 def _has_signature(fn: Any) -> bool:
@@ -189,6 +188,7 @@ def _one_tolerance(value: Any, problem: str, where: str) -> Tolerance:
     if missing:
         raise ProblemError(f"{problem}: {where} is missing {' and '.join(missing)}")
     try:
-        return Tolerance(**{k: None if v is None else float(v) for k, v in value.items()})
+        floors = {k: None if value.get(k) is None else float(value[k]) for k in ("min_cosine", "min_psnr")}
+        return Tolerance(atol=float(value["atol"]), rtol=float(value["rtol"]), **floors)
     except (TypeError, ValueError):
         raise ProblemError(f"{problem}: {where} values must be numbers") from None

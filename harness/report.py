@@ -62,8 +62,10 @@ def _correctness_detail(m: dict[str, Any]) -> str:
     text = f"{cases} cases × {m.get('n_seeds', 0)} seeds"
     if "max_abs" in m:
         psnr = "∞" if m.get("psnr") is None else f"{m['psnr']:.1f}"
-        text += (f"  max abs {sig(m['max_abs'])}  max rel {sig(m['max_rel'])}  rmse {sig(m['rmse'])}"
-                 f"  psnr {psnr} dB  cos {m['cosine']:.7f}")
+        text += (
+            f"  max abs {sig(m['max_abs'])}  max rel {sig(m['max_rel'])}  rmse {sig(m['rmse'])}"
+            f"  psnr {psnr} dB  cos {m['cosine']:.7f}"
+        )
     if m.get("mode") == "triton-interpreter":
         text += "  (Triton interpreter)"
     return text
@@ -71,9 +73,11 @@ def _correctness_detail(m: dict[str, Any]) -> str:
 
 def _benchmark_detail(m: dict[str, Any]) -> str:
     first = m["cases"][0]
-    text = (f"{duration_us(first['median_us'])} (p20 {duration_us(first['p20_us'])} · p80 "
-            f"{duration_us(first['p80_us'])} · ±{first['noise_pct']:.1f}% · n={first['n']})"
-            f"  reference {duration_us(first['ref_median_us'])}")
+    text = (
+        f"{duration_us(first['median_us'])} (p20 {duration_us(first['p20_us'])} · p80 "
+        f"{duration_us(first['p80_us'])} · ±{first['noise_pct']:.1f}% · n={first['n']})"
+        f"  reference {duration_us(first['ref_median_us'])}"
+    )
     if m.get("speedup"):
         text += f"  {m['speedup']:.2f}× vs reference"
     if len(m["cases"]) > 1:
@@ -89,8 +93,9 @@ def _roofline_detail(m: dict[str, Any]) -> str:
         if sheet:
             text += f" · {100 * row['gbps'] / sheet:.0f}% of datasheet"
         return text
-    return (f"{row['tflops']:.1f} TFLOP/s = {row['pct']:.0f}% of measured matmul "
-            f"({row['flops_peak_tflops']:.0f} TFLOP/s)")
+    return (
+        f"{row['tflops']:.1f} TFLOP/s = {row['pct']:.0f}% of measured matmul ({row['flops_peak_tflops']:.0f} TFLOP/s)"
+    )
 
 
 def _dumps_detail(m: dict[str, Any]) -> str:

@@ -12,7 +12,13 @@ SUSPICIOUS_MODULES = {
     "signal": "handles signals",
     "problem": "imports the problem (its reference)",
 }
-SUSPICIOUS_ATTRIBUTES = {"os._exit", "torch.allclose", "torch.testing.assert_close", "torch.testing", "sys.exit"}
+SUSPICIOUS_ATTRIBUTES = {
+    "os._exit",
+    "torch.allclose",
+    "torch.testing.assert_close",
+    "torch.testing",
+    "sys.exit",
+}
 
 
 def parse(source: str) -> ast.Module | None:
@@ -56,9 +62,7 @@ def defines(source: str, name: str) -> bool:
             return True
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-            (a.asname or a.name) == name for a in node.names
-        ):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
             return True
     return False
 

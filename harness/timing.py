@@ -50,7 +50,7 @@ def median_ci_halfwidth(samples: list[float]) -> float:
     ordered = sorted(samples)
     spread = 1.96 * math.sqrt(n) / 2
     lo = ordered[max(0, int(n / 2 - spread))]
-    hi = ordered[min(n - 1, int(math.ceil(n / 2 + spread)))]
+    hi = ordered[min(n - 1, math.ceil(n / 2 + spread))]
     med = statistics.median(ordered)
     return (hi - lo) / 2 / med if med > 0 else math.inf
 

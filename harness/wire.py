@@ -105,7 +105,7 @@ def _tensor_bytes(t: torch.Tensor) -> memoryview:
     flat = t.detach().contiguous().cpu()
     if flat.numel() == 0:
         return memoryview(b"")
-    return memoryview(flat.view(-1).view(torch.uint8).numpy())
+    return memoryview(flat.view(-1).view(torch.uint8).numpy())  # type: ignore[arg-type]
 
 
 def _describe(t: torch.Tensor) -> dict[str, Any]:

@@ -27,10 +27,10 @@ import torch
 if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
-from harness import wire  # noqa: E402
+from harness import wire
 
 try:
-    import triton  # noqa: F401  (imported ahead of need: a version should not wait for it)
+    import triton
 except ImportError:
     triton = None
 
@@ -92,7 +92,9 @@ class Worker:
             entry = getattr(self.module, ENTRY, None)
             if entry is None:
                 names = sorted(n for n in vars(self.module) if not n.startswith("_") and callable(vars(self.module)[n]))
-                raise VersionError(f"{self.path.name} defines no {ENTRY}(*inputs) (functions found: {', '.join(names) or 'none'})")
+                raise VersionError(
+                    f"{self.path.name} defines no {ENTRY}(*inputs) (functions found: {', '.join(names) or 'none'})"
+                )
             if not callable(entry):
                 raise VersionError(f"{ENTRY} in {self.path.name} is a {type(entry).__name__}, not a function")
             self.entry = entry
@@ -208,7 +210,9 @@ def describe_exception(exc: BaseException, path: Path | None, stage: str) -> dic
     elif isinstance(exc, SyntaxError):
         message = f"SyntaxError: {exc.msg}"
     elif getattr(exc, "error_message", None) and hasattr(exc, "node"):
-        message = f"{type(exc).__name__}: {exc.error_message}"  # Triton's; its source excerpt goes to the log
+        message = (
+            f"{type(exc).__name__}: {getattr(exc, 'error_message', '')}"  # Triton's; its source excerpt goes to the log
+        )
     else:
         message = f"{type(exc).__name__}: {exc}".strip()
     text = f"{where}: {message}" if where else message
@@ -261,7 +265,7 @@ def _triton_error_line(exc: BaseException, path: Path) -> int | None:
         return None
     for number, text in enumerate(lines, start=1):
         if first and text.strip() == first:
-            return number + int(node.lineno) - 1
+            return number + int(getattr(node, "lineno", 1)) - 1
     return None
 
 

@@ -29,9 +29,23 @@ READY_TIMEOUT_S = 180.0
 LOG_TAIL_CHARS = 1500
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 PASSED_ENV = (
-    "PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV",
-    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-    "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "USER",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
 )
 
 
@@ -110,7 +124,12 @@ class WorkerProcess:
         return self.ready
 
     def request(
-        self, header: dict[str, Any], tensors: list[torch.Tensor] | None, timeout: float, what: str, max_payload: int = 1 << 36
+        self,
+        header: dict[str, Any],
+        tensors: list[torch.Tensor] | None,
+        timeout: float,
+        what: str,
+        max_payload: int = 1 << 36,
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         from harness import wire
 
@@ -210,8 +229,13 @@ def cuda_device_count() -> int:
 class WorkerPool:
     """Hands out workers started ahead of need; each serves one version, then is thrown away."""
 
-    def __init__(self, python: str = sys.executable, arch: str = "sm_90", cute_arch: str = "sm_90a",
-                 keep_spare: bool = False) -> None:
+    def __init__(
+        self,
+        python: str = sys.executable,
+        arch: str = "sm_90",
+        cute_arch: str = "sm_90a",
+        keep_spare: bool = False,
+    ) -> None:
         self.python = python
         self.arch = arch
         self.cute_arch = cute_arch

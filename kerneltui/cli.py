@@ -36,8 +36,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     unknown = [r for r in rungs or [] if r not in RUNG_ORDER]
     if unknown:
         raise WorkspaceError(f"unknown rung(s) {', '.join(unknown)}; rungs are {', '.join(RUNG_ORDER)}")
-    options = runner.LadderOptions(timeout=args.timeout, rungs=rungs, arch=args.arch, seeds=args.seeds,
-                                   sandbox=not args.no_sandbox)
+    options = runner.LadderOptions(
+        timeout=args.timeout, rungs=rungs, arch=args.arch, seeds=args.seeds, sandbox=not args.no_sandbox
+    )
     store = open_store(workspace)
 
     def show(rung: RungResult) -> None:
@@ -58,8 +59,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(eval_json(ev.to_json(), outcome.evaluation_id), default=str))
     else:
-        print(f"{ev.problem} {ev.version}: {ev.status} ({ev.device.get('name')}; {ev.seconds:.1f} s; "
-              f"recorded as evaluation {outcome.evaluation_id} in {workspace.db_path})")
+        print(
+            f"{ev.problem} {ev.version}: {ev.status} ({ev.device.get('name')}; {ev.seconds:.1f} s; "
+            f"recorded as evaluation {outcome.evaluation_id} in {workspace.db_path})"
+        )
     return EXIT_OK if ev.ok else EXIT_FAILED
 
 
@@ -84,8 +87,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no evaluations yet in {workspace.root}" + (f" for {args.problem}" if args.problem else ""))
         return EXIT_OK
-    print(f"{'problem':<12} {'ver':<6} {'hash':<8} {'status':<10} {'failed at':<12} {'max err':>9} "
-          f"{'median':>10} {'vs ref':>7} {'roofline':>8}  {'verdict':<9} time")
+    print(
+        f"{'problem':<12} {'ver':<6} {'hash':<8} {'status':<10} {'failed at':<12} {'max err':>9} "
+        f"{'median':>10} {'vs ref':>7} {'roofline':>8}  {'verdict':<9} time"
+    )
     for row in rows:
         print(history_line(row))
     return EXIT_OK
@@ -97,9 +102,11 @@ def history_line(row: dict[str, Any]) -> str:
     m = row["metrics"]
     speedup = f"{m['speedup']:.2f}×" if m.get("speedup") else "·"
     roof = f"{m['roofline_pct']:.0f}%" if m.get("roofline_pct") is not None else "·"
-    return (f"{row['problem']:<12} {row['version']:<6} {row['hash'][:8]:<8} {row['status']:<10} "
-            f"{row['failed_rung'] or '·':<12} {sig(m.get('max_abs')):>9} {duration_us(m.get('median_us')):>10} "
-            f"{speedup:>7} {roof:>8}  {row['verdict'] or '·':<9} {(row['time'] or '')[:19]}")
+    return (
+        f"{row['problem']:<12} {row['version']:<6} {row['hash'][:8]:<8} {row['status']:<10} "
+        f"{row['failed_rung'] or '·':<12} {sig(m.get('max_abs')):>9} {duration_us(m.get('median_us')):>10} "
+        f"{speedup:>7} {roof:>8}  {row['verdict'] or '·':<9} {(row['time'] or '')[:19]}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -77,8 +77,12 @@ def record_version(store: Store, workspace: Workspace, path: Path, author: str =
     problem_dir = path.parent
     problem_file = problem_dir / "problem.py"
     problem_text = problem_file.read_text(errors="replace") if problem_file.is_file() else ""
-    store.ensure_problem(problem_dir.name, str(problem_dir), source.notes(problem_text),
-                         hashlib.sha256(problem_text.encode()).hexdigest())
+    store.ensure_problem(
+        problem_dir.name,
+        str(problem_dir),
+        source.notes(problem_text),
+        hashlib.sha256(problem_text.encode()).hexdigest(),
+    )
     notes = source.notes(data.decode(errors="replace"))
     version_id = store.ensure_version(problem_dir.name, path.stem, path, digest, notes, author, len(data))
     return version_id, digest, problem_dir.name
@@ -98,10 +102,25 @@ def evaluate(
         version_id, digest, problem = record_version(store, workspace, path)
         evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, vars(options))
     python = harness_python()
-    argv = [python, "-m", "harness", str(path), "--stream", "--state-dir", str(workspace.state), *options.argv()]
+    argv = [
+        python,
+        "-m",
+        "harness",
+        str(path),
+        "--stream",
+        "--state-dir",
+        str(workspace.state),
+        *options.argv(),
+    ]
     outcome = Outcome(evaluation_id)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=harness_env(python, workspace.state), start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=harness_env(python, workspace.state),
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     try:
         for line in proc.stdout:

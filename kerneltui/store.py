@@ -22,8 +22,18 @@ import sqlite_utils
 from harness.results import Evaluation, RungResult
 
 SCHEMA_VERSION = 1
-KEY_METRICS = ("max_abs", "max_rel", "rmse", "psnr", "cosine", "median_us", "ref_median_us", "speedup",
-               "vs_best", "roofline_pct")
+KEY_METRICS = (
+    "max_abs",
+    "max_rel",
+    "rmse",
+    "psnr",
+    "cosine",
+    "median_us",
+    "ref_median_us",
+    "speedup",
+    "vs_best",
+    "roofline_pct",
+)
 
 
 def now() -> str:
@@ -64,6 +74,9 @@ class Store:
             warning = f"{path} could not be read ({exc}); moved it to {aside} and started a new history"
             return OpenedStore(cls(path), warning)
 
+    def table(self, name: str) -> sqlite_utils.db.Table:
+        return self.db.table(name)
+
     def close(self) -> None:
         self.db.conn.close()
 
@@ -78,103 +91,253 @@ class Store:
         self.db.execute("COMMIT")
 
     def _create_schema(self) -> None:
-        db = self.db
-        db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
-        db["problems"].create(
+        self.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
+        self.table("problems").create(
             {"name": str, "path": str, "description": str, "problem_hash": str, "created": str},
-            pk="name", if_not_exists=True,
+            pk="name",
+            if_not_exists=True,
         )
-        db["versions"].create(
-            {"id": int, "problem": str, "name": str, "number": int, "path": str, "hash": str, "size": int,
-             "notes": str, "author": str, "created": str, "deleted": str},
-            pk="id", if_not_exists=True,
+        self.table("versions").create(
+            {
+                "id": int,
+                "problem": str,
+                "name": str,
+                "number": int,
+                "path": str,
+                "hash": str,
+                "size": int,
+                "notes": str,
+                "author": str,
+                "created": str,
+                "deleted": str,
+            },
+            pk="id",
+            if_not_exists=True,
         )
-        db["versions"].create_index(["problem", "name", "hash"], unique=True, if_not_exists=True)
-        db["evaluations"].create(
-            {"id": int, "version_id": int, "problem": str, "version": str, "hash": str, "status": str, "ok": int,
-             "failed_rung": str, "error": str, "device_kind": str, "device_name": str, "arch": str,
-             "sandbox": str, "problem_hash": str, "seeds": str, "options": str, "device": str,
-             "queued": str, "started": str, "finished": str, "seconds": float,
-             **{k: float for k in KEY_METRICS}},
-            pk="id", if_not_exists=True,
+        self.table("versions").create_index(["problem", "name", "hash"], unique=True, if_not_exists=True)
+        self.table("evaluations").create(
+            {
+                "id": int,
+                "version_id": int,
+                "problem": str,
+                "version": str,
+                "hash": str,
+                "status": str,
+                "ok": int,
+                "failed_rung": str,
+                "error": str,
+                "device_kind": str,
+                "device_name": str,
+                "arch": str,
+                "sandbox": str,
+                "problem_hash": str,
+                "seeds": str,
+                "options": str,
+                "device": str,
+                "queued": str,
+                "started": str,
+                "finished": str,
+                "seconds": float,
+                **{k: float for k in KEY_METRICS},
+            },
+            pk="id",
+            if_not_exists=True,
         )
-        db["evaluations"].create_index(["problem", "id"], if_not_exists=True)
-        db["evaluations"].create_index(["version_id"], if_not_exists=True)
-        db["rungs"].create(
-            {"id": int, "evaluation_id": int, "idx": int, "name": str, "ok": int, "skipped": str, "err": str,
-             "seconds": float, "metrics": str, "log": str},
-            pk="id", if_not_exists=True,
+        self.table("evaluations").create_index(["problem", "id"], if_not_exists=True)
+        self.table("evaluations").create_index(["version_id"], if_not_exists=True)
+        self.table("rungs").create(
+            {
+                "id": int,
+                "evaluation_id": int,
+                "idx": int,
+                "name": str,
+                "ok": int,
+                "skipped": str,
+                "err": str,
+                "seconds": float,
+                "metrics": str,
+                "log": str,
+            },
+            pk="id",
+            if_not_exists=True,
         )
-        db["rungs"].create_index(["evaluation_id"], if_not_exists=True)
-        db["case_results"].create(
-            {"id": int, "evaluation_id": int, "case_label": str, "seed": int, "ok": int, "err": str,
-             "max_abs": float, "max_rel": float, "mse": float, "rmse": float, "psnr": float, "cosine": float},
-            pk="id", if_not_exists=True,
+        self.table("rungs").create_index(["evaluation_id"], if_not_exists=True)
+        self.table("case_results").create(
+            {
+                "id": int,
+                "evaluation_id": int,
+                "case_label": str,
+                "seed": int,
+                "ok": int,
+                "err": str,
+                "max_abs": float,
+                "max_rel": float,
+                "mse": float,
+                "rmse": float,
+                "psnr": float,
+                "cosine": float,
+            },
+            pk="id",
+            if_not_exists=True,
         )
-        db["case_results"].create_index(["evaluation_id"], if_not_exists=True)
-        db["timings"].create(
-            {"id": int, "evaluation_id": int, "case_label": str, "median_us": float, "p20_us": float,
-             "p80_us": float, "min_us": float, "n": int, "noise_pct": float, "ref_median_us": float,
-             "speedup": float, "gbps": float, "tflops": float, "roofline_pct": float, "device_name": str},
-            pk="id", if_not_exists=True,
+        self.table("case_results").create_index(["evaluation_id"], if_not_exists=True)
+        self.table("timings").create(
+            {
+                "id": int,
+                "evaluation_id": int,
+                "case_label": str,
+                "median_us": float,
+                "p20_us": float,
+                "p80_us": float,
+                "min_us": float,
+                "n": int,
+                "noise_pct": float,
+                "ref_median_us": float,
+                "speedup": float,
+                "gbps": float,
+                "tflops": float,
+                "roofline_pct": float,
+                "device_name": str,
+            },
+            pk="id",
+            if_not_exists=True,
         )
-        db["timings"].create_index(["evaluation_id"], if_not_exists=True)
-        db["artifacts"].create(
-            {"id": int, "evaluation_id": int, "kernel": str, "dsl": str, "kind": str, "path": str, "bytes": int,
-             "case_label": str},
-            pk="id", if_not_exists=True,
+        self.table("timings").create_index(["evaluation_id"], if_not_exists=True)
+        self.table("artifacts").create(
+            {
+                "id": int,
+                "evaluation_id": int,
+                "kernel": str,
+                "dsl": str,
+                "kind": str,
+                "path": str,
+                "bytes": int,
+                "case_label": str,
+            },
+            pk="id",
+            if_not_exists=True,
         )
-        db["artifacts"].create_index(["evaluation_id"], if_not_exists=True)
-        db["verdicts"].create(
-            {"id": int, "version_id": int, "problem": str, "version": str, "hash": str, "verdict": str,
-             "reason": str, "who": str, "created": str},
-            pk="id", if_not_exists=True,
+        self.table("artifacts").create_index(["evaluation_id"], if_not_exists=True)
+        self.table("verdicts").create(
+            {
+                "id": int,
+                "version_id": int,
+                "problem": str,
+                "version": str,
+                "hash": str,
+                "verdict": str,
+                "reason": str,
+                "who": str,
+                "created": str,
+            },
+            pk="id",
+            if_not_exists=True,
         )
-        db["verdicts"].create_index(["version_id"], if_not_exists=True)
-        db["guidance"].create(
+        self.table("verdicts").create_index(["version_id"], if_not_exists=True)
+        self.table("guidance").create(
             {"id": int, "problem": str, "text": str, "who": str, "created": str, "delivered": str},
-            pk="id", if_not_exists=True,
+            pk="id",
+            if_not_exists=True,
         )
-        db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+        self.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     # --- writing ------------------------------------------------------------------------------
 
     def ensure_problem(self, name: str, path: str, description: str = "", problem_hash: str = "") -> None:
         existing = self.db.execute("SELECT 1 FROM problems WHERE name = ?", [name]).fetchone()
         if existing:
-            self.db["problems"].update(name, {"path": path, "description": description, "problem_hash": problem_hash})
+            self.table("problems").update(
+                name, {"path": path, "description": description, "problem_hash": problem_hash}
+            )
         else:
-            self.db["problems"].insert({"name": name, "path": path, "description": description,
-                                        "problem_hash": problem_hash, "created": now()})
+            self.table("problems").insert(
+                {
+                    "name": name,
+                    "path": path,
+                    "description": description,
+                    "problem_hash": problem_hash,
+                    "created": now(),
+                }
+            )
 
-    def ensure_version(self, problem: str, name: str, path: Path, file_hash: str, notes: str = "",
-                       author: str = "", size: int = 0) -> int:
+    def ensure_version(
+        self,
+        problem: str,
+        name: str,
+        path: Path,
+        file_hash: str,
+        notes: str = "",
+        author: str = "",
+        size: int = 0,
+    ) -> int:
         row = self.db.execute(
             "SELECT id FROM versions WHERE problem = ? AND name = ? AND hash = ?", [problem, name, file_hash]
         ).fetchone()
         if row:
             return int(row[0])
         number = int(name[1:]) if name[1:].isdigit() else None
-        return int(self.db["versions"].insert({
-            "problem": problem, "name": name, "number": number, "path": str(path), "hash": file_hash, "size": size,
-            "notes": notes, "author": author, "created": now(), "deleted": None,
-        }).last_pk)
+        return int(
+            self.table("versions")
+            .insert(
+                {
+                    "problem": problem,
+                    "name": name,
+                    "number": number,
+                    "path": str(path),
+                    "hash": file_hash,
+                    "size": size,
+                    "notes": notes,
+                    "author": author,
+                    "created": now(),
+                    "deleted": None,
+                }
+            )
+            .last_pk
+            or 0
+        )
 
-    def start_evaluation(self, version_id: int, problem: str, version: str, file_hash: str,
-                         options: dict[str, Any] | None = None, status: str = "running") -> int:
+    def start_evaluation(
+        self,
+        version_id: int,
+        problem: str,
+        version: str,
+        file_hash: str,
+        options: dict[str, Any] | None = None,
+        status: str = "running",
+    ) -> int:
         stamp = now()
-        return int(self.db["evaluations"].insert({
-            "version_id": version_id, "problem": problem, "version": version, "hash": file_hash,
-            "status": status, "queued": stamp, "started": stamp if status == "running" else None,
-            "options": json.dumps(options or {}),
-        }).last_pk)
+        return int(
+            self.table("evaluations")
+            .insert(
+                {
+                    "version_id": version_id,
+                    "problem": problem,
+                    "version": version,
+                    "hash": file_hash,
+                    "status": status,
+                    "queued": stamp,
+                    "started": stamp if status == "running" else None,
+                    "options": json.dumps(options or {}),
+                }
+            )
+            .last_pk
+            or 0
+        )
 
     def add_rung(self, evaluation_id: int, idx: int, rung: RungResult) -> None:
-        self.db["rungs"].insert({
-            "evaluation_id": evaluation_id, "idx": idx, "name": rung.name,
-            "ok": None if rung.ok is None else int(rung.ok), "skipped": rung.skipped, "err": rung.err,
-            "seconds": rung.seconds, "metrics": json.dumps(rung.metrics, default=str), "log": rung.log,
-        })
+        self.table("rungs").insert(
+            {
+                "evaluation_id": evaluation_id,
+                "idx": idx,
+                "name": rung.name,
+                "ok": None if rung.ok is None else int(rung.ok),
+                "skipped": rung.skipped,
+                "err": rung.err,
+                "seconds": rung.seconds,
+                "metrics": json.dumps(rung.metrics, default=str),
+                "log": rung.log,
+            }
+        )
 
     def finish_evaluation(self, evaluation_id: int, ev: Evaluation) -> None:
         """Stores the final result: key metrics, per-case results, timings, artifacts."""
@@ -184,40 +347,76 @@ class Store:
                 self.add_rung(evaluation_id, idx, rung)
             metrics = key_metrics(ev)
             metrics["vs_best"] = self._vs_best(ev, metrics.get("median_us"), evaluation_id)
-            self.db["evaluations"].update(evaluation_id, {
-                "status": ev.status, "ok": int(ev.ok), "failed_rung": ev.failed_rung, "error": ev.error,
-                "device_kind": ev.device.get("kind"), "device_name": ev.device.get("name"),
-                "arch": ev.device.get("arch"), "sandbox": ev.sandbox, "problem_hash": ev.problem_hash,
-                "seeds": json.dumps(ev.seeds), "device": json.dumps(ev.device), "finished": now(),
-                "seconds": ev.seconds, **metrics,
-            })
+            self.table("evaluations").update(
+                evaluation_id,
+                {
+                    "status": ev.status,
+                    "ok": int(ev.ok),
+                    "failed_rung": ev.failed_rung,
+                    "error": ev.error,
+                    "device_kind": ev.device.get("kind"),
+                    "device_name": ev.device.get("name"),
+                    "arch": ev.device.get("arch"),
+                    "sandbox": ev.sandbox,
+                    "problem_hash": ev.problem_hash,
+                    "seeds": json.dumps(ev.seeds),
+                    "device": json.dumps(ev.device),
+                    "finished": now(),
+                    "seconds": ev.seconds,
+                    **metrics,
+                },
+            )
             self._store_details(evaluation_id, ev)
 
     def _store_details(self, evaluation_id: int, ev: Evaluation) -> None:
         correctness = ev.rung("correctness")
-        for case in (correctness.metrics.get("cases", []) if correctness else []):
-            self.db["case_results"].insert({
-                "evaluation_id": evaluation_id, "case_label": case.get("case"), "seed": case.get("seed"),
-                "ok": int(bool(case.get("ok"))), "err": case.get("err"),
-                **{k: case.get(k) for k in ("max_abs", "max_rel", "mse", "rmse", "psnr", "cosine")},
-            })
+        for case in correctness.metrics.get("cases", []) if correctness else []:
+            self.table("case_results").insert(
+                {
+                    "evaluation_id": evaluation_id,
+                    "case_label": case.get("case"),
+                    "seed": case.get("seed"),
+                    "ok": int(bool(case.get("ok"))),
+                    "err": case.get("err"),
+                    **{k: case.get(k) for k in ("max_abs", "max_rel", "mse", "rmse", "psnr", "cosine")},
+                }
+            )
         bench, roof = ev.rung("benchmark"), ev.rung("roofline")
         roof_rows = {r["case"]: r for r in (roof.metrics.get("cases", []) if roof and roof.ok is not None else [])}
-        for case in (bench.metrics.get("cases", []) if bench and bench.ok else []):
+        for case in bench.metrics.get("cases", []) if bench and bench.ok else []:
             line = roof_rows.get(case["case"], {})
-            self.db["timings"].insert({
-                "evaluation_id": evaluation_id, "case_label": case["case"],
-                **{k: case.get(k) for k in ("median_us", "p20_us", "p80_us", "min_us", "n", "noise_pct",
-                                            "ref_median_us", "speedup")},
-                "gbps": line.get("gbps"), "tflops": line.get("tflops"), "roofline_pct": line.get("pct"),
-                "device_name": ev.device.get("name"),
-            })
+            self.table("timings").insert(
+                {
+                    "evaluation_id": evaluation_id,
+                    "case_label": case["case"],
+                    **{
+                        k: case.get(k)
+                        for k in (
+                            "median_us",
+                            "p20_us",
+                            "p80_us",
+                            "min_us",
+                            "n",
+                            "noise_pct",
+                            "ref_median_us",
+                            "speedup",
+                        )
+                    },
+                    "gbps": line.get("gbps"),
+                    "tflops": line.get("tflops"),
+                    "roofline_pct": line.get("pct"),
+                    "device_name": ev.device.get("name"),
+                }
+            )
         dumps = ev.rung("dumps")
-        for item in (dumps.metrics.get("files", []) if dumps and dumps.ok else []):
-            self.db["artifacts"].insert({
-                "evaluation_id": evaluation_id, "case_label": item.get("case"),
-                **{k: item.get(k) for k in ("kernel", "dsl", "kind", "path", "bytes")},
-            })
+        for item in dumps.metrics.get("files", []) if dumps and dumps.ok else []:
+            self.table("artifacts").insert(
+                {
+                    "evaluation_id": evaluation_id,
+                    "case_label": item.get("case"),
+                    **{k: item.get(k) for k in ("kernel", "dsl", "kind", "path", "bytes")},
+                }
+            )
 
     def _vs_best(self, ev: Evaluation, median_us: float | None, evaluation_id: int) -> float | None:
         """Best earlier passing median on the same device over this one's (>1: faster than the best so far)."""
@@ -231,7 +430,7 @@ class Store:
         return row[0] / median_us if row and row[0] else None
 
     def fail_evaluation(self, evaluation_id: int, error: str, status: str = "error") -> None:
-        self.db["evaluations"].update(evaluation_id, {"status": status, "ok": 0, "error": error, "finished": now()})
+        self.table("evaluations").update(evaluation_id, {"status": status, "ok": 0, "error": error, "finished": now()})
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -249,15 +448,25 @@ class Store:
         """
         cursor = self.db.execute(sql, [*params, *([limit] if limit else [])])
         columns = [c[0] for c in cursor.description]
-        return [history_entry(dict(zip(columns, row))) for row in cursor.fetchall()]
+        return [history_entry(dict(zip(columns, row, strict=True))) for row in cursor.fetchall()]
 
     def rungs(self, evaluation_id: int) -> list[RungResult]:
         rows = self.db.execute(
             "SELECT name, ok, skipped, err, seconds, metrics, log FROM rungs WHERE evaluation_id = ? ORDER BY idx",
             [evaluation_id],
         ).fetchall()
-        return [RungResult(name=r[0], ok=None if r[1] is None else bool(r[1]), skipped=r[2], err=r[3],
-                           seconds=r[4] or 0.0, metrics=json.loads(r[5] or "{}"), log=r[6]) for r in rows]
+        return [
+            RungResult(
+                name=r[0],
+                ok=None if r[1] is None else bool(r[1]),
+                skipped=r[2],
+                err=r[3],
+                seconds=r[4] or 0.0,
+                metrics=json.loads(r[5] or "{}"),
+                log=r[6],
+            )
+            for r in rows
+        ]
 
     def count(self, table: str) -> int:
         return int(self.db.execute(f"SELECT COUNT(*) FROM [{table}]").fetchone()[0])

@@ -37,11 +37,18 @@ def workspace(tmp_path: Path) -> Path:
     return make_workspace(tmp_path / "ws")
 
 
-def run(args: list[str], cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, *args], cwd=cwd or REPO, capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
 
 
 def kerneltui(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -51,8 +58,14 @@ def kerneltui(*args: str, cwd: Path | None = None, timeout: float = 600) -> subp
 def judge_many(paths: list[Path], **request: object) -> dict[str, dict]:
     """Runs `python -m harness serve` once over many versions; returns their evaluations by file stem."""
     lines = "".join(json.dumps({"path": str(p), "id": p.stem, **request}) + "\n" for p in paths)
-    done = subprocess.run([sys.executable, "-m", "harness", "serve"], input=lines, capture_output=True,
-                          text=True, cwd=REPO, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "serve"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=1800,
+    )
     results: dict[str, dict] = {}
     for line in done.stdout.splitlines():
         event = json.loads(line)

@@ -68,7 +68,17 @@ def test_history_newest_first_and_rewrites_kept(workspace: Path) -> None:
     assert [(r["version"], r["ok"]) for r in rows] == [("v002", False), ("v001", True), ("v001", True)]
     assert rows[1]["hash"] != rows[2]["hash"] and rows[1]["notes"].endswith("rewritten.")
     assert rows[0]["failed_rung"] == "correctness" and rows[0]["verdict"] is None
-    for key in ("problem", "version", "hash", "ok", "failed_rung", "metrics", "verdict", "verdict_reason", "time"):
+    for key in (
+        "problem",
+        "version",
+        "hash",
+        "ok",
+        "failed_rung",
+        "metrics",
+        "verdict",
+        "verdict_reason",
+        "time",
+    ):
         assert key in rows[0]
     assert rows[1]["metrics"]["max_abs"] == 0.0
 

@@ -44,7 +44,9 @@ def test_missing_names_are_listed(tmp_path: Path) -> None:
 def test_wrong_signature_is_named(tmp_path: Path) -> None:
     text = GOOD.replace("def make_inputs(case: dict, seed: int, device) -> tuple:", "def make_inputs(case, seed):")
     folder = write_problem(tmp_path, "sig", text)
-    with pytest.raises(ProblemError, match=r"sig: make_inputs must take \(case, seed, device\); .* takes \(case, seed\)"):
+    with pytest.raises(
+        ProblemError, match=r"sig: make_inputs must take \(case, seed, device\); .* takes \(case, seed\)"
+    ):
         load_problem(folder)
 
 
@@ -61,13 +63,21 @@ def test_import_error_gives_line(tmp_path: Path) -> None:
 
 
 def test_empty_cases_are_refused(tmp_path: Path) -> None:
-    folder = write_problem(tmp_path, "empty", GOOD.replace('cases = [{"n": 1}, {"n": 1000}, {"n": 4096}, {"n": 4097}]', "cases = []"))
-    with pytest.raises(ProblemError, match="cases in problem.py is empty"):
+    folder = write_problem(
+        tmp_path,
+        "empty",
+        GOOD.replace('cases = [{"n": 1}, {"n": 1000}, {"n": 4096}, {"n": 4097}]', "cases = []"),
+    )
+    with pytest.raises(ProblemError, match=r"cases in problem\.py is empty"):
         load_problem(folder)
 
 
 def test_tolerance_needs_atol_and_rtol(tmp_path: Path) -> None:
-    folder = write_problem(tmp_path, "tol", GOOD.replace('tolerance = {"atol": 1e-6, "rtol": 1e-6}', 'tolerance = {"atol": 1e-6}'))
+    folder = write_problem(
+        tmp_path,
+        "tol",
+        GOOD.replace('tolerance = {"atol": 1e-6, "rtol": 1e-6}', 'tolerance = {"atol": 1e-6}'),
+    )
     with pytest.raises(ProblemError, match="tolerance is missing rtol"):
         load_problem(folder)
 
@@ -75,7 +85,8 @@ def test_tolerance_needs_atol_and_rtol(tmp_path: Path) -> None:
 def test_tolerance_per_dtype_and_floors(tmp_path: Path) -> None:
     text = GOOD.replace(
         'tolerance = {"atol": 1e-6, "rtol": 1e-6}',
-        'tolerance = {"bfloat16": {"atol": 1e-2, "rtol": 1e-2, "min_cosine": 0.999}, "float32": {"atol": 1e-5, "rtol": 1e-5}}',
+        'tolerance = {"bfloat16": {"atol": 1e-2, "rtol": 1e-2, "min_cosine": 0.999},'
+        ' "float32": {"atol": 1e-5, "rtol": 1e-5}}',
     )
     problem = load_problem(write_problem(tmp_path, "perdtype", text))
     assert problem.tolerance_for("bfloat16").min_cosine == 0.999
@@ -85,5 +96,5 @@ def test_tolerance_per_dtype_and_floors(tmp_path: Path) -> None:
 
 def test_no_problem_file(tmp_path: Path) -> None:
     (tmp_path / "nothing").mkdir()
-    with pytest.raises(ProblemError, match="no problem.py"):
+    with pytest.raises(ProblemError, match=r"no problem\.py"):
         load_problem(tmp_path / "nothing")

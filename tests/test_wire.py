@@ -55,10 +55,22 @@ def raw_frame(header: dict, payload: bytes = b"", magic: bytes = b"KTUI") -> byt
     ("frame", "message"),
     [
         (raw_frame({"ok": True}, magic=b"EVIL"), "bad magic"),
-        (raw_frame({"tensors": [{"dtype": "float32", "shape": [4], "nbytes": 16}]}, b"\0" * 8), "do not add up"),
-        (raw_frame({"tensors": [{"dtype": "object", "shape": [1], "nbytes": 8}]}, b"\0" * 8), "bad tensor description"),
-        (raw_frame({"tensors": [{"dtype": "float32", "shape": [-1], "nbytes": 4}]}, b"\0" * 4), "bad tensor shape"),
-        (raw_frame({"tensors": [{"dtype": "float32", "shape": [2], "nbytes": 4}]}, b"\0" * 4), "does not match"),
+        (
+            raw_frame({"tensors": [{"dtype": "float32", "shape": [4], "nbytes": 16}]}, b"\0" * 8),
+            "do not add up",
+        ),
+        (
+            raw_frame({"tensors": [{"dtype": "object", "shape": [1], "nbytes": 8}]}, b"\0" * 8),
+            "bad tensor description",
+        ),
+        (
+            raw_frame({"tensors": [{"dtype": "float32", "shape": [-1], "nbytes": 4}]}, b"\0" * 4),
+            "bad tensor shape",
+        ),
+        (
+            raw_frame({"tensors": [{"dtype": "float32", "shape": [2], "nbytes": 4}]}, b"\0" * 4),
+            "does not match",
+        ),
         (struct.pack("!4sQQ", b"KTUI", 5, 0) + b"{nope", "malformed frame header"),
     ],
 )
