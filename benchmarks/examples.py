@@ -1,0 +1,97 @@
+"""Judges every example version under kernels/ with one judge and prints a table of what it found.
+
+    python benchmarks/examples.py [--workspace kernels] [--json OUT.json] [--rungs load,compile,...]
+
+Needs only the harness's own dependencies (torch, triton; nvidia-cutlass-dsl for CuTeDSL
+versions), so it runs in a GPU box's Python as it is. On a GPU it prints timings, bandwidth and
+% of roofline against the device's measured copy bandwidth and matmul rate (measured in the same
+run when the workspace has none cached yet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def judge(paths: list[Path], rungs: str | None, state: Path) -> list[dict]:
+    request = {"rungs": rungs.split(",")} if rungs else {}
+    lines = "".join(json.dumps({"path": str(p), "id": str(p), **request}) + "\n" for p in paths)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "serve", "--state-dir", str(state)],
+        input=lines,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    found = [e["evaluation"] for e in events if e["event"] == "done"]
+    errors = [e for e in events if e["event"] == "error"]
+    if errors or len(found) != len(paths):
+        print(done.stderr[-3000:], errors, file=sys.stderr)
+    return found
+
+
+def row(ev: dict) -> str:
+    rungs = {r["name"]: r for r in ev["rungs"]}
+    bench = rungs.get("benchmark", {}).get("metrics", {}) if rungs.get("benchmark", {}).get("ok") else {}
+    roof = rungs.get("roofline", {}).get("metrics", {}) if rungs.get("roofline", {}).get("ok") is not None else {}
+    compiled = rungs.get("compile", {}).get("metrics", {}).get("kernels", [])
+    regs = max((k.get("registers", 0) for k in compiled), default=0)
+    first = (bench.get("cases") or [{}])[0]
+    roof_row = (roof.get("cases") or [{}])[0]
+    failed = next((f"{r['name']}: {(r['err'] or '')[:60]}" for r in ev["rungs"] if r["ok"] is False), "")
+    return (
+        f"{ev['problem']:<9} {ev['version']:<5} {ev['status']:<10} "
+        f"{first.get('median_us', float('nan')):>10.1f} {first.get('ref_median_us', float('nan')):>10.1f} "
+        f"{bench.get('speedup') or float('nan'):>7.2f} {roof_row.get('gbps', float('nan')):>8.0f} "
+        f"{roof_row.get('tflops', float('nan')):>8.1f} {roof_row.get('pct', float('nan')):>6.0f}% "
+        f"{regs:>5} {ev['seconds']:>6.1f}  {first.get('case', '')} {failed}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workspace", type=Path, default=REPO / "kernels")
+    parser.add_argument("--json", type=Path, help="write every evaluation here")
+    parser.add_argument("--rungs")
+    parser.add_argument("--state-dir", type=Path, help="default: <workspace>/.kerneltui")
+    args = parser.parse_args()
+    paths = sorted(p for p in args.workspace.glob("*/v*.py"))
+    start = time.perf_counter()
+    evaluations = judge(paths, args.rungs, args.state_dir or args.workspace / ".kerneltui")
+    print(
+        f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'ref µs':>10} {'vs ref':>7} "
+        f"{'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case"
+    )
+    for ev in evaluations:
+        print(row(ev))
+    peaks = next(
+        (
+            r["metrics"]["peaks"]
+            for ev in evaluations
+            for r in ev["rungs"]
+            if r["name"] == "roofline" and r["ok"] is not None
+        ),
+        None,
+    )
+    if peaks:
+        print(
+            f"device ceilings ({peaks.get('how', '')}): copy {peaks['copy_gbps']:.0f} GB/s, "
+            f"bf16 matmul {peaks['bf16_tflops']:.0f} TFLOP/s, fp32 matmul {peaks['fp32_tflops']:.1f} TFLOP/s"
+        )
+    device = evaluations[0]["device"] if evaluations else {}
+    print(f"{len(evaluations)} versions on {device.get('name')} in {time.perf_counter() - start:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(evaluations, indent=1, default=str))
+    return 0 if evaluations and all(ev["ok"] for ev in evaluations) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

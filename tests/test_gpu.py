@@ -1,0 +1,60 @@
+"""What only a GPU can show: timings, roofline, and kernels that break the device. Runs where CUDA is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import add_version, judge_many, make_workspace, rung
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+EXPECTED = {
+    "gpu_illegal_address": ("correctness", "illegal memory access"),
+    "gpu_oom": ("correctness", "OutOfMemoryError"),
+    "gpu_spin": ("correctness", "timed out after 10 s"),
+    "memoize": ("roofline", "faster than the device can go"),
+    "bench_only_wrong": ("benchmark", "the timed calls' output is wrong"),
+}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    folder = make_workspace(tmp_path_factory.mktemp("gpu") / "ws")
+    paths = [add_version(folder, "good")]
+    paths += [add_version(folder, name) for name in EXPECTED]
+    paths.append(add_version(folder, "good", "good_again.py"))
+    return judge_many(paths, timeout=10)
+
+
+def test_honest_version_passes_every_rung_with_figures(judged: dict[str, dict]) -> None:
+    good = judged["good"]
+    assert good["status"] == "pass", [(r["name"], r["ok"], r["err"], r["skipped"]) for r in good["rungs"]]
+    assert all(r["ok"] is True for r in good["rungs"])
+    bench = rung(good, "benchmark")["metrics"]
+    assert bench["median_us"] > 0 and bench["ref_median_us"] > 0 and bench["speedup"] > 0
+    case = bench["cases"][0]
+    assert case["p20_us"] <= case["median_us"] <= case["p80_us"] and case["n"] >= 10
+    roof = rung(good, "roofline")["metrics"]
+    assert 1 < roof["pct"] <= 110 and roof["peaks"]["copy_gbps"] > 100
+    assert rung(good, "compile")["metrics"]["mode"] == "jit"
+
+
+@pytest.mark.parametrize("fixture", sorted(EXPECTED))
+def test_gpu_failures_are_named(judged: dict[str, dict], fixture: str) -> None:
+    evaluation = judged[fixture]
+    failed_rung, words = EXPECTED[fixture]
+    assert evaluation["failed_rung"] == failed_rung, [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
+    assert words in rung(evaluation, failed_rung)["err"]
+
+
+def test_device_recovers_for_the_next_version(judged: dict[str, dict]) -> None:
+    assert judged["good_again"]["status"] == "pass"
+
+
+def test_kernel_dumps_from_the_jit(judged: dict[str, dict]) -> None:
+    files = rung(judged["good"], "dumps")["metrics"]["files"]
+    assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= {f["kind"] for f in files}
+    assert all(Path(f["path"]).is_file() for f in files)

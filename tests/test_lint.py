@@ -1,0 +1,15 @@
+"""The code stays ruff- and mypy-clean (both configured in pyproject.toml)."""
+
+from __future__ import annotations
+
+from tests.conftest import run
+
+
+def test_ruff() -> None:
+    done = run(["-m", "ruff", "check", "harness", "kerneltui", "agents", "tests", "benchmarks"])
+    assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_mypy() -> None:
+    done = run(["-m", "mypy"], timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:]
