@@ -47,14 +47,21 @@ def _load_detail(m: dict[str, Any]) -> str:
 
 
 def _compile_detail(m: dict[str, Any]) -> str:
+    """The first kernel compiled (the bench case's where there is one) is the headline."""
     kernels = m.get("kernels", [])
+    how = f"({m.get('arch')}, {'JIT' if m.get('mode') == 'jit' else 'ahead of time'})"
     if not kernels:
-        return f"no Triton or CuTeDSL kernels ({m.get('mode')}, {m.get('arch')})"
-    regs = max(k.get("registers", 0) for k in kernels)
-    spills = sum(k.get("spill_bytes") or 0 for k in kernels)
-    smem = max(k.get("shared") or k.get("smem_bytes") or 0 for k in kernels)
-    text = f"{len(kernels)} kernel{'s' if len(kernels) > 1 else ''} · {regs} regs · {spills} B spilled · {smem} B smem"
-    return f"{text} ({m.get('arch')}, {'JIT' if m.get('mode') == 'jit' else 'ahead of time'})"
+        return f"no Triton or CuTeDSL kernels {how}"
+    head = kernels[0]
+    smem = head.get("shared") or head.get("smem_bytes") or 0
+    text = (
+        f"{head['name']}: {head.get('registers', '?')} regs · {head.get('spill_bytes') or 0} B spilled · {smem} B smem"
+    )
+    if head.get("case"):
+        text += f" for {head['case']}"
+    if len(kernels) > 1:
+        text += f" · {len(kernels)} kernels, up to {max(k.get('registers', 0) for k in kernels)} regs"
+    return f"{text} {how}"
 
 
 def _correctness_detail(m: dict[str, Any]) -> str:

@@ -30,9 +30,14 @@ if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_a
 from harness import wire
 
 try:
-    import triton
+    import triton  # imported ahead of need: a version should not wait for it
 except ImportError:
     triton = None
+
+if triton is not None and os.environ.get("TRITON_INTERPRET") == "1":
+    from harness import interpreter_fixes
+
+    interpreter_fixes.install()
 
 ENTRY = "custom_kernel"
 MAX_TRACE_CHARS = 4000

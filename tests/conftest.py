@@ -56,8 +56,8 @@ def kerneltui(*args: str, cwd: Path | None = None, timeout: float = 600) -> subp
 
 
 def judge_many(paths: list[Path], **request: object) -> dict[str, dict]:
-    """Runs `python -m harness serve` once over many versions; returns their evaluations by file stem."""
-    lines = "".join(json.dumps({"path": str(p), "id": p.stem, **request}) + "\n" for p in paths)
+    """Runs `python -m harness serve` once over many versions; returns their evaluations by path and stem."""
+    lines = "".join(json.dumps({"path": str(p), "id": str(p), **request}) + "\n" for p in paths)
     done = subprocess.run(
         [sys.executable, "-m", "harness", "serve"],
         input=lines,
@@ -74,6 +74,7 @@ def judge_many(paths: list[Path], **request: object) -> dict[str, dict]:
         elif event["event"] == "error":
             results[str(event.get("id"))] = {"error": event["error"]}
     assert len(results) == len(paths), done.stderr[-3000:]
+    results.update({Path(key).stem: value for key, value in list(results.items())})
     return results
 
 

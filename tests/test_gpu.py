@@ -38,7 +38,7 @@ def test_honest_version_passes_every_rung_with_figures(judged: dict[str, dict]) 
     case = bench["cases"][0]
     assert case["p20_us"] <= case["median_us"] <= case["p80_us"] and case["n"] >= 10
     roof = rung(good, "roofline")["metrics"]
-    assert 1 < roof["pct"] <= 110 and roof["peaks"]["copy_gbps"] > 100
+    assert 1 < roof["pct"] <= 125 and roof["peaks"]["copy_gbps"] > 100
     assert rung(good, "compile")["metrics"]["mode"] == "jit"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import add_version, judge_many, make_workspace, rung
 
-# fixture -> (rung that must fail, words the error must contain)
+# fixture -> (rung that must fail, words the error must contain; "|" separates alternatives)
 EXPECTED_FAILURES = {
     "syntax_error": ("load", "syntax_error.py:5"),
     "missing_import": ("load", "No module named 'tritonn'"),
@@ -23,7 +23,7 @@ EXPECTED_FAILURES = {
     "hang": ("correctness", "timed out after 5 s"),
     "segfault": ("correctness", "crashed: SIGSEGV"),
     "modifies_inputs": ("correctness", "modified its input 0"),
-    "uninitialised": ("correctness", "outside atol"),
+    "uninitialised": ("correctness", "outside atol|NaN"),  # poisoned memory reads as NaN on a GPU
     "patches_torch": ("correctness", "outside atol"),
     "fake_success": ("correctness", "exited early (code 0)"),
     "writes_fds": ("correctness", "malformed reply"),
@@ -50,7 +50,8 @@ def test_bad_version_fails_with_plain_reason(judged: tuple[dict[str, dict], Path
     assert evaluation["ok"] is False, evaluation
     assert evaluation["status"] == "fail"
     assert evaluation["failed_rung"] == failed_rung, [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
-    assert words in rung(evaluation, failed_rung)["err"]
+    err = rung(evaluation, failed_rung)["err"]
+    assert any(alternative in err for alternative in words.split("|")), err
 
 
 def test_rungs_after_a_failure_are_skipped_with_the_reason(judged: tuple[dict[str, dict], Path]) -> None:
