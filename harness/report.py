@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from harness.results import Evaluation, RungResult
@@ -108,7 +109,16 @@ def _roofline_detail(m: dict[str, Any]) -> str:
 def _dumps_detail(m: dict[str, Any]) -> str:
     if not m.get("files"):
         return m.get("note", "nothing to dump")
-    return f"{' '.join(m.get('kinds', []))} → {m.get('dir')}"
+    return f"{' '.join(m.get('kinds', []))} → {_short_path(m.get('dir', ''))}"
+
+
+def _short_path(path: str) -> str:
+    """Relative to the current folder when it is below it: what a person would type."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
 
 
 _DETAILS = {
