@@ -192,9 +192,9 @@ class Ladder:
                 return RungResult(
                     name="compile", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace")
                 )
-            shapes_only = " (given shape-only inputs)" if where.type == "meta" else ""
+            hint = " (given shape-only inputs)" if where.type == "meta" else ""
             failures.append(
-                {"case": case_label(case) + shapes_only, "err": reply.get("err"), "trace": reply.get("trace")}
+                {"case": case_label(case) + hint, "err": reply.get("err"), "trace": reply.get("trace")}
             )
             if mode == "jit" or reply.get("kind") == "worker":
                 break
