@@ -12,6 +12,7 @@ import math
 import secrets
 import shutil
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -119,6 +120,13 @@ class Ladder:
             result: RungResult = rung(run, text) if name == "load" else rung(run)
         except WorkerFailure as exc:
             result = RungResult(name=name, ok=False, err=str(exc).split("\n")[0], log=str(exc))
+        except Exception as exc:  # a bug here or in problem.py must not lose the evaluation
+            result = RungResult(
+                name=name,
+                ok=False,
+                err=_judge_error(exc, run.problem.path),
+                log="".join(traceback.format_exception(exc)),
+            )
         result.seconds = round(time.perf_counter() - start, 3)
         return result
 
@@ -193,9 +201,7 @@ class Ladder:
                     name="compile", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace")
                 )
             hint = " (given shape-only inputs)" if where.type == "meta" else ""
-            failures.append(
-                {"case": case_label(case) + hint, "err": reply.get("err"), "trace": reply.get("trace")}
-            )
+            failures.append({"case": case_label(case) + hint, "err": reply.get("err"), "trace": reply.get("trace")})
             if mode == "jit" or reply.get("kind") == "worker":
                 break
         metrics["kernels"] = [k.summary() for k in run.kernels]
@@ -478,9 +484,22 @@ class Ladder:
             )
         root = self.options.state_dir or run.path.parent.parent / ".kerneltui"
         dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
-        files = dumps_mod.write_dumps(run.kernels, dest)
+        try:
+            files = dumps_mod.write_dumps(run.kernels, dest)
+        except OSError as exc:
+            return RungResult(name="dumps", ok=False, err=f"cannot write dumps to {dest}: {exc.strerror or exc}")
         kinds = sorted({f["kind"] for f in files})
         return RungResult(name="dumps", ok=True, metrics={"dir": str(dest), "files": files, "kinds": kinds})
+
+
+def _judge_error(exc: Exception, problem_path: Path) -> str:
+    """Says whose code raised: the problem's (make_inputs, reference, cost) or the judge's."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    in_problem = [f for f in frames if Path(f.filename) == problem_path]
+    if in_problem:
+        return f"{problem_path.parent.name}/problem.py:{in_problem[-1].lineno} raised {type(exc).__name__}: {exc}"
+    where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+    return f"the judge failed ({where}): {type(exc).__name__}: {exc}"
 
 
 def _checked_samples(samples: Any) -> list[float]:

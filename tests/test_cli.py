@@ -119,3 +119,23 @@ def test_harness_alone_imports_no_app_packages(workspace: Path) -> None:
     )
     done = run(["-c", probe])
     assert "LOADED [] 0" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_dumps_rung_fails_when_it_cannot_write(workspace: Path, tmp_path: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the state folder should be")
+    done = run(["-m", "harness", str(version), "--json", "--rungs", "load,compile,dumps", "--state-dir", str(blocker)])
+    assert done.returncode == 1
+    dumps = next(r for r in json.loads(done.stdout)["rungs"] if r["name"] == "dumps")
+    assert dumps["ok"] is False and "cannot write dumps" in dumps["err"]
+
+
+def test_problem_code_that_raises_is_named(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    problem = workspace / "problem.py"
+    problem.write_text(problem.read_text().replace("    return a + b\n", "    raise ValueError('reference broke')\n"))
+    done = kerneltui("eval", str(version), "--json", "--rungs", "load,compile,correctness")
+    assert done.returncode == 1
+    correctness = next(r for r in json.loads(done.stdout)["rungs"] if r["name"] == "correctness")
+    assert "vadd/problem.py:" in correctness["err"] and "reference broke" in correctness["err"]
