@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,8 +147,10 @@ def _ptxas_spills(kernel: Kernel) -> int | None:
     return sum(int(a) + int(b) for a, b in found) if code == 0 and found else None
 
 
-def disassemble(cubin: Path) -> str | None:
+def disassemble(cubin: Path | None) -> str | None:
     """SASS with source lines interleaved (nvdisasm -g), or cuobjdump's plain listing."""
+    if cubin is None:
+        return None
     nvdisasm = find_tool("nvdisasm")
     if nvdisasm:
         code, text = _run_tool([nvdisasm, "-c", "-g", str(cubin)])
@@ -166,9 +169,11 @@ def write_dumps(kernels: list[Kernel], dest: Path) -> list[dict[str, Any]]:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:  # nvdisasm is the slow part
+        sass_listings = list(pool.map(disassemble, [k.files.get("cubin") for k in kernels]))
     listed = []
     used: dict[str, int] = {}
-    for kernel in kernels:
+    for kernel, sass in zip(kernels, sass_listings, strict=True):
         count = used[kernel.name] = used.get(kernel.name, 0) + 1
         base = kernel.name if count == 1 else f"{kernel.name}-{count}"
         for kind, src in kernel.files.items():
@@ -177,7 +182,6 @@ def write_dumps(kernels: list[Kernel], dest: Path) -> list[dict[str, Any]]:
             target = dest / f"{base}.{kind}"
             shutil.copyfile(src, target)
             listed.append(_listing(kernel, base, kind, target))
-        sass = disassemble(kernel.files["cubin"]) if "cubin" in kernel.files else None
         if sass:
             target = dest / f"{base}.sass"
             target.write_text(sass)
