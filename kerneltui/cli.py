@@ -6,6 +6,7 @@ Exit status of eval: 0 every rung passed (skips allowed), 1 a rung failed, 2 bad
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from kerneltui.store import Store
 from kerneltui.workspace import Workspace, WorkspaceError, for_version, resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-SUBCOMMANDS = ("eval", "history")
+SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "dashboard")
 
 
 def open_store(workspace: Workspace) -> Store:
@@ -109,6 +110,55 @@ def history_line(row: dict[str, Any]) -> str:
     )
 
 
+def version_for_verdict(store: Store, workspace: Workspace, path: Path) -> tuple[int, str]:
+    """The history's row for this file as it is now (recorded if it was never judged)."""
+    version_id, _, problem = runner.record_version(store, workspace, path)
+    return version_id, problem
+
+
+def cmd_verdict(args: argparse.Namespace) -> int:
+    workspace, _, name = for_version(Path(args.version))
+    store = open_store(workspace)
+    try:
+        version_id, problem = version_for_verdict(store, workspace, Path(args.version).resolve())
+        verdict = "approved" if args.command == "approve" else "rejected"
+        store.add_verdict(version_id, verdict, args.reason, args.who)
+    finally:
+        store.close()
+    print(f"{problem} {name}: {verdict}" + (f" ({args.reason})" if args.reason else ""))
+    return EXIT_OK
+
+
+def cmd_guide(args: argparse.Namespace) -> int:
+    workspace = resolve(args.workspace)
+    workspace.problem_dir(args.problem)
+    text = " ".join(args.text).strip()
+    if not text:
+        raise WorkspaceError("guidance is empty: kerneltui guide PROBLEM TEXT")
+    store = open_store(workspace)
+    try:
+        store.ensure_problem(args.problem, str(workspace.root / args.problem))
+        store.add_guidance(args.problem, text, args.who)
+    finally:
+        store.close()
+    print(f"{args.problem}: guidance recorded")
+    return EXIT_OK
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from kerneltui import config as config_mod
+    from kerneltui.app import KernelTUI
+
+    workspace = resolve(args.workspace)
+    try:
+        config = config_mod.load(Path(args.config) if args.config else None)
+    except config_mod.ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    KernelTUI(workspace, config, run_judges=not args.no_judge).run()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kerneltui", description="Supervise agents writing GPU kernels.")
     sub = parser.add_subparsers(dest="command")
@@ -130,14 +180,42 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--json", action="store_true")
     hist.add_argument("--limit", type=int)
     hist.set_defaults(func=cmd_history)
+
+    who = getpass.getuser()
+    for verb, helptext in (
+        ("approve", "approve a version, as the dashboard's a does"),
+        ("reject", "reject a version with a reason, as the dashboard's r does"),
+    ):
+        verdict = sub.add_parser(verb, help=helptext)
+        verdict.add_argument("version", help="kernels/<problem>/vNNN.py")
+        verdict.add_argument("--reason", required=verb == "reject", help="why (shown to the agent)")
+        verdict.add_argument("--who", default=who)
+        verdict.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
+        verdict.set_defaults(func=cmd_verdict)
+
+    guide = sub.add_parser("guide", help="send guidance for a problem's agent, as the dashboard's box does")
+    guide.add_argument("problem")
+    guide.add_argument("text", nargs="+")
+    guide.add_argument("--workspace")
+    guide.add_argument("--who", default=who)
+    guide.set_defaults(func=cmd_guide)
+
+    dash = sub.add_parser("dashboard", help="the dashboard (what `kerneltui [WORKSPACE]` opens)")
+    dash.add_argument("workspace", nargs="?")
+    dash.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    dash.add_argument("--no-judge", action="store_true", help="show the history without judging anything")
+    dash.set_defaults(func=cmd_dashboard)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
-        parser.error(f"unknown command {argv[0]!r}; commands: {', '.join(SUBCOMMANDS)}")
+    if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
+        # `kerneltui`, `kerneltui WORKSPACE`, `kerneltui --config F ...`: the dashboard
+        if argv and not argv[0].startswith("-") and not Path(argv[0]).is_dir():
+            parser.error(f"{argv[0]!r} is neither a command ({', '.join(SUBCOMMANDS)}) nor a workspace folder")
+        argv = ["dashboard", *argv]
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -83,8 +83,10 @@ def record_version(store: Store, workspace: Workspace, path: Path, author: str =
         source.notes(problem_text),
         hashlib.sha256(problem_text.encode()).hexdigest(),
     )
-    notes = source.notes(data.decode(errors="replace"))
-    version_id = store.ensure_version(problem_dir.name, path.stem, path, digest, notes, author, len(data))
+    text = data.decode(errors="replace")
+    version_id = store.ensure_version(
+        problem_dir.name, path.stem, path, digest, source.notes(text), author, len(data), source=text
+    )
     return version_id, digest, problem_dir.name
 
 

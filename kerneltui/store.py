@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ KEY_METRICS = (
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -47,14 +47,15 @@ class OpenedStore:
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, create: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
         self.db = sqlite_utils.Database(conn)
         self.db.execute("PRAGMA busy_timeout = 30000")
-        self.db.enable_wal()
-        self._create_schema()
+        if create:  # readers open an existing history and write nothing
+            self.db.enable_wal()
+            self._create_schema()
 
     @classmethod
     def open(cls, path: Path) -> OpenedStore:
@@ -93,7 +94,7 @@ class Store:
     def _create_schema(self) -> None:
         self.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
         self.table("problems").create(
-            {"name": str, "path": str, "description": str, "problem_hash": str, "created": str},
+            {"name": str, "path": str, "description": str, "problem_hash": str, "created": str, "error": str},
             pk="name",
             if_not_exists=True,
         )
@@ -110,6 +111,7 @@ class Store:
                 "author": str,
                 "created": str,
                 "deleted": str,
+                "source": str,
             },
             pk="id",
             if_not_exists=True,
@@ -145,6 +147,8 @@ class Store:
         )
         self.table("evaluations").create_index(["problem", "id"], if_not_exists=True)
         self.table("evaluations").create_index(["version_id"], if_not_exists=True)
+        self.table("evaluations").create_index(["problem", "status", "median_us"], if_not_exists=True)
+        self.table("evaluations").create_index(["status"], if_not_exists=True)
         self.table("rungs").create(
             {
                 "id": int,
@@ -239,16 +243,26 @@ class Store:
             pk="id",
             if_not_exists=True,
         )
+        self._add_missing_columns({"problems": {"error": str}, "versions": {"source": str}})
         self.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    def _add_missing_columns(self, wanted: dict[str, dict[str, type]]) -> None:
+        """Histories written by an older kerneltui gain the columns added since."""
+        for table, columns in wanted.items():
+            have = self.table(table).columns_dict
+            for name, kind in columns.items():
+                if name not in have:
+                    self.table(table).add_column(name, kind)
 
     # --- writing ------------------------------------------------------------------------------
 
-    def ensure_problem(self, name: str, path: str, description: str = "", problem_hash: str = "") -> None:
+    def ensure_problem(self, name: str, path: str, description: str = "", problem_hash: str | None = None) -> None:
         existing = self.db.execute("SELECT 1 FROM problems WHERE name = ?", [name]).fetchone()
         if existing:
-            self.table("problems").update(
-                name, {"path": path, "description": description, "problem_hash": problem_hash}
-            )
+            changes = {"path": path, "description": description}
+            if problem_hash is not None:
+                changes["problem_hash"] = problem_hash
+            self.table("problems").update(name, changes)
         else:
             self.table("problems").insert(
                 {
@@ -269,7 +283,9 @@ class Store:
         notes: str = "",
         author: str = "",
         size: int = 0,
+        source: str | None = None,
     ) -> int:
+        """The version row for this content; the source is kept so diffs outlive the file."""
         row = self.db.execute(
             "SELECT id FROM versions WHERE problem = ? AND name = ? AND hash = ?", [problem, name, file_hash]
         ).fetchone()
@@ -290,6 +306,7 @@ class Store:
                     "author": author,
                     "created": now(),
                     "deleted": None,
+                    "source": source,
                 }
             )
             .last_pk
@@ -432,7 +449,170 @@ class Store:
     def fail_evaluation(self, evaluation_id: int, error: str, status: str = "error") -> None:
         self.table("evaluations").update(evaluation_id, {"status": status, "ok": 0, "error": error, "finished": now()})
 
+    def set_problem_error(self, problem: str, error: str | None) -> None:
+        self.db.execute("UPDATE problems SET error = ? WHERE name = ?", [error, problem])
+
+    def set_running(self, evaluation_id: int) -> None:
+        self.table("evaluations").update(evaluation_id, {"status": "running", "started": now()})
+
+    def requeue_interrupted(self) -> list[int]:
+        """Evaluations left queued or running by a kerneltui that stopped: queued again, oldest first."""
+        ids = [
+            r[0]
+            for r in self.db.execute(
+                "SELECT id FROM evaluations WHERE status IN ('queued', 'running') ORDER BY id"
+            ).fetchall()
+        ]
+        if ids:
+            self.db.execute(
+                f"UPDATE evaluations SET status = 'queued', started = NULL WHERE id IN ({','.join('?' * len(ids))})",
+                ids,
+            )
+            self.db.execute(f"DELETE FROM rungs WHERE evaluation_id IN ({','.join('?' * len(ids))})", ids)
+        return ids
+
+    def mark_deleted(self, problem: str, name: str) -> None:
+        self.db.execute(
+            "UPDATE versions SET deleted = ? WHERE problem = ? AND name = ? AND deleted IS NULL", [now(), problem, name]
+        )
+
+    def mark_present(self, problem: str, name: str) -> None:
+        self.db.execute("UPDATE versions SET deleted = NULL WHERE problem = ? AND name = ?", [problem, name])
+
+    def add_verdict(self, version_id: int, verdict: str, reason: str | None, who: str) -> int:
+        row = self.db.execute("SELECT problem, name, hash FROM versions WHERE id = ?", [version_id]).fetchone()
+        if row is None:
+            raise KeyError(f"no version {version_id}")
+        return int(
+            self.table("verdicts")
+            .insert(
+                {
+                    "version_id": version_id,
+                    "problem": row[0],
+                    "version": row[1],
+                    "hash": row[2],
+                    "verdict": verdict,
+                    "reason": reason,
+                    "who": who,
+                    "created": now(),
+                }
+            )
+            .last_pk
+            or 0
+        )
+
+    def add_guidance(self, problem: str, text: str, who: str) -> int:
+        return int(
+            self.table("guidance")
+            .insert({"problem": problem, "text": text, "who": who, "created": now(), "delivered": None})
+            .last_pk
+            or 0
+        )
+
     # --- reading ------------------------------------------------------------------------------
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: a cheap way to notice the CLI's writes."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        cursor = self.db.execute(sql, params or [])
+        columns = [c[0] for c in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+    def evaluation(self, evaluation_id: int) -> dict[str, Any] | None:
+        found = self.rows("SELECT * FROM evaluations WHERE id = ?", [evaluation_id])
+        return found[0] if found else None
+
+    def latest_version(self, problem: str, name: str) -> dict[str, Any] | None:
+        found = self.rows(
+            "SELECT * FROM versions WHERE problem = ? AND name = ? ORDER BY id DESC LIMIT 1", [problem, name]
+        )
+        return found[0] if found else None
+
+    def version_rows(self, problem: str) -> list[dict[str, Any]]:
+        """One row per version name (its newest content), with its newest evaluation and verdict."""
+        return self.rows(
+            """
+            SELECT v.id AS version_id, v.name, v.number, v.path, v.notes, v.author, v.deleted, v.hash AS file_hash,
+                   v.created AS version_created,
+                   e.id AS evaluation_id, e.status, e.failed_rung, e.error, e.max_abs, e.median_us,
+                   e.ref_median_us, e.speedup, e.roofline_pct, e.device_name, e.finished, e.queued, e.started,
+                   d.verdict, d.reason AS verdict_reason, d.created AS verdict_time,
+                   (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
+                   (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct
+            FROM versions v
+            LEFT JOIN evaluations e ON e.id = (SELECT MAX(id) FROM evaluations WHERE version_id = v.id)
+            LEFT JOIN verdicts d ON d.id = (SELECT MAX(id) FROM verdicts WHERE version_id = v.id)
+            WHERE v.problem = ?
+              AND v.id = (SELECT MAX(id) FROM versions w WHERE w.problem = v.problem AND w.name = v.name)
+            ORDER BY v.number DESC, v.name DESC
+            """,
+            [problem],
+        )
+
+    def problem_rows(self) -> list[dict[str, Any]]:
+        """Every problem with its newest evaluation and its best passing median."""
+        return self.rows(
+            """
+            SELECT p.name, p.path, p.description, p.error,
+                   (SELECT COUNT(DISTINCT name) FROM versions WHERE problem = p.name) AS versions,
+                   l.version AS latest_version, l.status AS latest_status, l.error AS latest_error,
+                   l.roofline_pct AS latest_pct,
+                   (SELECT MIN(median_us) FROM evaluations WHERE problem = p.name AND status = 'pass') AS best_us,
+                   (SELECT MAX(roofline_pct) FROM evaluations WHERE problem = p.name AND status = 'pass') AS best_pct,
+                   (SELECT COUNT(*) FROM evaluations WHERE problem = p.name AND status IN ('queued', 'running'))
+                       AS pending
+            FROM problems p
+            LEFT JOIN evaluations l ON l.id = (SELECT MAX(id) FROM evaluations WHERE problem = p.name)
+            ORDER BY p.name
+            """
+        )
+
+    def trend_rows(self, problem: str) -> list[dict[str, Any]]:
+        """Per version (newest passing evaluation) and bench case: median and % of roofline."""
+        return self.rows(
+            """
+            SELECT e.version, v.number, t.case_label, t.median_us, t.roofline_pct, e.status, e.device_name
+            FROM timings t JOIN evaluations e ON e.id = t.evaluation_id JOIN versions v ON v.id = e.version_id
+            WHERE e.problem = ? AND e.id IN (
+                SELECT MAX(id) FROM evaluations WHERE problem = ? AND median_us IS NOT NULL GROUP BY version)
+            ORDER BY v.number, t.id
+            """,
+            [problem, problem],
+        )
+
+    def artifacts(self, evaluation_id: int) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM artifacts WHERE evaluation_id = ? ORDER BY id", [evaluation_id])
+
+    def guidance(self, problem: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        if problem:
+            return self.rows("SELECT * FROM guidance WHERE problem = ? ORDER BY id DESC LIMIT ?", [problem, limit])
+        return self.rows("SELECT * FROM guidance ORDER BY id DESC LIMIT ?", [limit])
+
+    def verdicts(self, version_id: int) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM verdicts WHERE version_id = ? ORDER BY id DESC", [version_id])
+
+    def pending_count(self) -> int:
+        return int(
+            self.db.execute("SELECT COUNT(*) FROM evaluations WHERE status IN ('queued', 'running')").fetchone()[0]
+        )
+
+    def best_passing(self, problem: str) -> dict[str, Any] | None:
+        found = self.rows(
+            "SELECT * FROM evaluations WHERE problem = ? AND status = 'pass' AND median_us IS NOT NULL "
+            "ORDER BY median_us LIMIT 1",
+            [problem],
+        )
+        return found[0] if found else None
+
+    def last_approved(self, problem: str) -> dict[str, Any] | None:
+        found = self.rows(
+            "SELECT v.* FROM verdicts d JOIN versions v ON v.id = d.version_id WHERE d.problem = ? "
+            "AND d.verdict = 'approved' ORDER BY d.id DESC LIMIT 1",
+            [problem],
+        )
+        return found[0] if found else None
 
     def history(self, problem: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Evaluations, newest first, with their version's latest verdict."""

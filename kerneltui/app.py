@@ -1,0 +1,476 @@
+"""The dashboard: watch a workspace, judge every new version, review and steer from one screen.
+
+Reading the history, writing verdicts and running the ladder all happen off the UI thread (thread
+workers and the scheduler's own thread); results come back as messages.
+"""
+
+from __future__ import annotations
+
+import getpass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from kerneltui.commands import KernelCommands
+from kerneltui.config import Config
+from kerneltui.messages import Detail, DetailLoaded, Recorded, SchedulerChanged, Snapshot, SnapshotLoaded
+from kerneltui.scheduler import Scheduler, SchedulerEvent
+from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
+from kerneltui.store import Store
+from kerneltui.widgets.agent import AgentPane
+from kerneltui.widgets.asm import AsmPane
+from kerneltui.widgets.diff import DiffPane, diff_lines
+from kerneltui.widgets.problems import ProblemTable
+from kerneltui.widgets.rungs import RungsPane
+from kerneltui.widgets.status import StatusBar, status_text
+from kerneltui.widgets.text_view import TextView
+from kerneltui.widgets.trends import TrendsPane
+from kerneltui.widgets.versions import VersionTable
+from kerneltui.workspace import Workspace
+
+TABS = ("rungs", "diff", "trends", "asm", "agent")
+POLL_S = 0.5
+
+
+class KernelTUI(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "kerneltui"
+    COMMANDS = App.COMMANDS | {KernelCommands}
+    BINDINGS = [
+        Binding("a", "approve", "approve", id="approve", tooltip="approve the selected version"),
+        Binding("r", "reject", "reject", id="reject", tooltip="reject the selected version, with a reason"),
+        Binding("i", "guide", "guide", id="guide", tooltip="type guidance for the agent"),
+        Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved"),
+        Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),
+        Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
+        Binding("tab", "cycle_pane", "pane", id="cycle_pane", priority=True, tooltip="next pane"),
+        Binding("shift+tab", "cycle_pane(-1)", "pane", id="cycle_pane_back", show=False, priority=True),
+        Binding("question_mark", "help", "help", id="help"),
+        Binding("q", "quit_app", "quit", id="quit"),
+        *[Binding(str(n), f"tab('{tab}')", tab, id=f"tab_{tab}", show=False) for n, tab in enumerate(TABS, 1)],
+    ]
+
+    def __init__(
+        self, workspace: Workspace, config: Config | None = None, run_scheduler: bool = True, run_judges: bool = True
+    ) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.config = config or Config()
+        self.run_scheduler = run_scheduler
+        self.run_judges = run_judges
+        self.scheduler: Scheduler | None = None
+        self.stores: dict[str, Store] = {}
+        self.snapshot = Snapshot()
+        self.detail: Detail | None = None
+        self.device: dict[str, Any] | None = None
+        self.running = 0
+        self.who = getpass.getuser()
+        self.last_version = -1
+        self.ready = False
+
+    # --- layout --------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Horizontal(id="main"):
+            yield ProblemTable(id="problems")
+            with Vertical(id="right"):
+                yield Static("", id="versions-title")
+                yield VersionTable(id="versions")
+                with TabbedContent(id="detail", initial="rungs"):
+                    with TabPane("Rungs", id="rungs"):
+                        yield RungsPane(id="rungs-view")
+                    with TabPane("Diff", id="diff"):
+                        yield Static("", id="diff-title")
+                        yield DiffPane(id="diff-view")
+                    with TabPane("Trends", id="trends"):
+                        yield TrendsPane(id="trends-view")
+                    with TabPane("Asm", id="asm"):
+                        yield AsmPane(id="asm-pane")
+                    with TabPane("Agent", id="agent"):
+                        yield AgentPane(id="agent-view")
+                yield Input(placeholder="search (a regular expression)", id="search-box")
+        yield Input(placeholder="guidance ▸ press i, type what the agent should try next, Enter sends", id="guidance")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.config.keys:
+            self.set_keymap(self.config.keys)
+        self.query_one("#search-box").display = False
+        self.query_one("#versions", VersionTable).focus()
+        self._update_status()
+        self.start_up()
+        self.set_interval(POLL_S, self.poll_history)
+
+    @work(thread=True, group="startup", exit_on_error=False)
+    def start_up(self) -> None:
+        """Opens the history (creating it if need be) and starts the scheduler, off the UI thread."""
+        opened = Store.open(self.workspace.db_path)
+        if opened.warning:
+            self.call_from_thread(self.notify, opened.warning, severity="warning", timeout=15)
+        readers = {name: Store(self.workspace.db_path, create=False) for name in ("snapshot", "detail", "poll")}
+        self.stores = {"write": opened.store, **readers}
+        self.ready = True
+        if self.run_scheduler:
+            self.scheduler = Scheduler(
+                self.workspace, self.config.ladder, self._from_scheduler, run_judges=self.run_judges
+            )
+            self.scheduler.start()
+        self.call_from_thread(self.load_snapshot)
+
+    def _from_scheduler(self, event: SchedulerEvent) -> None:
+        self.post_message(SchedulerChanged(event))  # thread-safe
+
+    # --- loading what the screen shows ---------------------------------------------------------
+
+    def poll_history(self) -> None:
+        """Notices writes by other processes (the CLI's approve/reject/guide) within a second."""
+        store = self.stores.get("poll")
+        if store is None:
+            return
+        version = store.data_version()
+        if version != self.last_version:
+            self.last_version = version
+            self.load_snapshot()
+
+    @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
+    def load_snapshot(self) -> None:
+        store = self.stores.get("snapshot")
+        if store is None:
+            return
+        problems = store.problem_rows()
+        problem = self._selected_problem() or (problems[0]["name"] if problems else None)
+        snapshot = Snapshot(
+            problems=problems,
+            versions=store.version_rows(problem) if problem else [],
+            problem=problem,
+            pending=store.pending_count(),
+            guidance=store.guidance(problem) if problem else [],
+        )
+        if not get_current_worker().is_cancelled:
+            self.post_message(SnapshotLoaded(snapshot))
+
+    def _selected_problem(self) -> str | None:
+        try:
+            return self.query_one("#problems", ProblemTable).selected
+        except Exception:
+            return self.snapshot.problem
+
+    def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        snapshot = message.snapshot
+        changed_problem = snapshot.problem != self.snapshot.problem
+        self.snapshot = snapshot
+        self.query_one("#problems", ProblemTable).show(snapshot.problems)
+        table = self.query_one("#versions", VersionTable)
+        table.show(snapshot.versions, reset=changed_problem)
+        title = Text(f" {snapshot.problem or 'no problems yet'}", style="bold")
+        problem_row = next((p for p in snapshot.problems if p["name"] == snapshot.problem), None)
+        if problem_row and problem_row.get("description"):
+            title.append(f" · {problem_row['description'].splitlines()[0][:90]}", style="dim")
+        if problem_row and problem_row.get("error"):
+            title.append(f"   ⚠ {problem_row['error'][:120]}", style="red")
+        if not snapshot.problems:
+            title.append(f"  (add <problem>/problem.py under {self.workspace.root})", style="dim")
+        self.query_one("#versions-title", Static).update(title)
+        self.query_one("#agent-view", AgentPane).show(snapshot.problem, snapshot.guidance)
+        self._update_status()
+        selected = table.selected
+        if selected is None:
+            self.detail = None
+            self.query_one("#rungs-view", RungsPane).show(None)
+        elif self.detail is None or self._detail_stale(selected):
+            self.load_detail(selected)
+
+    def _detail_stale(self, row: dict[str, Any]) -> bool:
+        assert self.detail is not None
+        old = self.detail.version
+        keys = ("version_id", "evaluation_id", "status", "last_rung", "verdict", "verdict_reason", "deleted")
+        return any(old.get(k) != row.get(k) for k in keys)
+
+    @on(DataTable.RowHighlighted, "#versions")
+    def version_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        row = self.query_one("#versions", VersionTable).selected
+        if row is not None and (
+            self.detail is None or self.detail.version.get("name") != row["name"] or self._detail_stale(row)
+        ):
+            self.load_detail(row)
+
+    @on(DataTable.RowHighlighted, "#problems")
+    def problem_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value != self.snapshot.problem:
+            self.load_snapshot()
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def load_detail(self, row: dict[str, Any]) -> None:
+        store = self.stores.get("detail")
+        if store is None:
+            return
+        detail = self._read_detail(store, row)
+        if not get_current_worker().is_cancelled:
+            self.post_message(DetailLoaded(detail))
+
+    def _read_detail(self, store: Store, row: dict[str, Any]) -> Detail:
+        evaluation_id = row.get("evaluation_id")
+        version = store.rows("SELECT source FROM versions WHERE id = ?", [row["version_id"]])
+        detail = Detail(version=dict(row), source=(version[0]["source"] or "") if version else "")
+        if evaluation_id:
+            detail.rungs = store.rungs(evaluation_id)
+            detail.artifacts = store.artifacts(evaluation_id)
+            detail.cases = store.rows("SELECT * FROM case_results WHERE evaluation_id = ? ORDER BY id", [evaluation_id])
+        problem = self.snapshot.problem or ""
+        detail.trends = store.trend_rows(problem) if problem else []
+        for target, other in self._compare_targets(store, row, problem).items():
+            detail.compare[target] = other
+            if other:
+                source = store.rows("SELECT source FROM versions WHERE id = ?", [other["version_id"]])
+                detail.compare_sources[target] = (source[0]["source"] or "") if source else ""
+                if other.get("evaluation_id"):
+                    detail.compare_artifacts[target] = store.artifacts(other["evaluation_id"])
+        return detail
+
+    def _compare_targets(self, store: Store, row: dict[str, Any], problem: str) -> dict[str, dict[str, Any] | None]:
+        rows = self.snapshot.versions
+        names = [r["name"] for r in rows]
+        previous = rows[names.index(row["name"]) + 1] if row["name"] in names[:-1] else None
+        best = store.best_passing(problem)
+        best_row = next((r for r in rows if best and r["version_id"] == best["version_id"]), None)
+        approved = store.last_approved(problem)
+        approved_row = next((r for r in rows if approved and r["version_id"] == approved["id"]), None)
+        return {"previous": previous, "best": best_row, "approved": approved_row}
+
+    def on_detail_loaded(self, message: DetailLoaded) -> None:
+        detail = message.detail
+        same = self.detail is not None and detail is not None and self.detail.version["name"] == detail.version["name"]
+        self.detail = detail
+        self.query_one("#rungs-view", RungsPane).show(detail, keep_scroll=same)
+        self._show_diff()
+        if detail is not None:
+            self.query_one("#trends-view", TrendsPane).show(self.snapshot.problem, detail.trends)
+            previous = detail.compare.get("previous")
+            self.query_one("#asm-pane", AsmPane).show(
+                detail.version,
+                detail.source,
+                detail.artifacts,
+                previous["name"] if previous else "",
+                detail.compare_artifacts.get("previous", []),
+            )
+
+    def _show_diff(self) -> None:
+        pane = self.query_one("#diff-view", DiffPane)
+        title = self.query_one("#diff-title", Static)
+        detail = self.detail
+        if detail is None:
+            pane.set_lines([])
+            return
+        other = detail.compare.get(pane.target)
+        name = detail.version["name"]
+        header = Text(f" {name} vs {pane.target}", style="bold")
+        header.append("   d cycles: previous · best · approved", style="dim")
+        title.update(header)
+        if other is None:
+            pane.set_lines([Text(f"No {pane.target} version to compare {name} with.", style="dim")])
+        elif other["version_id"] == detail.version["version_id"]:
+            pane.set_lines([Text(f"{name} is the {pane.target} version itself.", style="dim")])
+        else:
+            old = detail.compare_sources.get(pane.target, "")
+            pane.set_lines(diff_lines(old, detail.source, f"{other['name']} ({pane.target})", name))
+
+    def _update_status(self) -> None:
+        waiting = max(0, self.snapshot.pending - self.running)
+        judges = "judge starting…" if self.run_judges and self.run_scheduler else "judging off"
+        self.query_one("#status", StatusBar).update(
+            status_text(str(self.workspace.root), self.device, self.running, waiting, judges)
+        )
+
+    # --- what the scheduler says ----------------------------------------------------------------
+
+    def on_scheduler_changed(self, message: SchedulerChanged) -> None:
+        event = message.event
+        if event.kind == "judge":
+            self.device = event.data.get("device")
+        elif event.kind == "started":
+            self.running += 1
+        elif event.kind in ("finished", "failed"):
+            self.running = max(0, self.running - 1)
+            if event.data.get("beat_best"):
+                self._alert(
+                    f"{event.problem} {event.version} beats the best: {event.data.get('vs_best', 0):.2f}× faster"
+                )
+        elif event.kind == "idle":
+            self._alert("queue empty: every version is judged")
+        elif event.kind == "warning":
+            self.notify(str(event.data.get("message")), severity="warning", timeout=10, markup=False)
+        self.load_snapshot()
+
+    def _alert(self, text: str) -> None:
+        if self.config.bell:
+            self.bell()
+        self.notify(text, timeout=6, markup=False)
+
+    # --- actions -------------------------------------------------------------------------------
+
+    def selected_version(self) -> dict[str, Any] | None:
+        row = self.query_one("#versions", VersionTable).selected
+        if row is None:
+            self.notify("no version selected", severity="warning")
+        return row
+
+    def action_approve(self) -> None:
+        row = self.selected_version()
+        if row is not None:
+            self.record_verdict(row, "approved", None)
+
+    def action_reject(self) -> None:
+        row = self.selected_version()
+        if row is None:
+            return
+
+        def rejected(reason: str | None) -> None:
+            if reason is not None:
+                self.record_verdict(row, "rejected", reason)
+
+        self.push_screen(RejectScreen(row["name"]), rejected)
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
+        self.stores["write"].add_verdict(row["version_id"], verdict, reason or None, self.who)
+        self.post_message(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def record_guidance(self, problem: str, text: str) -> None:
+        self.stores["write"].add_guidance(problem, text, self.who)
+        self.post_message(Recorded("guidance", text))
+
+    def on_recorded(self, message: Recorded) -> None:
+        self.notify(
+            message.text if message.what == "verdict" else f"guidance sent: {message.text}", timeout=4, markup=False
+        )
+        self.load_snapshot()
+
+    def action_guide(self) -> None:
+        self.query_one("#guidance", Input).focus()
+
+    @on(Input.Submitted, "#guidance")
+    def guidance_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        problem = self.snapshot.problem
+        if not text:
+            return
+        if problem is None:
+            self.notify("no problem selected", severity="warning")
+            return
+        event.input.value = ""
+        self.record_guidance(problem, text)
+        self.query_one("#versions").focus()  # back to reviewing: a, r, j, k work again
+
+    def action_diff(self) -> None:
+        tabs = self.query_one("#detail", TabbedContent)
+        if tabs.active == "diff":
+            self.query_one("#diff-view", DiffPane).cycle()
+        tabs.active = "diff"
+        self._show_diff()
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one("#detail", TabbedContent).active = tab
+
+    def active_view(self) -> TextView | None:
+        tab = self.query_one("#detail", TabbedContent).active
+        views = {"rungs": "#rungs-view", "diff": "#diff-view", "asm": "#asm-view", "agent": "#agent-view"}
+        return self.query_one(views[tab], TextView) if tab in views else None
+
+    def action_search(self) -> None:
+        if self.active_view() is None:
+            self.notify("nothing to search in this pane", severity="warning")
+            return
+        box = self.query_one("#search-box", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Submitted, "#search-box")
+    def search_submitted(self, event: Input.Submitted) -> None:
+        view = self.active_view()
+        event.input.display = False
+        if view is None:
+            return
+        count = view.search(event.value)
+        view.focus()
+        self.notify(view.match_label() or "search cleared", timeout=3, markup=False)
+        if self.query_one("#detail", TabbedContent).active == "asm":
+            self.query_one("#asm-pane", AsmPane).update_bar()
+        if not count and event.value:
+            self.bell()
+
+    def action_rebench(self) -> None:
+        row = self.selected_version()
+        if row is None:
+            return
+        path = Path(row["path"])
+        if self.scheduler is None:
+            self.notify("judging is off in this session", severity="warning")
+        elif not path.is_file():
+            self.notify(f"{path} is gone: nothing to judge again", severity="error")
+        else:
+            self.scheduler.enqueue(path, force=True)
+            self.notify(f"{row['name']} queued to be judged again", timeout=3)
+
+    def select_problem(self, name: str) -> None:
+        table = self.query_one("#problems", ProblemTable)
+        if name in table.names:
+            table.move_cursor(row=table.names.index(name))
+
+    def action_cycle_pane(self, step: int = 1) -> None:
+        if self.screen is not self.screen_stack[0]:
+            self.screen.focus_next() if step > 0 else self.screen.focus_previous()
+            return
+        order = [self.query_one("#problems"), self.query_one("#versions")]
+        view = self.active_view()
+        order.append(view if view is not None else self.query_one("#detail", TabbedContent))
+        order.append(self.query_one("#guidance"))
+        focused = self.focused
+        index = next((i for i, w in enumerate(order) if focused is w or (focused and w in focused.ancestors)), -1)
+        order[(index + step) % len(order)].focus()
+
+    def action_help(self) -> None:
+        rows = []
+        keymap = self.config.keys
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            keys = keymap.get(binding.id or "", binding.key)
+            rows.append((keys, binding.tooltip or binding.description, binding.id or ""))
+        self.push_screen(HelpScreen(rows))
+
+    def action_quit_app(self) -> None:
+        pending = self.scheduler.pending if self.scheduler else 0
+        if not pending:
+            self.exit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(QuitScreen(pending), answered)
+
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape" and self.focused in (self.query_one("#guidance"), self.query_one("#search-box")):
+            self.query_one("#search-box").display = False
+            self.query_one("#versions").focus()
+            event.stop()
+        elif event.key == "enter" and isinstance(self.focused, RungsPane):
+            pane = self.focused
+            pane.expanded = not pane.expanded
+            pane.show(self.detail, keep_scroll=True)
+            event.stop()
+
+    def on_unmount(self) -> None:
+        if self.scheduler:
+            self.scheduler.stop()
+        for store in self.stores.values():
+            store.close()

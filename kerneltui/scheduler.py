@@ -1,0 +1,390 @@
+"""The queue of evaluations and the judges that work through it (no Textual here).
+
+One thread owns the scheduler's state and its database connection; everything else — the file
+watcher, the judges' output readers, the dashboard — talks to it through a queue of commands. So
+the dashboard never waits on a database write or a judge, and the judges are started by a thread
+that lives as long as they do (they die with it: PDEATHSIG). Judges are `python -m harness serve`
+processes: one per GPU (so one benchmark at a time per GPU), or `judges` of them with no GPU.
+Queued evaluations are rows in the history, so the queue survives a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from harness.results import Evaluation, RungResult
+from harness.source import defines
+from harness.workers import cuda_device_count
+from kerneltui.config import LadderConfig
+from kerneltui.runner import harness_env, harness_python, record_version
+from kerneltui.store import Store
+from kerneltui.watcher import WorkspaceWatcher
+from kerneltui.workspace import Workspace
+
+PROBLEM_NAMES = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
+MAX_JUDGE_RESTARTS = 5
+
+
+@dataclass
+class SchedulerEvent:
+    """What changed, for the dashboard: queued, started, rung, finished, failed, judge, problem, deleted."""
+
+    kind: str
+    evaluation_id: int | None = None
+    problem: str | None = None
+    version: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Judge:
+    """One `python -m harness serve` process, fed one evaluation at a time."""
+
+    def __init__(
+        self,
+        index: int,
+        gpu: int | None,
+        argv: list[str],
+        env: dict[str, str],
+        log: Path,
+        inbox: queue.Queue[tuple[str, Any, Any]],
+    ) -> None:
+        self.index, self.gpu, self.argv, self.env, self.log_path, self.inbox = index, gpu, argv, env, log, inbox
+        self.busy: int | None = None
+        self.device: dict[str, Any] = {}
+        self.ready = False
+        self.restarts = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.log: IO[str] | None = None
+
+    def start(self) -> None:
+        env = dict(self.env)
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        self.log = open(self.log_path, "a")  # noqa: SIM115  (kept open for the process's life)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+            bufsize=1,
+            start_new_session=True,
+        )
+        self.ready = False
+        proc = self.proc
+        threading.Thread(target=self._read, args=(proc,), name=f"kerneltui-judge-{self.index}", daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.inbox.put(("line", self, line))
+        proc.wait()
+        self.inbox.put(("judge-exit", self, proc))
+
+    def submit(self, evaluation_id: int, path: Path) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.busy = evaluation_id
+        self.proc.stdin.write(json.dumps({"id": evaluation_id, "path": str(path)}) + "\n")
+        self.proc.stdin.flush()
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:].strip()
+        except OSError:
+            return ""
+
+    def stop(self, grace: float = 5.0) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if self.log:
+            self.log.close()
+
+
+class Scheduler:
+    def __init__(
+        self,
+        workspace: Workspace,
+        config: LadderConfig,
+        notify: Callable[[SchedulerEvent], None],
+        run_judges: bool = True,
+        watch: bool = True,
+    ) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.notify = notify
+        self.run_judges = run_judges
+        self.watch = watch
+        self.inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self.queue: deque[int] = deque()
+        self.judges: list[Judge] = []
+        self.rung_counts: dict[int, int] = {}
+        self.paths: dict[int, Path] = {}
+        self.store: Store | None = None
+        self.watcher: WorkspaceWatcher | None = None
+        self.thread = threading.Thread(target=self._loop, name="kerneltui-scheduler", daemon=True)
+        self.stopped = threading.Event()
+        self.started = threading.Event()
+
+    # --- called from any thread ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def enqueue(self, path: Path, force: bool = False) -> None:
+        self.inbox.put(("enqueue", path, force))
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.inbox.put(("stop", None, None))
+            self.thread.join(timeout=15)
+
+    @property
+    def pending(self) -> int:
+        return len(self.queue) + sum(1 for j in self.judges if j.busy is not None)
+
+    # --- the scheduler's own thread -----------------------------------------------------------
+
+    def _loop(self) -> None:
+        opened = Store.open(self.workspace.db_path)
+        self.store = opened.store
+        if opened.warning:
+            self.notify(SchedulerEvent("warning", data={"message": opened.warning}))
+        self.queue.extend(self.store.requeue_interrupted())
+        self._scan()
+        if self.run_judges:
+            self._start_judges()
+        if self.watch:
+            self.watcher = WorkspaceWatcher(
+                self.workspace.root,
+                ready=lambda p: self.inbox.put(("enqueue", p, False)),
+                gone=lambda p: self.inbox.put(("deleted", p, None)),
+                on_problem=lambda p: self.inbox.put(("problem", p, None)),
+                debounce=self.config.debounce,
+            )
+            self.watcher.start()
+        self.started.set()
+        self._dispatch()
+        while True:
+            kind, a, b = self.inbox.get()
+            if kind == "stop":
+                break
+            try:
+                self._handle(kind, a, b)
+            except Exception as exc:  # one bad event must not stop the queue
+                self.notify(SchedulerEvent("warning", data={"message": f"scheduler: {type(exc).__name__}: {exc}"}))
+            self._dispatch()
+        self._shutdown()
+
+    def _handle(self, kind: str, a: Any, b: Any) -> None:
+        if kind == "enqueue":
+            self._enqueue(Path(a), force=bool(b))
+        elif kind == "line":
+            self._judge_line(a, b)
+        elif kind == "judge-exit":
+            self._judge_exit(a, b)
+        elif kind == "deleted":
+            self._deleted(Path(a))
+        elif kind == "problem":
+            self._problem(Path(a))
+
+    def _scan(self) -> None:
+        """Versions written while kerneltui was not running are queued; vanished ones marked deleted."""
+        assert self.store is not None
+        for folder in self.workspace.problems():
+            self._problem(folder, announce=False)
+            for path in self.workspace.versions(folder.name):
+                self._enqueue(path, force=False, announce=False)
+        for row in self.store.rows("SELECT DISTINCT problem, name, path FROM versions WHERE deleted IS NULL"):
+            if not Path(row["path"]).exists():
+                self.store.mark_deleted(row["problem"], row["name"])
+        self.notify(SchedulerEvent("scan", data={"queued": len(self.queue)}))
+
+    def _problem(self, folder: Path, announce: bool = True) -> None:
+        assert self.store is not None
+        problem_file = folder / "problem.py"
+        if not problem_file.is_file():
+            return
+        text = problem_file.read_text(errors="replace")
+        missing = [name for name in PROBLEM_NAMES if not defines(text, name)]
+        error = f"problem.py is missing {', '.join(missing)}" if missing else None
+        from harness.source import notes, parse
+
+        if parse(text) is None:
+            error = "problem.py does not parse (SyntaxError)"
+        self.store.ensure_problem(folder.name, str(folder), notes(text))
+        self.store.set_problem_error(folder.name, error)
+        if announce:
+            self.notify(SchedulerEvent("problem", problem=folder.name, data={"error": error}))
+
+    def _enqueue(self, path: Path, force: bool, announce: bool = True) -> None:
+        assert self.store is not None
+        if not path.is_file():
+            return
+        version_id, digest, problem = record_version(self.store, self.workspace, path)
+        self.store.mark_present(problem, path.stem)
+        judged = self.store.rows("SELECT id FROM evaluations WHERE version_id = ? LIMIT 1", [version_id])
+        if judged and not force:
+            return
+        evaluation_id = self.store.start_evaluation(version_id, problem, path.stem, digest, status="queued")
+        self.queue.append(evaluation_id)
+        self.paths[evaluation_id] = path
+        if announce:
+            self.notify(SchedulerEvent("queued", evaluation_id, problem, path.stem))
+
+    def _deleted(self, path: Path) -> None:
+        assert self.store is not None
+        self.store.mark_deleted(path.parent.name, path.stem)
+        self.notify(SchedulerEvent("deleted", problem=path.parent.name, version=path.stem))
+
+    def _start_judges(self) -> None:
+        gpus = cuda_device_count()
+        slots: list[int | None] = list(range(gpus)) if gpus else [None] * max(1, self.config.judges)
+        python = self.config.python or harness_python()
+        state = self.workspace.state
+        (state / "logs").mkdir(parents=True, exist_ok=True)
+        argv = [
+            python,
+            "-m",
+            "harness",
+            "serve",
+            "--state-dir",
+            str(state),
+            "--timeout",
+            f"{self.config.timeout:g}",
+            "--arch",
+            self.config.arch,
+            "--seeds",
+            str(self.config.seeds),
+        ]
+        env = harness_env(python, state)
+        for index, gpu in enumerate(slots):
+            judge = Judge(index, gpu, argv, env, state / "logs" / f"judge-{index}.log", self.inbox)
+            judge.start()
+            self.judges.append(judge)
+
+    def _dispatch(self) -> None:
+        assert self.store is not None
+        for judge in self.judges:
+            while judge.ready and judge.busy is None and self.queue:
+                evaluation_id = self.queue.popleft()
+                row = self.store.evaluation(evaluation_id)
+                path = self.paths.pop(evaluation_id, None) or self._path_of(row)
+                if row is None or path is None or not path.is_file():
+                    self.store.fail_evaluation(evaluation_id, "the version file is gone", status="error")
+                    self.notify(SchedulerEvent("failed", evaluation_id))
+                    continue
+                self.store.set_running(evaluation_id)
+                self.rung_counts[evaluation_id] = 0
+                judge.submit(evaluation_id, path)
+                self.notify(
+                    SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
+                )
+
+    def _path_of(self, row: dict[str, Any] | None) -> Path | None:
+        if row is None:
+            return None
+        found = self.store.rows("SELECT path FROM versions WHERE id = ?", [row["version_id"]]) if self.store else []
+        return Path(found[0]["path"]) if found else None
+
+    def _judge_line(self, judge: Judge, line: str) -> None:
+        assert self.store is not None
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            return
+        kind, evaluation_id = event.get("event"), event.get("id")
+        if kind == "ready":
+            judge.ready, judge.device = True, event.get("device", {})
+            self.notify(SchedulerEvent("judge", data={"judge": judge.index, "device": judge.device}))
+        elif kind == "rung" and isinstance(evaluation_id, int):
+            rung = RungResult.from_json(event["rung"])
+            index = self.rung_counts.get(evaluation_id, 0)
+            self.rung_counts[evaluation_id] = index + 1
+            self.store.add_rung(evaluation_id, index, rung)
+            self.notify(SchedulerEvent("rung", evaluation_id, data={"rung": rung.name, "ok": rung.ok}))
+        elif kind == "done" and isinstance(evaluation_id, int):
+            evaluation = Evaluation.from_json(event["evaluation"])
+            self.store.finish_evaluation(evaluation_id, evaluation)
+            judge.busy = None
+            self._finished(evaluation_id, evaluation)
+        elif kind == "error" and isinstance(evaluation_id, int):
+            self.store.fail_evaluation(evaluation_id, event.get("error", "error"), status="error")
+            if event.get("problem"):
+                row = self.store.evaluation(evaluation_id)
+                if row:
+                    self.store.set_problem_error(row["problem"], event.get("error"))
+            judge.busy = None
+            self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.get("error")}))
+            self._maybe_idle()
+
+    def _finished(self, evaluation_id: int, evaluation: Evaluation) -> None:
+        assert self.store is not None
+        row = self.store.evaluation(evaluation_id) or {}
+        beat_best = bool(row.get("vs_best") and row["vs_best"] > 1.0)
+        if evaluation.error is None and not evaluation.failed_rung:
+            self.store.set_problem_error(evaluation.problem, None)
+        self.notify(
+            SchedulerEvent(
+                "finished",
+                evaluation_id,
+                evaluation.problem,
+                evaluation.version,
+                {
+                    "status": evaluation.status,
+                    "beat_best": beat_best,
+                    "vs_best": row.get("vs_best"),
+                    "median_us": row.get("median_us"),
+                },
+            )
+        )
+        self._maybe_idle()
+
+    def _maybe_idle(self) -> None:
+        if not self.queue and all(j.busy is None for j in self.judges):
+            self.notify(SchedulerEvent("idle"))
+
+    def _judge_exit(self, judge: Judge, proc: subprocess.Popen[str]) -> None:
+        assert self.store is not None
+        if proc is not judge.proc or self.stopped.is_set():
+            return
+        tail = judge.stderr_tail()
+        if judge.busy is not None:
+            self.store.fail_evaluation(judge.busy, f"the judge stopped (exit {proc.returncode}): {tail[-600:]}")
+            self.notify(SchedulerEvent("failed", judge.busy))
+            judge.busy = None
+        judge.ready = False
+        if judge.restarts < MAX_JUDGE_RESTARTS:
+            judge.restarts += 1
+            time.sleep(min(2.0, 0.2 * judge.restarts))
+            judge.start()
+        else:
+            self.notify(
+                SchedulerEvent("warning", data={"message": f"judge {judge.index} keeps stopping: {tail[-300:]}"})
+            )
+
+    def _shutdown(self) -> None:
+        self.stopped.set()
+        if self.watcher:
+            self.watcher.stop()
+        for judge in self.judges:
+            judge.stop()
+        if self.store:
+            self.store.close()

@@ -1,0 +1,249 @@
+"""PTX, SASS, TTGIR, LLIR and TTIR of the selected version: a kernel picker, search, highlighting, and
+a SASS diff against another version. SASS shows the version's own source lines where nvdisasm
+recorded them (v007.py:14  x = tl.load(...))."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from kerneltui.widgets.text_view import MatchMoved, TextView
+
+KINDS = ("sass", "ptx", "ttgir", "llir", "ttir")
+MAX_BYTES = 32 << 20
+SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*(?:/\*\s*0x[0-9a-f]+\s*\*/)?\s*$")
+SASS_ENCODING_ONLY = re.compile(r"^\s*/\*\s*0x[0-9a-f]+\s*\*/\s*$")
+SOURCE_MARK = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
+OPCODE = re.compile(r"^(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)")
+REGISTER = re.compile(r"\b(U?R\d+|U?P\d+|RZ|URZ|PT|SR_\w+)\b")
+COMMENT = re.compile(r"(//.*$|;.*$)")
+DIRECTIVE = re.compile(r"^\s*(\.\w+|[%@]\w+|tt\.\w+|ttg\.\w+|define|declare)")
+
+
+def sass_lines(text: str, version_path: str, source: str) -> list[Text]:
+    """nvdisasm output, decluttered: no hex encodings, source lines inlined from the version's text."""
+    source_lines = source.splitlines()
+    out: list[Text] = []
+    for raw in text.splitlines():
+        if SASS_ENCODING_ONLY.match(raw):
+            continue
+        mark = SOURCE_MARK.match(raw)
+        if mark:
+            out.append(_source_line(mark.group(1), int(mark.group(2)), version_path, source_lines))
+            continue
+        instruction = SASS_LINE.match(raw)
+        if instruction:
+            out.append(_instruction(instruction.group(1), instruction.group(2)))
+        elif raw.strip():
+            out.append(Text(raw.rstrip(), style="dim"))
+    return out
+
+
+def _source_line(file: str, line: int, version_path: str, source_lines: list[str]) -> Text:
+    text = Text(f"{Path(file).name}:{line}", style="bold cyan")
+    if Path(file).name == Path(version_path).name and 0 < line <= len(source_lines):
+        text.append(f"   {source_lines[line - 1].strip()}", style="cyan")
+    return text
+
+
+def _instruction(address: str, body: str) -> Text:
+    text = Text(f"  /*{address}*/  ", style="dim")
+    start = len(text)
+    text.append(body)
+    opcode = OPCODE.match(body)
+    if opcode:
+        text.stylize("bold yellow", start + opcode.start(2), start + opcode.end(2))
+    for register in REGISTER.finditer(body):
+        text.stylize("magenta", start + register.start(), start + register.end())
+    return text
+
+
+def ir_lines(text: str) -> list[Text]:
+    out = []
+    for raw in text.splitlines():
+        line = Text(raw)
+        directive = DIRECTIVE.match(raw)
+        if directive:
+            line.stylize("bold yellow", directive.start(1), directive.end(1))
+        comment = COMMENT.search(raw) if raw.lstrip().startswith(("//", ";")) else None
+        if comment:
+            line.stylize("dim", comment.start())
+        out.append(line)
+    return out
+
+
+def normalized_sass(text: str) -> list[str]:
+    """Instructions only, without addresses or encodings: what a SASS diff should compare."""
+    return [m.group(2) for raw in text.splitlines() if (m := SASS_LINE.match(raw))]
+
+
+def sass_diff_lines(old: str, new: str, old_label: str, new_label: str) -> list[Text]:
+    a, b = normalized_sass(old), normalized_sass(new)
+    out = [
+        Text(f"--- {old_label} ({len(a)} instructions)", style="bold red"),
+        Text(f"+++ {new_label} ({len(b)} instructions)", style="bold green"),
+    ]
+    for line in difflib.unified_diff(a, b, lineterm="", n=2):
+        if line.startswith(("---", "+++")):
+            continue
+        style = (
+            "green"
+            if line.startswith("+")
+            else "red"
+            if line.startswith("-")
+            else "cyan"
+            if line.startswith("@@")
+            else ""
+        )
+        out.append(Text(line, style=style))
+    if len(out) == 2:
+        out.append(Text("(identical instruction streams)", style="dim"))
+    return out
+
+
+def read_text(path: str) -> str:
+    file = Path(path)
+    if not file.is_file():
+        return ""
+    with file.open("rb") as handle:
+        return handle.read(MAX_BYTES).decode(errors="replace")
+
+
+class AsmPane(Vertical):
+    DEFAULT_CSS = """
+    AsmPane > #asm-bar { height: 1; color: $text-muted; }
+    AsmPane > TextView { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("comma", "kernel(-1)", "prev kernel", show=False),
+        Binding("full_stop", "kernel(1)", "next kernel", show=False),
+        Binding("t", "kind", "next kind", show=False),
+        Binding("c", "compare", "SASS diff", show=False),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.artifacts: list[dict[str, Any]] = []
+        self.compare_artifacts: list[dict[str, Any]] = []
+        self.compare_name = ""
+        self.version: dict[str, Any] = {}
+        self.source = ""
+        self.kernel_index = 0
+        self.kind = "sass"
+        self.comparing = False
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="asm-bar")
+        yield TextView(id="asm-view")
+
+    @property
+    def view(self) -> TextView:
+        return self.query_one("#asm-view", TextView)
+
+    def kernels(self) -> list[str]:
+        seen: list[str] = []
+        for item in self.artifacts:
+            if item["kernel"] not in seen:
+                seen.append(item["kernel"])
+        return seen
+
+    def show(
+        self,
+        version: dict[str, Any],
+        source: str,
+        artifacts: list[dict[str, Any]],
+        compare_name: str,
+        compare_artifacts: list[dict[str, Any]],
+    ) -> None:
+        same_version = self.version.get("evaluation_id") == version.get("evaluation_id")
+        self.version, self.source, self.artifacts = version, source, artifacts
+        self.compare_name, self.compare_artifacts = compare_name, compare_artifacts
+        if not same_version:
+            self.kernel_index = 0
+        self.reload()
+
+    def bar_text(self) -> Text:
+        kernels = self.kernels()
+        bar = Text()
+        bar.append(f"{self.version.get('name', '·')} · ", style="bold")
+        if kernels:
+            bar.append(f"{kernels[self.kernel_index]} {self.kernel_index + 1}/{len(kernels)} · ")
+        if self.comparing:
+            bar.append(f"SASS diff vs {self.compare_name or '·'} ", style="bold")
+        else:
+            for kind in KINDS:
+                selected = kind == self.kind
+                bar.append(f"[{kind.upper()}] " if selected else f"{kind} ", style="bold" if selected else "dim")
+        label = self.view.match_label() if self.is_mounted else ""
+        if label:
+            bar.append(f"· {label} ", style="yellow")
+        other = "listing" if self.comparing else f"diff vs {self.compare_name or '·'}"
+        bar.append(f"· ,/. kernel  t listing  c {other}", style="dim")
+        return bar
+
+    def on_match_moved(self, message: MatchMoved) -> None:
+        self.update_bar()
+
+    def update_bar(self) -> None:
+        self.query_one("#asm-bar", Static).update(self.bar_text())
+
+    def reload(self) -> None:
+        self.query_one("#asm-bar", Static).update(self.bar_text())
+        kernels = self.kernels()
+        if not kernels:
+            status = self.version.get("status")
+            why = "still being judged" if status in ("queued", "running") else "no compiled kernels were dumped"
+            self.view.set_lines(
+                [Text(f"No PTX/SASS for {self.version.get('name', 'this version')}: {why}.", style="dim")]
+            )
+            return
+        self._load(kernels[self.kernel_index])
+
+    @work(thread=True, exclusive=True, group="asm")
+    def _load(self, kernel: str) -> None:
+        """Reading and colouring a listing can take a while for big kernels: never on the UI thread."""
+        files = {a["kind"]: a["path"] for a in self.artifacts if a["kernel"] == kernel}
+        if self.comparing:
+            theirs = {a["kind"]: a["path"] for a in self.compare_artifacts if a["kernel"] == kernel}
+            if "sass" in files and "sass" in theirs:
+                lines = sass_diff_lines(
+                    read_text(theirs["sass"]),
+                    read_text(files["sass"]),
+                    f"{self.compare_name} {kernel}",
+                    f"{self.version.get('name')} {kernel}",
+                )
+            else:
+                lines = [
+                    Text(f"{self.compare_name or 'the other version'} has no SASS for kernel {kernel}.", style="dim")
+                ]
+        elif self.kind not in files:
+            lines = [Text(f"No {self.kind} for {kernel} (have: {', '.join(sorted(files))}).", style="dim")]
+        elif self.kind == "sass":
+            lines = sass_lines(read_text(files["sass"]), self.version.get("path") or "", self.source)
+        else:
+            lines = ir_lines(read_text(files[self.kind]))
+        self.app.call_from_thread(self.view.set_lines, lines)
+
+    def action_kernel(self, step: int) -> None:
+        kernels = self.kernels()
+        if kernels:
+            self.kernel_index = (self.kernel_index + step) % len(kernels)
+            self.reload()
+
+    def action_kind(self) -> None:
+        self.kind = KINDS[(KINDS.index(self.kind) + 1) % len(KINDS)]
+        self.comparing = False
+        self.reload()
+
+    def action_compare(self) -> None:
+        self.comparing = not self.comparing
+        self.reload()

@@ -1,0 +1,60 @@
+"""The selected version against the previous one, the best one, or the last approved one."""
+
+from __future__ import annotations
+
+import difflib
+
+from rich.syntax import Syntax
+from rich.text import Text
+
+from kerneltui.widgets.text_view import TextView
+
+ADDED, REMOVED = "on #15361d", "on #3d1a1a"
+TARGETS = ("previous", "best", "approved")
+
+
+def highlighted_lines(code: str) -> list[Text]:
+    if not code:
+        return []
+    text = Syntax(code, "python", theme="monokai", background_color="default").highlight(code)
+    lines = text.split("\n", allow_blank=True)
+    return lines[: len(code.splitlines())]
+
+
+def diff_lines(old: str, new: str, old_label: str, new_label: str, context: int = 3) -> list[Text]:
+    """A unified diff with both sides syntax-highlighted and changed lines tinted."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    old_hl, new_hl = highlighted_lines(old), highlighted_lines(new)
+    out = [Text(f"--- {old_label}", style="bold red"), Text(f"+++ {new_label}", style="bold green")]
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    groups = list(matcher.get_grouped_opcodes(context))
+    if not groups:
+        return [*out, Text("(no differences)", style="dim")]
+    for group in groups:
+        first, last = group[0], group[-1]
+        out.append(
+            Text(f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@", style="cyan")
+        )
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [_prefixed("  ", new_hl[j]) for j in range(j1, j2)]
+                continue
+            out += [_prefixed("- ", old_hl[i], REMOVED) for i in range(i1, i2)]
+            out += [_prefixed("+ ", new_hl[j], ADDED) for j in range(j1, j2)]
+    return out
+
+
+def _prefixed(prefix: str, line: Text, background: str = "") -> Text:
+    text = Text(prefix, style="bold red" if prefix == "- " else "bold green" if prefix == "+ " else "dim")
+    text.append_text(line)
+    if background:
+        text.stylize(background)
+    return text
+
+
+class DiffPane(TextView):
+    target = "previous"
+
+    def cycle(self) -> str:
+        self.target = TARGETS[(TARGETS.index(self.target) + 1) % len(TARGETS)]
+        return self.target

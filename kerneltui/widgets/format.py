@@ -1,0 +1,61 @@
+"""Cells and glyphs shared by the panes: colour carries meaning only (green pass, red fail, yellow running)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from harness.report import duration_us, sig
+from harness.results import RUNG_ORDER
+
+STATUS = {
+    "pass": ("✓ pass", "green"),
+    "fail": ("✗ fail", "red"),
+    "error": ("✗ error", "red"),
+    "unverified": ("? unverified", "yellow"),
+    "queued": ("○ queued", "dim"),
+}
+
+
+def next_rung(last: str | None) -> str:
+    """The rung a running evaluation is on: the one after the last it reported."""
+    if last is None:
+        return RUNG_ORDER[0]
+    index = RUNG_ORDER.index(last) if last in RUNG_ORDER else -1
+    return RUNG_ORDER[min(index + 1, len(RUNG_ORDER) - 1)]
+
+
+def status_cell(row: dict[str, Any]) -> Text:
+    status = row.get("status")
+    if status == "running":
+        return Text(f"◐ {next_rung(row.get('last_rung'))}", style="yellow")
+    label, style = STATUS.get(str(status), (str(status or "·"), "dim"))
+    return Text(label, style=style)
+
+
+def verdict_cell(row: dict[str, Any]) -> Text:
+    verdict = row.get("verdict")
+    if verdict == "approved":
+        return Text("✓ approved", style="green")
+    if verdict == "rejected":
+        reason = row.get("verdict_reason") or ""
+        return Text(f"✗ {reason[:17] or 'rejected'}", style="red")
+    return Text("·", style="dim")
+
+
+def number_cell(value: float | None, fmt: str, style: str = "") -> Text:
+    return Text("·" if value is None else fmt.format(value), style=style if value is not None else "dim")
+
+
+def error_cell(value: float | None) -> Text:
+    return Text(sig(value), style="" if value is not None else "dim")
+
+
+def time_cell(value: float | None) -> Text:
+    return Text(duration_us(value), style="" if value is not None else "dim")
+
+
+def plain(value: Any) -> Text:
+    """Any text from a kernel, an agent or a file: shown literally, never as markup."""
+    return Text("" if value is None else str(value))

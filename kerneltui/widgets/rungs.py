@@ -1,0 +1,121 @@
+"""The selected version's rung results: one line each, then what failed in full, per-case errors,
+the kernels' resources and (Enter) the logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from harness.report import rung_detail, sig
+from harness.results import RungResult
+from kerneltui.messages import Detail
+from kerneltui.widgets.format import next_rung
+from kerneltui.widgets.text_view import TextView
+
+MARK_STYLE = {True: ("✓", "green"), False: ("✗", "red"), None: ("·", "dim")}
+
+
+def header_line(version: dict[str, Any]) -> Text:
+    line = Text()
+    line.append(f"{version['name']}  ", style="bold")
+    note = (version.get("notes") or "").strip().splitlines()
+    if note:
+        line.append(f'"{note[0]}"', style="italic")
+    meta = " · ".join(x for x in (version.get("author") or "", (version.get("version_created") or "")[11:19]) if x)
+    if meta:
+        line.append(f"   {meta}", style="dim")
+    if version.get("deleted"):
+        line.append("   file deleted (history kept)", style="red")
+    return line
+
+
+def rung_line(rung: RungResult) -> Text:
+    mark, style = MARK_STYLE[rung.ok]
+    line = Text()
+    line.append(f"{mark} ", style=style)
+    line.append(f"{rung.name:<12}", style="bold" if rung.ok is not None else "dim")
+    line.append(f"{rung.seconds:>7.2f} s   " if rung.seconds else f"{'·':>9}   ", style="dim")
+    line.append(rung_detail(rung), style="red" if rung.ok is False else ("dim" if rung.skipped else ""))
+    return line
+
+
+def case_lines(cases: list[dict[str, Any]]) -> list[Text]:
+    if not cases:
+        return []
+    lines = [
+        Text(
+            "case                                seed          max abs   max rel   rmse      psnr    cos",
+            style="bold dim",
+        )
+    ]
+    for case in cases:
+        psnr = "∞" if case.get("psnr") is None and case.get("max_abs") == 0 else sig(case.get("psnr"), 3)
+        cosine = f"{case['cosine']:.6f}" if case.get("cosine") is not None else "·"
+        row = Text(
+            f"{(case.get('case_label') or '')[:34]:<35} {case.get('seed') or '':<13} "
+            f"{sig(case.get('max_abs')):<9} {sig(case.get('max_rel')):<9} {sig(case.get('rmse')):<9} "
+            f"{psnr:<7} {cosine}",
+            style="" if case.get("ok") else "red",
+        )
+        lines.append(row)
+        if case.get("err") and not case.get("ok"):
+            lines.append(Text(f"    {case['err']}", style="red"))
+    return lines
+
+
+def kernel_lines(rungs: list[RungResult]) -> list[Text]:
+    compiled = next((r for r in rungs if r.name == "compile"), None)
+    kernels = compiled.metrics.get("kernels", []) if compiled else []
+    if not kernels:
+        return []
+    lines = [Text("kernel                         regs  spilled  smem      warps stages  case", style="bold dim")]
+    for k in kernels:
+        smem = k.get("shared") or k.get("smem_bytes") or 0
+        lines.append(
+            Text(
+                f"{k['name'][:30]:<30} {k.get('registers', '?'):>4}  {k.get('spill_bytes') or 0:>5} B "
+                f"{smem:>7} B  {k.get('num_warps', '·'):>5} {k.get('num_stages', '·'):>6}  {k.get('case', '')}"
+            )
+        )
+    return lines
+
+
+def detail_lines(detail: Detail, expanded: bool) -> list[Text]:
+    version = detail.version
+    lines = [header_line(version), Text("")]
+    lines += [rung_line(r) for r in detail.rungs]
+    status = version.get("status")
+    if status == "running":
+        lines.append(Text(f"◐ {next_rung(version.get('last_rung'))} …", style="yellow"))
+    elif status == "queued":
+        lines.append(Text("○ queued", style="dim"))
+    if version.get("error"):
+        lines += [Text(""), *[Text(x, style="red") for x in str(version["error"]).splitlines()]]
+    failed = next((r for r in detail.rungs if r.ok is False), None)
+    if failed and failed.err:
+        lines += [Text(""), Text(f"{failed.name} failed:", style="bold red")]
+        lines += [Text(f"  {x}", style="red") for x in failed.err.splitlines()]
+    if detail.cases:
+        lines += [Text(""), *case_lines(detail.cases)]
+    kernels = kernel_lines(detail.rungs)
+    if kernels:
+        lines += [Text(""), *kernels]
+    logs = [r for r in detail.rungs if r.log]
+    if logs and expanded:
+        for rung in logs:
+            lines += [Text(""), Text(f"── {rung.name} log ──", style="bold dim")]
+            lines += [Text(x) for x in (rung.log or "").splitlines()]
+    elif logs:
+        lines += [Text(""), Text(f"Enter shows the logs of {', '.join(r.name for r in logs)}", style="dim")]
+    return lines
+
+
+class RungsPane(TextView):
+    expanded = False
+
+    def show(self, detail: Detail | None, keep_scroll: bool = False) -> None:
+        if detail is None:
+            self.set_lines([Text("No version selected.", style="dim")])
+            return
+        self.set_lines(detail_lines(detail, self.expanded), keep_scroll=keep_scroll)

@@ -1,0 +1,64 @@
+"""Time and % of roofline per version, one line per bench case (textual-plotext)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+
+def series(rows: list[dict[str, Any]], key: str) -> dict[str, tuple[list[int], list[float]]]:
+    """case label -> (version numbers, values), versions in order."""
+    out: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
+    for row in rows:
+        value = row.get(key)
+        if value is None or row.get("number") is None:
+            continue
+        xs, ys = out[row["case_label"]]
+        xs.append(int(row["number"]))
+        ys.append(float(value))
+    return dict(out)
+
+
+class TrendsPane(Vertical):
+    DEFAULT_CSS = """
+    TrendsPane PlotextPlot { height: 1fr; }
+    TrendsPane #trends-empty { color: $text-muted; padding: 1 2; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="trends-empty")
+        yield PlotextPlot(id="trend-time")
+        yield PlotextPlot(id="trend-roofline")
+
+    def show(self, problem: str | None, rows: list[dict[str, Any]]) -> None:
+        empty = self.query_one("#trends-empty", Static)
+        times, roofs = series(rows, "median_us"), series(rows, "roofline_pct")
+        has_data = bool(times)
+        empty.display = not has_data
+        for plot_id in ("#trend-time", "#trend-roofline"):
+            self.query_one(plot_id, PlotextPlot).display = has_data
+        if not has_data:
+            empty.update(f"No timings for {problem or 'this problem'} yet: benchmarks run on a GPU.")
+            return
+        self._draw("#trend-time", times, f"{problem} · median time per version (µs)", "µs")
+        self._draw("#trend-roofline", roofs, f"{problem} · % of roofline per version", "%")
+
+    def _draw(self, plot_id: str, data: dict[str, tuple[list[int], list[float]]], title: str, unit: str) -> None:
+        widget = self.query_one(plot_id, PlotextPlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(title)
+        versions = sorted({x for xs, _ in data.values() for x in xs})
+        for label, (xs, ys) in data.items():
+            plt.plot(xs, ys, label=label[:40], marker="braille")
+            plt.scatter(xs, ys, marker="●")
+        if versions:
+            plt.xticks([float(v) for v in versions], [f"v{v:03d}" for v in versions])
+        plt.ylabel(unit)
+        widget.refresh()

@@ -1,0 +1,116 @@
+"""The selected problem's versions, newest first: status, errors, timings, roofline, verdict.
+
+Updates change only the cells that changed; new versions appear at the top, and the cursor stays
+on the version the person is reading unless it was on the newest (then it follows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from kerneltui.widgets.format import error_cell, number_cell, plain, status_cell, time_cell, verdict_cell
+
+# (key, label, width): fixed widths, so a cell that grows later (a verdict) is not cut off
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("ver", "ver", 6),
+    ("status", "status", 13),
+    ("failed", "failed at", 11),
+    ("err", "max err", 8),
+    ("median", "median", 9),
+    ("spread", "±", 5),
+    ("vsref", "vs ref", 7),
+    ("vsbest", "vs best", 7),
+    ("roof", "roofline", 8),
+    ("verdict", "verdict", 20),
+    ("note", "note", None),
+)
+
+
+def best_median(rows: list[dict[str, Any]]) -> float | None:
+    medians = [r["median_us"] for r in rows if r.get("status") == "pass" and r.get("median_us")]
+    return min(medians) if medians else None
+
+
+def row_cells(row: dict[str, Any], best: float | None) -> tuple[Text, ...]:
+    median = row.get("median_us")
+    if median and best and row.get("status") == "pass":
+        vs_best = Text("★ best", style="bold yellow") if median == best else Text(f"{best / median:.2f}×")
+    else:
+        vs_best = Text("·", style="dim")
+    name = Text(row["name"], style="dim strike" if row.get("deleted") else "bold")
+    note = (row.get("notes") or "").splitlines()[0][:60] if row.get("notes") else ""
+    return (
+        name,
+        status_cell(row),
+        plain(row.get("failed_rung") or "·"),
+        error_cell(row.get("max_abs")),
+        time_cell(median),
+        number_cell(row.get("noise_pct"), "{:.1f}%"),
+        number_cell(row.get("speedup"), "{:.2f}×"),
+        vs_best,
+        number_cell(row.get("roofline_pct"), "{:.0f}%"),
+        verdict_cell(row),
+        Text(note, style="italic"),
+    )
+
+
+class VersionTable(DataTable[Text]):
+    BINDINGS = [
+        Binding("j", "cursor_down", "down", show=False),
+        Binding("k", "cursor_up", "up", show=False),
+        Binding("g", "scroll_top", "first", show=False),
+        Binding("G", "scroll_bottom", "last", show=False),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.rows_by_key: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+        self.cells: dict[str, tuple[str, ...]] = {}
+
+    def on_mount(self) -> None:
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    @property
+    def selected(self) -> dict[str, Any] | None:
+        if not self.order or self.cursor_row < 0 or self.cursor_row >= len(self.order):
+            return None
+        return self.rows_by_key.get(self.order[self.cursor_row])
+
+    def show(self, rows: list[dict[str, Any]], reset: bool = False) -> None:
+        best = best_median(rows)
+        order = [r["name"] for r in rows]
+        previous_key = None if reset or not self.order else self.order[min(self.cursor_row, len(self.order) - 1)]
+        follow = reset or previous_key is None or previous_key == self.order[0]
+        self.rows_by_key = {r["name"]: r for r in rows}
+        fresh = {r["name"]: row_cells(r, best) for r in rows}
+        if order != self.order or reset:
+            self._rebuild(order, fresh)
+            target = 0 if follow else (order.index(previous_key) if previous_key in order else 0)
+            if order:
+                self.move_cursor(row=target, animate=False)
+        else:
+            self._update_changed(fresh)
+
+    def _rebuild(self, order: list[str], fresh: dict[str, tuple[Text, ...]]) -> None:
+        self.clear()
+        for key in order:
+            self.add_row(*fresh[key], key=key)
+        self.order = order
+        self.cells = {k: tuple(c.plain for c in v) for k, v in fresh.items()}
+
+    def _update_changed(self, fresh: dict[str, tuple[Text, ...]]) -> None:
+        for key, cells in fresh.items():
+            plain_cells = tuple(c.plain for c in cells)
+            old = self.cells.get(key)
+            if old == plain_cells:
+                continue
+            for (column, _, _), cell, before, now in zip(COLUMNS, cells, old or (), plain_cells, strict=False):
+                if before != now:
+                    self.update_cell(key, column, cell)
+            self.cells[key] = plain_cells

@@ -1,0 +1,202 @@
+"""A workspace and a history with fixed content, for dashboard tests and snapshots."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from harness.results import Evaluation, RungResult
+from kerneltui import runner
+from kerneltui.store import Store
+from kerneltui.workspace import Workspace
+from tests.conftest import FIXTURES, VERSIONS
+
+SASS = """\t.target\tsm_90a
+//--------------------- .text.add_kernel --------------------------
+add_kernel:
+\t//## File "{path}", line 10
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                     /* 0x00000a00ff017b82 */
+                                                                              /* 0x000fe20000000800 */
+\t//## File "{path}", line 12
+        /*0010*/                   LDG.E.128 R4, desc[UR6][R2.64] ;           /* 0x0000000602047981 */
+        /*0020*/                   LDG.E.128 R8, desc[UR6][R2.64+0x200] ;     /* 0x0000020602087981 */
+        /*0030*/                   FADD R4, R4, R8 ;                          /* 0x0000000804047221 */
+        /*0040*/                   STG.E.128 desc[UR6][R2.64], R4 ;           /* 0x0000000402007986 */
+        /*0050*/                   EXIT ;                                     /* 0x000000000000794d */
+"""
+
+
+def rungs_for(status: str, median_us: float | None, note_dir: Path) -> list[RungResult]:
+    kernels = [
+        {
+            "name": "add_kernel",
+            "dsl": "triton",
+            "case": "n=16777216",
+            "registers": 26,
+            "spill_bytes": 0,
+            "shared": 0,
+            "num_warps": 4,
+            "num_stages": 3,
+        }
+    ]
+    load = RungResult("load", ok=True, seconds=0.02, metrics={"dsls": ["triton"], "notes": "", "warnings": []})
+    compile_ = RungResult(
+        "compile", ok=True, seconds=0.81, metrics={"mode": "jit", "arch": "sm_90", "kernels": kernels}
+    )
+    if status == "fail":
+        wrong = RungResult(
+            "correctness",
+            ok=False,
+            seconds=0.4,
+            err="case n=4097 (seed 1234): output: 1 of 4097 elements (0.0244%) outside atol 1e-06 + "
+            "rtol 1e-06·|ref| (max abs error 1.84); first at [4096] got 0 expected -1.84251",
+            metrics={"mode": "cuda", "n_cases": 4, "n_seeds": 2, "cases": []},
+        )
+        return [
+            load,
+            compile_,
+            wrong,
+            RungResult.skip("benchmark", "correctness failed"),
+            RungResult.skip("roofline", "benchmark failed"),
+            RungResult.skip("dumps", "compile failed"),
+        ]
+    correctness = RungResult(
+        "correctness",
+        ok=True,
+        seconds=0.4,
+        metrics={
+            "mode": "cuda",
+            "n_cases": 4,
+            "n_seeds": 2,
+            "max_abs": 0.0,
+            "max_rel": 0.0,
+            "mse": 0.0,
+            "rmse": 0.0,
+            "psnr": None,
+            "cosine": 1.0,
+            "cases": [
+                {
+                    "case": "n=4097",
+                    "seed": 1234,
+                    "ok": True,
+                    "err": None,
+                    "max_abs": 0.0,
+                    "max_rel": 0.0,
+                    "mse": 0.0,
+                    "rmse": 0.0,
+                    "psnr": None,
+                    "cosine": 1.0,
+                }
+            ],
+        },
+    )
+    assert median_us is not None
+    bench = RungResult(
+        "benchmark",
+        ok=True,
+        seconds=1.9,
+        metrics={
+            "median_us": median_us,
+            "speedup": 40.0 / median_us,
+            "ref_median_us": 40.0,
+            "cases": [
+                {
+                    "case": "n=16777216",
+                    "median_us": median_us,
+                    "p20_us": median_us * 0.99,
+                    "p80_us": median_us * 1.01,
+                    "min_us": median_us * 0.98,
+                    "n": 500,
+                    "noise_pct": 0.4,
+                    "ref_median_us": 40.0,
+                    "speedup": 40.0 / median_us,
+                }
+            ],
+        },
+    )
+    floor = 201326592 / 4234e9 * 1e6
+    roof = RungResult(
+        "roofline",
+        ok=True,
+        metrics={
+            "pct": 100 * floor / median_us,
+            "gbps": 201326592 / median_us / 1e3,
+            "tflops": 0.1,
+            "cases": [
+                {
+                    "case": "n=16777216",
+                    "bytes": 201326592,
+                    "flops": 16777216,
+                    "gbps": 201326592 / median_us / 1e3,
+                    "tflops": 0.1,
+                    "floor_us": floor,
+                    "pct": 100 * floor / median_us,
+                    "bound": "memory",
+                    "flops_peak_tflops": 51.2,
+                }
+            ],
+            "peaks": {"copy_gbps": 4234.0, "bf16_tflops": 801.0, "fp32_tflops": 51.2, "datasheet": None},
+        },
+    )
+    sass = note_dir / "add_kernel.sass"
+    dumps = RungResult(
+        "dumps",
+        ok=True,
+        metrics={
+            "dir": str(note_dir),
+            "kinds": ["sass"],
+            "files": [
+                {
+                    "kernel": "add_kernel",
+                    "dsl": "triton",
+                    "kind": "sass",
+                    "path": str(sass),
+                    "bytes": 1,
+                    "case": "n=16777216",
+                }
+            ],
+        },
+    )
+    return [load, compile_, correctness, bench, roof, dumps]
+
+
+def build(root: Path) -> Workspace:
+    """vadd with v001 (pass, 120 µs), v002 (pass, 52 µs, best), v003 (fail) and v004 (queued)."""
+    if root.exists():
+        shutil.rmtree(root)
+    folder = root / "vadd"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "vadd" / "problem.py", folder / "problem.py")
+    workspace = Workspace(root)
+    opened = Store.open(workspace.db_path)
+    store = opened.store
+    good = (VERSIONS / "good.py").read_text()
+    plans = [
+        ("v001", good.replace("BLOCK 1024.", "BLOCK 1024, one warp [first try]."), "pass", 120.0),
+        ("v002", good.replace("BLOCK 1024.", "BLOCK 4096 and 8 warps."), "pass", 52.0),
+        ("v003", (VERSIONS / "pow2_only.py").read_text(), "fail", None),
+        ("v004", good.replace("BLOCK 1024.", "Two blocks per program."), "queued", None),
+    ]
+    for name, text, status, median in plans:
+        path = folder / f"{name}.py"
+        path.write_text(text)
+        version_id, digest, problem = runner.record_version(store, workspace, path)
+        evaluation_id = store.start_evaluation(version_id, problem, name, digest, status="queued")
+        if status == "queued":
+            continue
+        dumps_dir = workspace.state / "dumps" / "vadd" / name / digest[:12]
+        dumps_dir.mkdir(parents=True)
+        (dumps_dir / "add_kernel.sass").write_text(SASS.format(path=path))
+        ev = Evaluation(
+            problem="vadd",
+            version=name,
+            path=str(path),
+            hash=digest,
+            device={"kind": "cuda", "name": "NVIDIA H200", "arch": "sm_90"},
+            rungs=rungs_for(status, median, dumps_dir),
+            sandbox="landlock ABI 7",
+        )
+        ev.finish()
+        store.finish_evaluation(evaluation_id, ev)
+    store.close()
+    return workspace

@@ -1,0 +1,225 @@
+"""The real dashboard, driven by Textual's Pilot, over a real workspace and history file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from kerneltui.app import KernelTUI
+from kerneltui.config import Config, LadderConfig
+from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
+from kerneltui.widgets.asm import AsmPane
+from kerneltui.widgets.rungs import RungsPane
+from kerneltui.widgets.versions import VersionTable
+from kerneltui.workspace import Workspace
+from tests import dashboard_fixtures
+from tests.conftest import VERSIONS, add_version, kerneltui, make_workspace
+
+SIZE = (160, 48)
+
+
+async def wait_for(predicate, pilot, timeout: float = 60.0, step: float = 0.05) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the dashboard")
+        await pilot.pause(step)
+
+
+def table(app: KernelTUI) -> VersionTable:
+    return app.query_one("#versions", VersionTable)
+
+
+def status_of(app: KernelTUI, name: str) -> str:
+    row = table(app).rows_by_key.get(name)
+    return "" if row is None else str(row.get("status"))
+
+
+def db(workspace: Path) -> sqlite3.Connection:
+    return sqlite3.connect(workspace / ".kerneltui" / "history.db")
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Workspace:
+    return dashboard_fixtures.build(tmp_path / "ws")
+
+
+async def test_two_piece_write_is_one_evaluation_and_its_row_progresses(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "hang", "v001.py")  # keeps the judge busy, so the next version waits in the queue
+    config = Config(ladder=LadderConfig(timeout=4, debounce=0.2))
+    app = KernelTUI(Workspace(folder.parent), config)
+    seen: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: status_of(app, "v001") == "running", pilot, timeout=120)
+        source = (VERSIONS / "good.py").read_text()
+        target = folder / "v002.py"
+        target.write_text(source[: len(source) // 2])
+        await pilot.pause(0.8)  # longer than the debounce: only the parse check holds it back
+        target.write_text(source)
+
+        def recorded() -> bool:
+            status = status_of(app, "v002")
+            if status and (not seen or seen[-1] != status):
+                seen.append(status)
+            return status in ("pass", "fail")
+
+        await wait_for(recorded, pilot, timeout=180, step=0.02)
+        assert status_of(app, "v002") == "pass"
+        assert status_of(app, "v001") == "fail"
+    assert seen[0] == "queued" and "running" in seen and seen[-1] == "pass", seen
+    assert seen.index("queued") < seen.index("running") < seen.index("pass")
+    with db(folder.parent) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM evaluations WHERE version = 'v002'").fetchone()[0] == 1
+        failed = conn.execute("SELECT failed_rung FROM evaluations WHERE version = 'v001'").fetchone()[0]
+    assert failed == "correctness"
+
+
+async def test_approve_reject_and_guidance_are_stored(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await pilot.press("a")
+        table(app).move_cursor(row=table(app).order.index("v003"))
+        await pilot.press("r")
+        assert isinstance(app.screen, RejectScreen)
+        await pilot.press(*"mask [bug] on odd n")
+        await pilot.press("enter")
+        await pilot.press("r")
+        await pilot.press("escape")  # a second reject, cancelled: nothing recorded
+        assert not isinstance(app.screen, RejectScreen)
+        await pilot.press("i")
+        await pilot.press(*"try two blocks per program")
+        await pilot.press("enter")
+        await wait_for(lambda: table(app).rows_by_key["v003"].get("verdict") == "rejected", pilot)
+        await wait_for(lambda: bool(app.snapshot.guidance), pilot)
+    with db(history.root) as conn:
+        verdicts = conn.execute("SELECT version, verdict, reason FROM verdicts ORDER BY id").fetchall()
+        guidance = conn.execute("SELECT problem, text FROM guidance").fetchall()
+    assert verdicts == [("v002", "approved", None), ("v003", "rejected", "mask [bug] on odd n")]
+    assert guidance == [("vadd", "try two blocks per program")]
+    rows = {
+        r["version"]: r
+        for r in __import__("json").loads(kerneltui("history", "--json", "--workspace", str(history.root)).stdout)
+    }
+    assert rows["v003"]["verdict"] == "rejected" and rows["v003"]["verdict_reason"] == "mask [bug] on odd n"
+
+
+async def test_cli_verdicts_show_within_two_seconds(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        done = await asyncio.to_thread(
+            kerneltui, "reject", str(history.root / "vadd" / "v001.py"), "--reason", "too slow"
+        )
+        assert done.returncode == 0, done.stderr
+        start = time.monotonic()
+        await wait_for(lambda: table(app).rows_by_key["v001"].get("verdict") == "rejected", pilot, timeout=5)
+        assert time.monotonic() - start < 2.0
+        await asyncio.to_thread(kerneltui, "guide", "vadd", "use", "8", "warps", "--workspace", str(history.root))
+        await wait_for(lambda: any(g["text"] == "use 8 warps" for g in app.snapshot.guidance), pilot, timeout=5)
+
+
+async def test_broken_problem_shows_an_error_and_the_app_keeps_running(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v001.py")
+    (folder / "problem.py").write_text("import torch\n\ndef reference(a, b):\n    return a + b\n")
+    app = KernelTUI(Workspace(folder.parent), Config(ladder=LadderConfig(timeout=10)))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: status_of(app, "v001") == "error", pilot, timeout=120)
+        title = str(app.query_one("#versions-title").render())
+        assert "problem.py is missing make_inputs" in title
+        rungs = app.query_one("#rungs-view", RungsPane)
+        await wait_for(lambda: "missing make_inputs" in rungs.plain, pilot)
+        await pilot.press("4", "1", "j", "k")  # still answering keys
+        assert app.is_running
+
+
+async def test_keys_remapped_from_the_config(history: Workspace, tmp_path: Path) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text('[keys]\napprove = "A"\n')
+    from kerneltui import config as config_mod
+
+    app = KernelTUI(history, config_mod.load(config_file), run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        await pilot.press("a")
+        await pilot.pause(0.3)
+        await pilot.press("A")
+        await wait_for(lambda: table(app).rows_by_key["v004"].get("verdict") == "approved", pilot)
+    with db(history.root) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 1
+
+
+async def test_quit_asks_while_jobs_run(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v001.py")
+    app = KernelTUI(Workspace(folder.parent), run_judges=False)  # queued, never judged
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: status_of(app, "v001") == "queued", pilot)
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("n")
+        assert app.is_running and not isinstance(app.screen, QuitScreen)
+        await pilot.press("q", "y")
+        await wait_for(lambda: not app.is_running, pilot, timeout=10)
+
+
+async def test_text_from_versions_is_shown_literally(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v001"))
+        rungs = app.query_one("#rungs-view", RungsPane)
+        await wait_for(lambda: "[first try]" in rungs.plain, pilot)
+
+
+async def test_asm_search_jumps_between_matches(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await pilot.press("4")
+        asm = app.query_one("#asm-pane", AsmPane)
+        await wait_for(lambda: "LDG.E.128" in asm.view.plain, pilot)
+        assert "v002.py:12" in asm.view.plain  # source lines inlined
+        assert "0x000fe2" not in asm.view.plain  # encodings dropped
+        await pilot.press("slash", *"LDG", "enter")
+        assert len(asm.view.matches) == 2 and asm.view.current == 0
+        await pilot.press("n")
+        assert asm.view.current == 1
+        await pilot.press("n")
+        assert asm.view.current == 0
+        await pilot.press("c")  # SASS diff against the previous version
+        await wait_for(lambda: "identical instruction streams" in asm.view.plain, pilot)
+
+
+async def test_diff_cycles_previous_best_approved(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v003"))
+        await pilot.press("d")
+        view = app.query_one("#diff-view")
+        await wait_for(lambda: "--- v002 (previous)" in view.plain, pilot)  # type: ignore[attr-defined]
+        await pilot.press("d")
+        assert "--- v002 (best)" in view.plain  # type: ignore[attr-defined]
+        await pilot.press("d")
+        assert "No approved version" in view.plain  # type: ignore[attr-defined]
+
+
+async def test_help_lists_the_keys(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("Static").render())
+        for word in ("approve", "reject", "rebench", "cycle_pane"):
+            assert word in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
