@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ class Ladder:
             path=str(path),
             hash=file_hash(path),
             device=self.device_info,
-            started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            started=datetime.now(UTC).isoformat(timespec="seconds"),
             problem_hash=problem.hash,
         )
         run = VersionRun(problem=problem, path=path, ev=ev, dsls=source.dsls(text))
