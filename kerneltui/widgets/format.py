@@ -40,7 +40,7 @@ def verdict_cell(row: dict[str, Any]) -> Text:
         return Text("✓ approved", style="green")
     if verdict == "rejected":
         reason = row.get("verdict_reason") or ""
-        return Text(f"✗ {reason[:17] or 'rejected'}", style="red")
+        return Text(f"✗ {reason[:13] or 'rejected'}", style="red")
     return Text("·", style="dim")
 
 

@@ -35,9 +35,9 @@ class ProblemTable(DataTable[Text]):
         self.cells: dict[str, tuple[str, ...]] = {}
 
     def on_mount(self) -> None:
-        self.add_column("problem", key="name")
-        self.add_column("latest", key="latest")
-        self.add_column("best", key="best")
+        self.add_column("problem", key="name", width=10)
+        self.add_column("latest", key="latest", width=10)
+        self.add_column("best", key="best", width=6)
 
     @property
     def selected(self) -> str | None:

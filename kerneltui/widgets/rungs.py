@@ -3,6 +3,7 @@ the kernels' resources and (Enter) the logs."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from rich.text import Text
@@ -60,7 +61,7 @@ def case_lines(cases: list[dict[str, Any]]) -> list[Text]:
         )
         lines.append(row)
         if case.get("err") and not case.get("ok"):
-            lines.append(Text(f"    {case['err']}", style="red"))
+            lines += [Text(f"    {x}", style="red") for x in wrapped(case["err"], 116)]
     return lines
 
 
@@ -81,7 +82,15 @@ def kernel_lines(rungs: list[RungResult]) -> list[Text]:
     return lines
 
 
-def detail_lines(detail: Detail, expanded: bool) -> list[Text]:
+def wrapped(text: str, width: int) -> list[str]:
+    """Long error text folded to the pane, so the mismatching indices are on screen."""
+    out: list[str] = []
+    for line in text.splitlines() or [""]:
+        out += textwrap.wrap(line, width=max(40, width), subsequent_indent="    ") or [""]
+    return out
+
+
+def detail_lines(detail: Detail, expanded: bool, width: int = 120) -> list[Text]:
     version = detail.version
     lines = [header_line(version), Text("")]
     lines += [rung_line(r) for r in detail.rungs]
@@ -95,7 +104,7 @@ def detail_lines(detail: Detail, expanded: bool) -> list[Text]:
     failed = next((r for r in detail.rungs if r.ok is False), None)
     if failed and failed.err:
         lines += [Text(""), Text(f"{failed.name} failed:", style="bold red")]
-        lines += [Text(f"  {x}", style="red") for x in failed.err.splitlines()]
+        lines += [Text(f"  {x}", style="red") for x in wrapped(failed.err, width)]
     if detail.cases:
         lines += [Text(""), *case_lines(detail.cases)]
     kernels = kernel_lines(detail.rungs)
@@ -118,4 +127,5 @@ class RungsPane(TextView):
         if detail is None:
             self.set_lines([Text("No version selected.", style="dim")])
             return
-        self.set_lines(detail_lines(detail, self.expanded), keep_scroll=keep_scroll)
+        width = self.scrollable_content_region.width - 4 if self.is_mounted else 116
+        self.set_lines(detail_lines(detail, self.expanded, width), keep_scroll=keep_scroll)

@@ -147,4 +147,4 @@ class TextView(ScrollView, can_focus=True):
                 text.stylize(CURRENT_MATCH_STYLE if i == self.current else MATCH_STYLE, start, end)
         segments = list(text.render(self.app.console))
         segments = [Segment(s.text.replace("\n", ""), s.style) for s in segments if s.text != "\n"]
-        return Strip(segments)
+        return Strip(Segment.apply_style(segments, self.rich_style))  # the pane's background under the text

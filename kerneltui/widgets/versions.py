@@ -16,8 +16,8 @@ from kerneltui.widgets.format import error_cell, number_cell, plain, status_cell
 
 # (key, label, width): fixed widths, so a cell that grows later (a verdict) is not cut off
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("ver", "ver", 6),
-    ("status", "status", 13),
+    ("ver", "ver", 5),
+    ("status", "status", 12),
     ("failed", "failed at", 11),
     ("err", "max err", 8),
     ("median", "median", 9),
@@ -25,8 +25,8 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("vsref", "vs ref", 7),
     ("vsbest", "vs best", 7),
     ("roof", "roofline", 8),
-    ("verdict", "verdict", 20),
-    ("note", "note", None),
+    ("verdict", "verdict", 16),
+    ("note", "note", 20),  # takes what is left of the width (on_resize)
 )
 
 
@@ -71,10 +71,30 @@ class VersionTable(DataTable[Text]):
         self.rows_by_key: dict[str, dict[str, Any]] = {}
         self.order: list[str] = []
         self.cells: dict[str, tuple[str, ...]] = {}
+        self.note_width = 20
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def on_resize(self) -> None:
+        """The note column gets the width the others leave, so there is no horizontal scrolling."""
+        fixed = sum(w for key, _, w in COLUMNS if key != "note" and w) + 2 * self.cell_padding * len(COLUMNS)
+        width = max(10, self.scrollable_content_region.width - fixed - 2)
+        if width == self.note_width:
+            return
+        self.note_width = width
+        cursor = self.cursor_row
+        self.clear(columns=True)
+        self._add_columns()
+        best = best_median(list(self.rows_by_key.values()))
+        for key in self.order:
+            self.add_row(*row_cells(self.rows_by_key[key], best), key=key)
+        if self.order:
+            self.move_cursor(row=min(cursor, len(self.order) - 1), animate=False)
+
+    def _add_columns(self) -> None:
         for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
+            self.add_column(label, key=key, width=self.note_width if key == "note" else width)
 
     @property
     def selected(self) -> dict[str, Any] | None:

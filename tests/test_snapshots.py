@@ -1,0 +1,67 @@
+"""SVG snapshots of the main screens over a fixed history (update with --snapshot-update)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from kerneltui import store as store_mod
+from kerneltui.app import KernelTUI
+from kerneltui.widgets.versions import VersionTable
+from tests import dashboard_fixtures
+
+ROOT = Path("/tmp/kerneltui-snapshots/ws")  # a fixed path: it shows on screen
+SIZE = (160, 48)
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch) -> KernelTUI:
+    monkeypatch.setattr(store_mod, "now", lambda: "2026-12-02T11:42:07.000+00:00")
+    workspace = dashboard_fixtures.build(ROOT)
+    return KernelTUI(workspace, run_scheduler=False)
+
+
+def settle(*keys: str, row: str = "v002") -> Callable[[Pilot[None]], Awaitable[None]]:
+    async def run_before(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        for box in app.query(Input):
+            box.cursor_blink = False
+        table = app.query_one("#versions", VersionTable)
+        while len(table.order) < 4:
+            await pilot.pause(0.05)
+        table.move_cursor(row=table.order.index(row))
+        await pilot.pause(0.3)
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause(0.2)
+        await pilot.pause(0.3)
+
+    return run_before
+
+
+def test_main_screen(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle())
+
+
+def test_failed_version(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle(row="v003"))
+
+
+def test_diff_pane(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle("d"))
+
+
+def test_asm_pane(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle("4"))
+
+
+def test_help_screen(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle("question_mark"))
+
+
+def test_reject_dialog(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle("r", row="v003"))
