@@ -7,6 +7,7 @@ workers and the scheduler's own thread); results come back as messages.
 from __future__ import annotations
 
 import getpass
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,8 @@ class KernelTUI(App[None]):
         self.running = 0
         self.who = getpass.getuser()
         self.last_version = -1
+        self.wanted_problem: str | None = None
+        self.writer_lock = threading.Lock()
         self.ready = False
 
     # --- layout --------------------------------------------------------------------------------
@@ -111,19 +114,49 @@ class KernelTUI(App[None]):
 
     @work(thread=True, group="startup", exit_on_error=False)
     def start_up(self) -> None:
-        """Opens the history (creating it if need be) and starts the scheduler, off the UI thread."""
-        opened = Store.open(self.workspace.db_path)
-        if opened.warning:
+        """Opens the history off the UI thread. An existing one is read at once with plain sqlite3; the
+        writer (sqlite-utils, and creating a new history) comes after the first screen (open_writer)."""
+        if self.workspace.db_path.is_file():
+            self._open_readers()
+            self.post_message(SnapshotLoaded(self._read_snapshot(self.stores["snapshot"])))
+        else:
+            self.open_writer()
+
+    def open_writer(self) -> Store:
+        """The connection verdicts and guidance are written with; opened once, by the first thread to need it."""
+        with self.writer_lock:
+            if "write" in self.stores:
+                return self.stores["write"]
+            opened = Store.open(self.workspace.db_path, check=False)
+            self.stores["write"] = opened.store
+        if opened.warning:  # the old file was moved aside: read the new one
             self.call_from_thread(self.notify, opened.warning, severity="warning", timeout=15)
-        readers = {name: Store(self.workspace.db_path, create=False) for name in ("snapshot", "detail", "poll")}
-        self.stores = {"write": opened.store, **readers}
+        if opened.warning or "snapshot" not in self.stores:
+            self._open_readers()
+            self.call_from_thread(self.load_snapshot)
         self.ready = True
-        if self.run_scheduler:
+        return opened.store
+
+    @work(thread=True, group="startup", exit_on_error=False)
+    def open_writer_soon(self) -> None:
+        self.open_writer()
+
+    def _open_readers(self) -> None:
+        for name in ("snapshot", "detail", "poll"):
+            old = self.stores.get(name)
+            self.stores[name] = Store(self.workspace.db_path, create=False)
+            if old is not None:
+                old.close()
+
+    def start_scheduler(self) -> None:
+        """After the first screen is up: the writer, the scan and the judges' start need not delay it."""
+        if "write" not in self.stores:
+            self.open_writer_soon()
+        if self.run_scheduler and self.scheduler is None:
             self.scheduler = Scheduler(
                 self.workspace, self.config.ladder, self._from_scheduler, run_judges=self.run_judges
             )
             self.scheduler.start()
-        self.call_from_thread(self.load_snapshot)
 
     def _from_scheduler(self, event: SchedulerEvent) -> None:
         self.post_message(SchedulerChanged(event))  # thread-safe
@@ -145,23 +178,24 @@ class KernelTUI(App[None]):
         store = self.stores.get("snapshot")
         if store is None:
             return
+        snapshot = self._read_snapshot(store)
+        if not get_current_worker().is_cancelled:
+            self.post_message(SnapshotLoaded(snapshot))
+
+    def _read_snapshot(self, store: Store) -> Snapshot:
         problems = store.problem_rows()
         problem = self._selected_problem() or (problems[0]["name"] if problems else None)
-        snapshot = Snapshot(
+        return Snapshot(
             problems=problems,
             versions=store.version_rows(problem) if problem else [],
             problem=problem,
             pending=store.pending_count(),
             guidance=store.guidance(problem) if problem else [],
         )
-        if not get_current_worker().is_cancelled:
-            self.post_message(SnapshotLoaded(snapshot))
 
     def _selected_problem(self) -> str | None:
-        try:
-            return self.query_one("#problems", ProblemTable).selected
-        except Exception:
-            return self.snapshot.problem
+        """Read from worker threads: the UI thread keeps `wanted_problem` current, no widget is touched."""
+        return self.wanted_problem or self.snapshot.problem
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         snapshot = message.snapshot
@@ -181,6 +215,7 @@ class KernelTUI(App[None]):
         self.query_one("#versions-title", Static).update(title)
         self.query_one("#agent-view", AgentPane).show(snapshot.problem, snapshot.guidance)
         self._update_status()
+        self.call_after_refresh(self.start_scheduler)
         selected = table.selected
         if selected is None:
             self.detail = None
@@ -205,6 +240,7 @@ class KernelTUI(App[None]):
     @on(DataTable.RowHighlighted, "#problems")
     def problem_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value != self.snapshot.problem:
+            self.wanted_problem = event.row_key.value
             self.load_snapshot()
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
@@ -340,12 +376,12 @@ class KernelTUI(App[None]):
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
-        self.stores["write"].add_verdict(row["version_id"], verdict, reason or None, self.who)
+        self.open_writer().add_verdict(row["version_id"], verdict, reason or None, self.who)
         self.post_message(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_guidance(self, problem: str, text: str) -> None:
-        self.stores["write"].add_guidance(problem, text, self.who)
+        self.open_writer().add_guidance(problem, text, self.who)
         self.post_message(Recorded("guidance", text))
 
     def on_recorded(self, message: Recorded) -> None:
@@ -421,6 +457,7 @@ class KernelTUI(App[None]):
             self.notify(f"{row['name']} queued to be judged again", timeout=3)
 
     def select_problem(self, name: str) -> None:
+        self.wanted_problem = name
         table = self.query_one("#problems", ProblemTable)
         if name in table.names:
             table.move_cursor(row=table.names.index(name))

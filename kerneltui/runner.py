@@ -72,6 +72,7 @@ def record_version(store: Store, workspace: Workspace, path: Path, author: str =
     """Problem and version rows for a file, from its bytes now; returns (version_id, hash, problem)."""
     import hashlib
 
+    stat = path.stat()
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     problem_dir = path.parent
@@ -87,6 +88,8 @@ def record_version(store: Store, workspace: Workspace, path: Path, author: str =
     version_id = store.ensure_version(
         problem_dir.name, path.stem, path, digest, source.notes(text), author, len(data), source=text
     )
+    if stat.st_size == len(data):  # unchanged while read: the stamp describes these bytes
+        store.set_file_stamp(version_id, stat.st_size, stat.st_mtime_ns)
     return version_id, digest, problem_dir.name
 
 

@@ -163,7 +163,7 @@ class Scheduler:
     # --- the scheduler's own thread -----------------------------------------------------------
 
     def _loop(self) -> None:
-        opened = Store.open(self.workspace.db_path)
+        opened = Store.open(self.workspace.db_path, check=False)
         self.store = opened.store
         if opened.warning:
             self.notify(SchedulerEvent("warning", data={"message": opened.warning}))
@@ -182,6 +182,17 @@ class Scheduler:
             self.watcher.start()
         self.started.set()
         self._dispatch()
+        problem = self.store.integrity()  # the full scan the dashboard skipped at start-up
+        if problem:
+            self.notify(
+                SchedulerEvent(
+                    "warning",
+                    data={
+                        "message": f"{self.workspace.db_path} fails SQLite's integrity check ({problem}); "
+                        "copy it aside and start a new one if results look wrong"
+                    },
+                )
+            )
         while True:
             kind, a, b = self.inbox.get()
             if kind == "stop":
@@ -208,10 +219,16 @@ class Scheduler:
     def _scan(self) -> None:
         """Versions written while kerneltui was not running are queued; vanished ones marked deleted."""
         assert self.store is not None
+        stamps = self.store.judged_file_stamps()
         for folder in self.workspace.problems():
             self._problem(folder, announce=False)
             for path in self.workspace.versions(folder.name):
-                self._enqueue(path, force=False, announce=False)
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue
+                if stamps.get(str(path)) != (stat.st_size, stat.st_mtime_ns):
+                    self._enqueue(path, force=False, announce=False)
         for row in self.store.rows("SELECT DISTINCT problem, name, path FROM versions WHERE deleted IS NULL"):
             if not Path(row["path"]).exists():
                 self.store.mark_deleted(row["problem"], row["name"])

@@ -15,11 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from harness.results import Evaluation, RungResult
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 SCHEMA_VERSION = 1
 KEY_METRICS = (
@@ -50,21 +51,34 @@ class Store:
     def __init__(self, path: Path, create: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
-        self.db = sqlite_utils.Database(conn)
-        self.db.execute("PRAGMA busy_timeout = 30000")
+        self.conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+        self.conn.execute("PRAGMA busy_timeout = 30000")
+        self._db: sqlite_utils.Database | None = None
         if create:  # readers open an existing history and write nothing
-            self.db.enable_wal()
+            self.conn.execute("PRAGMA journal_mode = WAL")
             self._create_schema()
 
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over the same connection, imported on first use: readers never need it."""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
+
     @classmethod
-    def open(cls, path: Path) -> OpenedStore:
-        """Opens (or creates) the history; a corrupt file is moved aside and a new one started."""
+    def open(cls, path: Path, check: bool = True) -> OpenedStore:
+        """Opens (or creates) the history; a corrupt file is moved aside and a new one started.
+
+        check=False skips the full page scan (PRAGMA quick_check): a file that is not a database still
+        fails at once; the dashboard runs the scan later, off its start-up path (see integrity()).
+        """
         try:
             store = cls(path)
-            row = store.db.execute("PRAGMA quick_check").fetchone()
-            if row and row[0] != "ok":
-                raise sqlite3.DatabaseError(str(row[0]))
+            problem = store.integrity() if check else None
+            if problem:
+                raise sqlite3.DatabaseError(problem)
             return OpenedStore(store)
         except sqlite3.DatabaseError as exc:
             aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -75,21 +89,26 @@ class Store:
             warning = f"{path} could not be read ({exc}); moved it to {aside} and started a new history"
             return OpenedStore(cls(path), warning)
 
+    def integrity(self) -> str | None:
+        """None when SQLite's quick_check finds the file sound, else what it found."""
+        row = self.conn.execute("PRAGMA quick_check").fetchone()
+        return None if row and row[0] == "ok" else str(row[0] if row else "no answer")
+
     def table(self, name: str) -> sqlite_utils.db.Table:
         return self.db.table(name)
 
     def close(self) -> None:
-        self.db.conn.close()
+        self.conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        self.db.execute("BEGIN IMMEDIATE")
+        self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self.db.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
+        self.conn.execute("COMMIT")
 
     def _create_schema(self) -> None:
         self.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
@@ -112,6 +131,7 @@ class Store:
                 "created": str,
                 "deleted": str,
                 "source": str,
+                "mtime_ns": int,
             },
             pk="id",
             if_not_exists=True,
@@ -243,7 +263,7 @@ class Store:
             pk="id",
             if_not_exists=True,
         )
-        self._add_missing_columns({"problems": {"error": str}, "versions": {"source": str}})
+        self._add_missing_columns({"problems": {"error": str}, "versions": {"source": str, "mtime_ns": int}})
         self.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     def _add_missing_columns(self, wanted: dict[str, dict[str, type]]) -> None:
@@ -257,7 +277,7 @@ class Store:
     # --- writing ------------------------------------------------------------------------------
 
     def ensure_problem(self, name: str, path: str, description: str = "", problem_hash: str | None = None) -> None:
-        existing = self.db.execute("SELECT 1 FROM problems WHERE name = ?", [name]).fetchone()
+        existing = self.conn.execute("SELECT 1 FROM problems WHERE name = ?", [name]).fetchone()
         if existing:
             changes = {"path": path, "description": description}
             if problem_hash is not None:
@@ -286,7 +306,7 @@ class Store:
         source: str | None = None,
     ) -> int:
         """The version row for this content; the source is kept so diffs outlive the file."""
-        row = self.db.execute(
+        row = self.conn.execute(
             "SELECT id FROM versions WHERE problem = ? AND name = ? AND hash = ?", [problem, name, file_hash]
         ).fetchone()
         if row:
@@ -359,7 +379,7 @@ class Store:
     def finish_evaluation(self, evaluation_id: int, ev: Evaluation) -> None:
         """Stores the final result: key metrics, per-case results, timings, artifacts."""
         with self.transaction():
-            self.db.execute("DELETE FROM rungs WHERE evaluation_id = ?", [evaluation_id])
+            self.conn.execute("DELETE FROM rungs WHERE evaluation_id = ?", [evaluation_id])
             for idx, rung in enumerate(ev.rungs):
                 self.add_rung(evaluation_id, idx, rung)
             metrics = key_metrics(ev)
@@ -439,7 +459,7 @@ class Store:
         """Best earlier passing median on the same device over this one's (>1: faster than the best so far)."""
         if not median_us or ev.status != "pass":
             return None
-        row = self.db.execute(
+        row = self.conn.execute(
             "SELECT MIN(median_us) FROM evaluations WHERE problem = ? AND status = 'pass' AND device_name = ? "
             "AND median_us IS NOT NULL AND id < ?",
             [ev.problem, ev.device.get("name"), evaluation_id],
@@ -449,8 +469,19 @@ class Store:
     def fail_evaluation(self, evaluation_id: int, error: str, status: str = "error") -> None:
         self.table("evaluations").update(evaluation_id, {"status": status, "ok": 0, "error": error, "finished": now()})
 
+    def set_file_stamp(self, version_id: int, size: int, mtime_ns: int) -> None:
+        self.conn.execute("UPDATE versions SET size = ?, mtime_ns = ? WHERE id = ?", [size, mtime_ns, version_id])
+
+    def judged_file_stamps(self) -> dict[str, tuple[int, int]]:
+        """path -> (size, mtime_ns) of each file's newest judged version: unchanged files need no reading."""
+        rows = self.conn.execute(
+            "SELECT v.path, v.size, v.mtime_ns, MAX(v.id) FROM versions v "
+            "JOIN evaluations e ON e.version_id = v.id GROUP BY v.path"
+        ).fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows if r[2] is not None}
+
     def set_problem_error(self, problem: str, error: str | None) -> None:
-        self.db.execute("UPDATE problems SET error = ? WHERE name = ?", [error, problem])
+        self.conn.execute("UPDATE problems SET error = ? WHERE name = ?", [error, problem])
 
     def set_running(self, evaluation_id: int) -> None:
         self.table("evaluations").update(evaluation_id, {"status": "running", "started": now()})
@@ -459,28 +490,28 @@ class Store:
         """Evaluations left queued or running by a kerneltui that stopped: queued again, oldest first."""
         ids = [
             r[0]
-            for r in self.db.execute(
+            for r in self.conn.execute(
                 "SELECT id FROM evaluations WHERE status IN ('queued', 'running') ORDER BY id"
             ).fetchall()
         ]
         if ids:
-            self.db.execute(
+            self.conn.execute(
                 f"UPDATE evaluations SET status = 'queued', started = NULL WHERE id IN ({','.join('?' * len(ids))})",
                 ids,
             )
-            self.db.execute(f"DELETE FROM rungs WHERE evaluation_id IN ({','.join('?' * len(ids))})", ids)
+            self.conn.execute(f"DELETE FROM rungs WHERE evaluation_id IN ({','.join('?' * len(ids))})", ids)
         return ids
 
     def mark_deleted(self, problem: str, name: str) -> None:
-        self.db.execute(
+        self.conn.execute(
             "UPDATE versions SET deleted = ? WHERE problem = ? AND name = ? AND deleted IS NULL", [now(), problem, name]
         )
 
     def mark_present(self, problem: str, name: str) -> None:
-        self.db.execute("UPDATE versions SET deleted = NULL WHERE problem = ? AND name = ?", [problem, name])
+        self.conn.execute("UPDATE versions SET deleted = NULL WHERE problem = ? AND name = ?", [problem, name])
 
     def add_verdict(self, version_id: int, verdict: str, reason: str | None, who: str) -> int:
-        row = self.db.execute("SELECT problem, name, hash FROM versions WHERE id = ?", [version_id]).fetchone()
+        row = self.conn.execute("SELECT problem, name, hash FROM versions WHERE id = ?", [version_id]).fetchone()
         if row is None:
             raise KeyError(f"no version {version_id}")
         return int(
@@ -513,10 +544,10 @@ class Store:
 
     def data_version(self) -> int:
         """Changes whenever another connection commits: a cheap way to notice the CLI's writes."""
-        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        cursor = self.db.execute(sql, params or [])
+        cursor = self.conn.execute(sql, params or [])
         columns = [c[0] for c in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
@@ -552,19 +583,27 @@ class Store:
         )
 
     def problem_rows(self) -> list[dict[str, Any]]:
-        """Every problem with its newest evaluation and its best passing median."""
+        """Every problem with its newest evaluation, best passing median and % of roofline, queued work.
+
+        One pass over evaluations and one over versions (grouped), not a subquery per problem: this runs
+        before the first screen of a history with thousands of versions.
+        """
         return self.rows(
             """
-            SELECT p.name, p.path, p.description, p.error,
-                   (SELECT COUNT(DISTINCT name) FROM versions WHERE problem = p.name) AS versions,
+            WITH agg AS (
+                SELECT problem, MAX(id) AS latest_id,
+                       MIN(CASE WHEN status = 'pass' THEN median_us END) AS best_us,
+                       MAX(CASE WHEN status = 'pass' THEN roofline_pct END) AS best_pct,
+                       SUM(status IN ('queued', 'running')) AS pending
+                FROM evaluations GROUP BY problem),
+            counts AS (SELECT problem, COUNT(DISTINCT name) AS versions FROM versions GROUP BY problem)
+            SELECT p.name, p.path, p.description, p.error, c.versions,
                    l.version AS latest_version, l.status AS latest_status, l.error AS latest_error,
-                   l.roofline_pct AS latest_pct,
-                   (SELECT MIN(median_us) FROM evaluations WHERE problem = p.name AND status = 'pass') AS best_us,
-                   (SELECT MAX(roofline_pct) FROM evaluations WHERE problem = p.name AND status = 'pass') AS best_pct,
-                   (SELECT COUNT(*) FROM evaluations WHERE problem = p.name AND status IN ('queued', 'running'))
-                       AS pending
+                   l.roofline_pct AS latest_pct, a.best_us, a.best_pct, a.pending
             FROM problems p
-            LEFT JOIN evaluations l ON l.id = (SELECT MAX(id) FROM evaluations WHERE problem = p.name)
+            LEFT JOIN agg a ON a.problem = p.name
+            LEFT JOIN counts c ON c.problem = p.name
+            LEFT JOIN evaluations l ON l.id = a.latest_id
             ORDER BY p.name
             """
         )
@@ -595,7 +634,7 @@ class Store:
 
     def pending_count(self) -> int:
         return int(
-            self.db.execute("SELECT COUNT(*) FROM evaluations WHERE status IN ('queued', 'running')").fetchone()[0]
+            self.conn.execute("SELECT COUNT(*) FROM evaluations WHERE status IN ('queued', 'running')").fetchone()[0]
         )
 
     def best_passing(self, problem: str) -> dict[str, Any] | None:
@@ -626,12 +665,12 @@ class Store:
             FROM evaluations e JOIN versions v ON v.id = e.version_id
             {where} ORDER BY e.id DESC {"LIMIT ?" if limit else ""}
         """
-        cursor = self.db.execute(sql, [*params, *([limit] if limit else [])])
+        cursor = self.conn.execute(sql, [*params, *([limit] if limit else [])])
         columns = [c[0] for c in cursor.description]
         return [history_entry(dict(zip(columns, row, strict=True))) for row in cursor.fetchall()]
 
     def rungs(self, evaluation_id: int) -> list[RungResult]:
-        rows = self.db.execute(
+        rows = self.conn.execute(
             "SELECT name, ok, skipped, err, seconds, metrics, log FROM rungs WHERE evaluation_id = ? ORDER BY idx",
             [evaluation_id],
         ).fetchall()
@@ -649,7 +688,7 @@ class Store:
         ]
 
     def count(self, table: str) -> int:
-        return int(self.db.execute(f"SELECT COUNT(*) FROM [{table}]").fetchone()[0])
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM [{table}]").fetchone()[0])
 
 
 def key_metrics(ev: Evaluation) -> dict[str, Any]:

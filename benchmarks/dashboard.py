@@ -1,0 +1,212 @@
+"""How fast the dashboard is on a big history, and what it adds to the ladder's own time.
+
+    python benchmarks/dashboard.py [--versions 10000] [--problems 50] [--dir /tmp/kerneltui-bench]
+
+1. Fills a workspace and its history with N versions over P problems (files on disk, evaluations
+   with rungs, per-case results and timings), as a long agent session leaves them.
+2. Start-up: starts `kerneltui WORKSPACE` in a real terminal (tmux, 160x48) and times until the
+   first problem's newest version is on screen; repeated, median reported.
+3. Keypress: in the real app (Textual's Pilot, headless), times `j` until the versions table has
+   redrawn, and until the Rungs pane shows the newly selected version.
+4. Write to screen: in a small workspace with the real judge, writes a version file and times until
+   its correctness result is on screen; subtracts the ladder's own time (the rungs' seconds) to get
+   what kerneltui adds (debounce, queue, database, redraw).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kerneltui.store import Store, now  # noqa: E402
+
+PROBLEM = (REPO / "tests" / "fixtures" / "vadd" / "problem.py").read_text()
+VERSION = (REPO / "tests" / "fixtures" / "versions" / "good.py").read_text()
+
+
+def fill(root: Path, versions: int, problems: int) -> None:
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    store = Store.open(root / ".kerneltui" / "history.db").store
+    per_problem = versions // problems
+    stamp = now()
+    evaluation_id = 0
+    with store.transaction():
+        for p in range(problems):
+            name = f"problem{p:02d}"
+            folder = root / name
+            folder.mkdir()
+            (folder / "problem.py").write_text(PROBLEM)
+            store.ensure_problem(name, str(folder), "fp32 vector add")
+            version_rows, evaluation_rows, rung_rows, timing_rows = [], [], [], []
+            for v in range(1, per_problem + 1):
+                text = VERSION.replace("BLOCK 1024.", f"BLOCK 1024, attempt {v}.")
+                path = folder / f"v{v:03d}.py"
+                path.write_text(text)
+                digest = hashlib.sha256(text.encode()).hexdigest()
+                version_id = len(version_rows) + 1 + p * per_problem
+                evaluation_id += 1
+                passed = v % 4 != 0
+                median = 100.0 / (1 + v / 50) if passed else None
+                version_rows.append({"id": version_id, "problem": name, "name": f"v{v:03d}", "number": v,
+                                     "path": str(path), "hash": digest, "size": len(text), "notes": f"attempt {v}",
+                                     "author": "bench", "created": stamp, "source": text})
+                evaluation_rows.append({
+                    "id": evaluation_id, "version_id": version_id, "problem": name, "version": f"v{v:03d}",
+                    "hash": digest, "status": "pass" if passed else "fail", "ok": int(passed),
+                    "failed_rung": None if passed else "correctness", "device_name": "NVIDIA H200",
+                    "queued": stamp, "started": stamp, "finished": stamp, "seconds": 3.0,
+                    "max_abs": 0.0 if passed else 1.5, "median_us": median, "speedup": 2.0 if passed else None,
+                    "roofline_pct": 50 + v / 10 if passed else None})
+                for idx, rung in enumerate(("load", "compile", "correctness", "benchmark", "roofline", "dumps")):
+                    ok = passed or idx < 2
+                    rung_rows.append({"evaluation_id": evaluation_id, "idx": idx, "name": rung, "ok": int(ok),
+                                      "seconds": 0.5, "metrics": json.dumps({}),
+                                      "err": None if ok else "case n=4097: outside atol"})
+                if passed:
+                    timing_rows.append({"evaluation_id": evaluation_id, "case_label": "n=16777216",
+                                        "median_us": median, "roofline_pct": 50 + v / 10, "noise_pct": 0.3})
+            store.table("versions").insert_all(version_rows)
+            store.table("evaluations").insert_all(evaluation_rows)
+            store.table("rungs").insert_all(rung_rows)
+            store.table("timings").insert_all(timing_rows)
+    store.close()
+
+
+def tmux_start_time(root: Path, first_visible: str, repeats: int) -> list[float]:
+    if not shutil.which("tmux"):
+        return []
+    times = []
+    kerneltui = Path(sys.executable).with_name("kerneltui")
+    for i in range(repeats):
+        session = f"kerneltui-bench-{i}"
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        start = time.perf_counter()
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
+                        f"{kerneltui} {root} --no-judge"], check=True)
+        while True:
+            capture = ["tmux", "capture-pane", "-t", session, "-p"]
+            screen = subprocess.run(capture, capture_output=True, text=True).stdout
+            if first_visible in screen:
+                times.append(time.perf_counter() - start)
+                break
+            if time.perf_counter() - start > 30:
+                raise RuntimeError(f"the dashboard did not show {first_visible!r}:\n{screen}")
+            time.sleep(0.01)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"])
+        time.sleep(0.5)
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    return times
+
+
+async def keypress_times(root: Path, presses: int) -> tuple[list[float], list[float]]:
+    from kerneltui.app import KernelTUI
+    from kerneltui.widgets.rungs import RungsPane
+    from kerneltui.widgets.versions import VersionTable
+    from kerneltui.workspace import Workspace
+
+    app = KernelTUI(Workspace(root), run_scheduler=False)
+    redraw, detail = [], []
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one("#versions", VersionTable)
+        rungs = app.query_one("#rungs-view", RungsPane)
+        while len(table.order) < 10:
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+        for _ in range(presses):
+            target = table.order[min(table.cursor_row + 1, len(table.order) - 1)]
+            start = time.perf_counter()
+            await pilot.press("j")
+            await pilot.pause()
+            redraw.append(time.perf_counter() - start)
+            while not rungs.plain.startswith(target):
+                await pilot.pause(0.001)
+            detail.append(time.perf_counter() - start)
+    return redraw, detail
+
+
+async def write_to_screen(root: Path, repeats: int) -> list[dict[str, float]]:
+    from kerneltui.app import KernelTUI
+    from kerneltui.widgets.versions import VersionTable
+    from kerneltui.workspace import Workspace
+
+    if root.exists():
+        shutil.rmtree(root)
+    folder = root / "vadd"
+    folder.mkdir(parents=True)
+    (folder / "problem.py").write_text(PROBLEM)
+    app = KernelTUI(Workspace(root))
+    results = []
+    async with app.run_test(size=(160, 48)) as pilot:
+        while app.device is None:
+            await pilot.pause(0.05)
+        await pilot.pause(2.0)  # let the judge's spare workers finish importing
+        for i in range(repeats):
+            name = f"v{i + 1:03d}"
+            start = time.perf_counter()
+            (folder / f"{name}.py").write_text(VERSION.replace("BLOCK 1024.", f"BLOCK 1024, run {i}."))
+            table = app.query_one("#versions", VersionTable)
+            while True:
+                row = table.rows_by_key.get(name)
+                judged = ("correctness", "benchmark", "roofline", "dumps")
+                if row and (row.get("last_rung") in judged or row.get("status") in ("pass", "fail", "unverified")):
+                    break
+                await pilot.pause(0.005)
+            on_screen = time.perf_counter() - start
+            store = app.stores["detail"]
+            rows = store.rows("SELECT name, seconds FROM rungs WHERE evaluation_id = ? ORDER BY idx",
+                              [row["evaluation_id"]])
+            ladder = sum(r["seconds"] or 0 for r in rows if r["name"] in ("load", "compile", "correctness"))
+            results.append({"on_screen_s": on_screen, "ladder_s": ladder, "added_s": on_screen - ladder})
+            while row.get("status") not in ("pass", "fail", "unverified"):
+                await pilot.pause(0.05)
+                row = table.rows_by_key[name]
+            await pilot.pause(1.5)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--versions", type=int, default=10_000)
+    parser.add_argument("--problems", type=int, default=50)
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/kerneltui-bench"))
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    big = args.dir / "big"
+    start = time.perf_counter()
+    fill(big, args.versions, args.problems)
+    print(f"filled {args.versions} versions over {args.problems} problems in {time.perf_counter() - start:.1f} s "
+          f"({(big / '.kerneltui' / 'history.db').stat().st_size / 2**20:.1f} MiB history)")
+    newest = f"v{args.versions // args.problems:03d}"
+    starts = tmux_start_time(big, newest, args.repeats)
+    if starts:
+        print(f"start-up to first screen (tmux, 160x48): median {statistics.median(starts):.2f} s, "
+              f"max {max(starts):.2f} s over {len(starts)} starts")
+    redraw, detail = asyncio.run(keypress_times(big, 40))
+    print(f"keypress j to table redrawn: median {1000 * statistics.median(redraw):.1f} ms, "
+          f"p90 {1000 * sorted(redraw)[int(0.9 * len(redraw))]:.1f} ms")
+    print(f"keypress j to Rungs pane showing the version: median {1000 * statistics.median(detail):.1f} ms, "
+          f"p90 {1000 * sorted(detail)[int(0.9 * len(detail))]:.1f} ms")
+    results = asyncio.run(write_to_screen(args.dir / "small", args.repeats))
+    for r in results:
+        print(f"write to correctness on screen {r['on_screen_s']:.2f} s = ladder {r['ladder_s']:.2f} s "
+              f"+ kerneltui {r['added_s']:.2f} s")
+    added = [r["added_s"] for r in results]
+    print(f"kerneltui adds: median {statistics.median(added):.2f} s, max {max(added):.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
