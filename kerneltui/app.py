@@ -27,9 +27,9 @@ from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
 from kerneltui.store import Store
 from kerneltui.widgets.agent import AgentPane
 from kerneltui.widgets.asm import AsmPane
-from kerneltui.widgets.diff import DiffPane, diff_lines
+from kerneltui.widgets.diff import DiffPane, diff_for
 from kerneltui.widgets.problems import ProblemTable
-from kerneltui.widgets.rungs import RungsPane
+from kerneltui.widgets.rungs import RungsPane, detail_lines
 from kerneltui.widgets.status import StatusBar, status_text
 from kerneltui.widgets.text_view import TextView
 from kerneltui.widgets.trends import TrendsPane
@@ -76,6 +76,9 @@ class KernelTUI(App[None]):
         self.last_version = -1
         self.wanted_problem: str | None = None
         self.writer_lock = threading.Lock()
+        self.stale_panes: set[str] = set()
+        self.rungs_width = 116
+        self.rungs_expanded = False
         self.ready = False
 
     # --- layout --------------------------------------------------------------------------------
@@ -243,8 +246,14 @@ class KernelTUI(App[None]):
             self.wanted_problem = event.row_key.value
             self.load_snapshot()
 
-    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load_detail(self, row: dict[str, Any]) -> None:
+        pane = self.query_one("#rungs-view", RungsPane)
+        self.rungs_width = max(60, pane.scrollable_content_region.width - 4)
+        self.rungs_expanded = pane.expanded
+        self._load_detail(row)
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def _load_detail(self, row: dict[str, Any]) -> None:
         store = self.stores.get("detail")
         if store is None:
             return
@@ -269,6 +278,8 @@ class KernelTUI(App[None]):
                 detail.compare_sources[target] = (source[0]["source"] or "") if source else ""
                 if other.get("evaluation_id"):
                     detail.compare_artifacts[target] = store.artifacts(other["evaluation_id"])
+            detail.diffs[target] = diff_for(detail, target)
+        detail.rung_lines = detail_lines(detail, self.rungs_expanded, self.rungs_width)
         return detail
 
     def _compare_targets(self, store: Store, row: dict[str, Any], problem: str) -> dict[str, dict[str, Any] | None]:
@@ -285,10 +296,29 @@ class KernelTUI(App[None]):
         detail = message.detail
         same = self.detail is not None and detail is not None and self.detail.version["name"] == detail.version["name"]
         self.detail = detail
-        self.query_one("#rungs-view", RungsPane).show(detail, keep_scroll=same)
+        rungs = self.query_one("#rungs-view", RungsPane)
+        if detail is None:
+            rungs.show(None)
+        else:
+            rungs.set_lines(detail.rung_lines, keep_scroll=same)
         self._show_diff()
-        if detail is not None:
+        self.stale_panes = {"trends", "asm"}
+        self._refresh_active_pane()
+
+    @on(TabbedContent.TabActivated, "#detail")
+    def tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._refresh_active_pane()
+
+    def _refresh_active_pane(self) -> None:
+        """Trends and Asm cost a plot or a file read: drawn when shown, not on every cursor move."""
+        active = self.query_one("#detail", TabbedContent).active
+        detail = self.detail
+        if detail is None or active not in self.stale_panes:
+            return
+        self.stale_panes.discard(active)
+        if active == "trends":
             self.query_one("#trends-view", TrendsPane).show(self.snapshot.problem, detail.trends)
+        elif active == "asm":
             previous = detail.compare.get("previous")
             self.query_one("#asm-pane", AsmPane).show(
                 detail.version,
@@ -305,18 +335,11 @@ class KernelTUI(App[None]):
         if detail is None:
             pane.set_lines([])
             return
-        other = detail.compare.get(pane.target)
-        name = detail.version["name"]
-        header = Text(f" {name} vs {pane.target}", style="bold")
+        header = Text(f" {detail.version['name']} vs {pane.target}", style="bold")
         header.append("   d cycles: previous · best · approved", style="dim")
         title.update(header)
-        if other is None:
-            pane.set_lines([Text(f"No {pane.target} version to compare {name} with.", style="dim")])
-        elif other["version_id"] == detail.version["version_id"]:
-            pane.set_lines([Text(f"{name} is the {pane.target} version itself.", style="dim")])
-        else:
-            old = detail.compare_sources.get(pane.target, "")
-            pane.set_lines(diff_lines(old, detail.source, f"{other['name']} ({pane.target})", name))
+        lines = detail.diffs.get(pane.target)
+        pane.set_lines(lines if lines is not None else diff_for(detail, pane.target))
 
     def _update_status(self) -> None:
         waiting = max(0, self.snapshot.pending - self.running)

@@ -48,6 +48,8 @@ class Detail:
     compare_artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     cases: list[dict[str, Any]] = field(default_factory=list)
     trends: list[dict[str, Any]] = field(default_factory=list)
+    rung_lines: list[Any] = field(default_factory=list)  # built in the worker: the UI thread only shows them
+    diffs: dict[str, list[Any]] = field(default_factory=dict)
 
 
 class DetailLoaded(Message):

@@ -20,7 +20,8 @@ from watchdog.observers import Observer
 from harness import source
 from kerneltui.workspace import VERSION_RE
 
-TICK_S = 0.02
+TICK_S = 0.01
+CLOSED_WAIT_S = 0.05
 WRITE_EVENTS = ("created", "modified", "moved", "closed", "deleted")
 
 
@@ -65,12 +66,15 @@ class Debouncer:
         self.thread = threading.Thread(target=self._run, name="kerneltui-debounce", daemon=True)
         self.thread.start()
 
-    def touched(self, path: Path) -> None:
+    def touched(self, path: Path, closed: bool = False) -> None:
+        """closed: the writer closed the file (inotify's close-after-write), a much stronger sign that it
+        is done than silence, so only a short wait; a file that does not parse yet still waits longer."""
         now = time.monotonic()
+        wait = min(self.debounce, CLOSED_WAIT_S) if closed else self.debounce
         with self.lock:
             entry = self.pending.get(path)
             first = entry.first_seen if entry else now
-            self.pending[path] = Pending(now + self.debounce, first, file_signature(path))
+            self.pending[path] = Pending(now + wait, first, file_signature(path))
 
     def deleted(self, path: Path) -> None:
         with self.lock:
@@ -130,7 +134,7 @@ class _Handler(FileSystemEventHandler):
                 if event.event_type == "deleted" or (event.event_type == "moved" and path == paths[0]):
                     self.debouncer.deleted(path)
                 else:
-                    self.debouncer.touched(path)
+                    self.debouncer.touched(path, closed=event.event_type == "closed")
 
 
 class WorkspaceWatcher:

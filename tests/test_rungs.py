@@ -89,3 +89,12 @@ def test_shared_memory_over_the_limit_fails_compile() -> None:
 def test_datasheet_lookup() -> None:
     assert device.datasheet("NVIDIA H200")["bandwidth_gbps"] == 4800
     assert device.datasheet("Mystery GPU") is None
+
+
+def test_rung_lines_survive_partial_metrics() -> None:
+    from harness.report import rung_line
+    from harness.results import RUNG_ORDER, RungResult
+
+    for name in RUNG_ORDER:
+        for metrics in ({}, {"cases": []}, {"kernels": [{}]}, {"cases": [{}], "peaks": {}}):
+            assert name in rung_line(RungResult(name, ok=True, metrics=metrics))

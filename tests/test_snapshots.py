@@ -38,6 +38,8 @@ def settle(*keys: str, row: str = "v002") -> Callable[[Pilot[None]], Awaitable[N
         for key in keys:
             await pilot.press(key)
             await pilot.pause(0.2)
+        for box in app.screen.query(Input):  # a dialog's box: it did not exist before the keys
+            box.cursor_blink = False
         await pilot.pause(0.3)
 
     return run_before

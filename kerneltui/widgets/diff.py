@@ -7,6 +7,7 @@ import difflib
 from rich.syntax import Syntax
 from rich.text import Text
 
+from kerneltui.messages import Detail
 from kerneltui.widgets.text_view import TextView
 
 ADDED, REMOVED = "on #15361d", "on #3d1a1a"
@@ -50,6 +51,18 @@ def _prefixed(prefix: str, line: Text, background: str = "") -> Text:
     if background:
         text.stylize(background)
     return text
+
+
+def diff_for(detail: Detail, target: str) -> list[Text]:
+    """The selected version against `target` (previous, best, approved), ready to show."""
+    name = detail.version["name"]
+    other = detail.compare.get(target)
+    if other is None:
+        return [Text(f"No {target} version to compare {name} with.", style="dim")]
+    if other["version_id"] == detail.version["version_id"]:
+        return [Text(f"{name} is the {target} version itself.", style="dim")]
+    old = detail.compare_sources.get(target, "")
+    return diff_lines(old, detail.source, f"{other['name']} ({target})", name)
 
 
 class DiffPane(TextView):
