@@ -1,6 +1,6 @@
 """Judges every example version under kernels/ with one judge and prints a table of what it found.
 
-    python benchmarks/examples.py [--workspace kernels] [--json OUT.json] [--rungs load,compile,...]
+    python benchmarks/examples.py [VERSION_FILE ...] [--workspace kernels] [--json OUT.json] [--rungs load,...]
 
 Needs only the harness's own dependencies (torch, triton; nvidia-cutlass-dsl for CuTeDSL
 versions), so it runs in a GPU box's Python as it is. On a GPU it prints timings, bandwidth and
@@ -15,27 +15,33 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def judge(paths: list[Path], rungs: str | None, state: Path) -> list[dict]:
+def judge(paths: list[Path], rungs: str | None, state: Path) -> Iterator[dict]:
+    """Yields each evaluation as the judge finishes it, so a run cut short still reports what it did."""
     request = {"rungs": rungs.split(",")} if rungs else {}
-    lines = "".join(json.dumps({"path": str(p), "id": str(p), **request}) + "\n" for p in paths)
-    done = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, "-m", "harness", "serve", "--state-dir", str(state)],
-        input=lines,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,
-    )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    found = [e["evaluation"] for e in events if e["event"] == "done"]
-    errors = [e for e in events if e["event"] == "error"]
-    if errors or len(found) != len(paths):
-        print(done.stderr[-3000:], errors, file=sys.stderr)
-    return found
+    ) as judge_process:
+        assert judge_process.stdin is not None and judge_process.stdout is not None
+        judge_process.stdin.write("".join(json.dumps({"path": str(p), "id": str(p), **request}) + "\n" for p in paths))
+        judge_process.stdin.close()
+        for line in judge_process.stdout:
+            if not line.startswith("{"):
+                continue
+            event = json.loads(line)
+            if event["event"] == "done":
+                yield event["evaluation"]
+            elif event["event"] == "error":
+                print(f"error: {event}", file=sys.stderr)
 
 
 def row(ev: dict) -> str:
@@ -58,20 +64,25 @@ def row(ev: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("versions", nargs="*", type=Path, help="default: every version in the workspace")
     parser.add_argument("--workspace", type=Path, default=REPO / "kernels")
     parser.add_argument("--json", type=Path, help="write every evaluation here")
     parser.add_argument("--rungs")
     parser.add_argument("--state-dir", type=Path, help="default: <workspace>/.kerneltui")
     args = parser.parse_args()
-    paths = sorted(p for p in args.workspace.glob("*/v*.py"))
+    paths = [p.resolve() for p in args.versions] or sorted(args.workspace.glob("*/v*.py"))
     start = time.perf_counter()
-    evaluations = judge(paths, args.rungs, args.state_dir or args.workspace / ".kerneltui")
     print(
         f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'ref µs':>10} {'vs ref':>7} "
-        f"{'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case"
+        f"{'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case",
+        flush=True,
     )
-    for ev in evaluations:
-        print(row(ev))
+    evaluations = []
+    for evaluation in judge(paths, args.rungs, args.state_dir or args.workspace / ".kerneltui"):
+        evaluations.append(evaluation)
+        print(row(evaluation), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(evaluations, indent=1, default=str))
     peaks = next(
         (
             r["metrics"]["peaks"]
@@ -87,10 +98,8 @@ def main() -> int:
             f"bf16 matmul {peaks['bf16_tflops']:.0f} TFLOP/s, fp32 matmul {peaks['fp32_tflops']:.1f} TFLOP/s"
         )
     device = evaluations[0]["device"] if evaluations else {}
-    print(f"{len(evaluations)} versions on {device.get('name')} in {time.perf_counter() - start:.0f} s")
-    if args.json:
-        args.json.write_text(json.dumps(evaluations, indent=1, default=str))
-    return 0 if evaluations and all(ev["ok"] for ev in evaluations) else 1
+    print(f"{len(evaluations)} of {len(paths)} versions on {device.get('name')} in {time.perf_counter() - start:.0f} s")
+    return 0 if len(evaluations) == len(paths) and all(ev["ok"] for ev in evaluations) else 1
 
 
 if __name__ == "__main__":
