@@ -223,3 +223,31 @@ async def test_help_lists_the_keys(history: Workspace) -> None:
             assert word in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+def notified(app: KernelTUI, words: str) -> bool:
+    return any(words in note.message for note in app._notifications)
+
+
+async def test_queue_survives_a_restart_and_files_written_while_away_are_judged(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v001.py")
+    workspace = Workspace(folder.parent)
+    app = KernelTUI(workspace, run_judges=False)  # queued, then kerneltui stops before judging it
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: status_of(app, "v001") == "queued", pilot)
+    add_version(folder, "nan_output", "v002.py")  # written while kerneltui was not running
+    app = KernelTUI(workspace, Config(ladder=LadderConfig(timeout=10)))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: status_of(app, "v001") == "pass" and status_of(app, "v002") == "fail", pilot, 180)
+        await wait_for(lambda: notified(app, "queue empty"), pilot, timeout=10)
+        draft = folder / "draft.txt"  # written elsewhere, then renamed in: one evaluation
+        draft.write_text((VERSIONS / "good.py").read_text().replace("BLOCK 1024.", "BLOCK 1024, renamed in."))
+        draft.rename(folder / "v003.py")
+        await wait_for(lambda: status_of(app, "v003") == "pass", pilot, timeout=120)
+        (folder / "v001.py").unlink()
+        await wait_for(lambda: bool(table(app).rows_by_key["v001"].get("deleted")), pilot, timeout=10)
+        assert status_of(app, "v001") == "pass"  # its history stays
+    with db(folder.parent) as conn:
+        counts = conn.execute("SELECT version, COUNT(*) FROM evaluations GROUP BY version ORDER BY version").fetchall()
+    assert counts == [("v001", 1), ("v002", 1), ("v003", 1)]

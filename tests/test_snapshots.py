@@ -67,3 +67,7 @@ def test_help_screen(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-u
 
 def test_reject_dialog(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(app, terminal_size=SIZE, run_before=settle("r", row="v003"))
+
+
+def test_trends_pane(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle("3"))
