@@ -19,9 +19,18 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from kerneltui.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
 from kerneltui.commands import KernelCommands
 from kerneltui.config import Config
-from kerneltui.messages import Detail, DetailLoaded, Recorded, SchedulerChanged, Snapshot, SnapshotLoaded
+from kerneltui.messages import (
+    AgentFinished,
+    Detail,
+    DetailLoaded,
+    Recorded,
+    SchedulerChanged,
+    Snapshot,
+    SnapshotLoaded,
+)
 from kerneltui.scheduler import Scheduler, SchedulerEvent
 from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
 from kerneltui.store import Store
@@ -51,6 +60,8 @@ class KernelTUI(App[None]):
         Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved"),
         Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),
         Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
+        Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
+        Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
         Binding("tab", "cycle_pane", "pane", id="cycle_pane", priority=True, tooltip="next pane"),
         Binding("shift+tab", "cycle_pane(-1)", "pane", id="cycle_pane_back", show=False, priority=True),
         Binding("question_mark", "help", "help", id="help"),
@@ -59,9 +70,18 @@ class KernelTUI(App[None]):
     ]
 
     def __init__(
-        self, workspace: Workspace, config: Config | None = None, run_scheduler: bool = True, run_judges: bool = True
+        self,
+        workspace: Workspace,
+        config: Config | None = None,
+        run_scheduler: bool = True,
+        run_judges: bool = True,
+        autostart: list[str] | None = None,
     ) -> None:
         super().__init__()
+        self.autostart = list(autostart or [])  # problems to start an agent on once judging is up (the demo)
+        self.demo_note: str | None = None
+        self.agents: dict[str, AgentRun] = {}
+        self.deferred_to: int | None = None
         self.workspace = workspace
         self.config = config or Config()
         self.run_scheduler = run_scheduler
@@ -114,6 +134,8 @@ class KernelTUI(App[None]):
         self._update_status()
         self.start_up()
         self.set_interval(POLL_S, self.poll_history)
+        if self.demo_note:
+            self.notify(self.demo_note, timeout=30, markup=False)
 
     @work(thread=True, group="startup", exit_on_error=False)
     def start_up(self) -> None:
@@ -160,6 +182,9 @@ class KernelTUI(App[None]):
                 self.workspace, self.config.ladder, self._from_scheduler, run_judges=self.run_judges
             )
             self.scheduler.start()
+            for problem in self.autostart:
+                self.start_agent(problem)
+            self.autostart = []
 
     def _from_scheduler(self, event: SchedulerEvent) -> None:
         self.post_message(SchedulerChanged(event))  # thread-safe
@@ -188,12 +213,15 @@ class KernelTUI(App[None]):
     def _read_snapshot(self, store: Store) -> Snapshot:
         problems = store.problem_rows()
         problem = self._selected_problem() or (problems[0]["name"] if problems else None)
+        session, events = store.latest_agent(problem) if problem else (None, [])
         return Snapshot(
             problems=problems,
             versions=store.version_rows(problem) if problem else [],
             problem=problem,
             pending=store.pending_count(),
             guidance=store.guidance(problem) if problem else [],
+            agent_session=session,
+            agent_events=events,
         )
 
     def _selected_problem(self) -> str | None:
@@ -216,7 +244,7 @@ class KernelTUI(App[None]):
         if not snapshot.problems:
             title.append(f"  (add <problem>/problem.py under {self.workspace.root})", style="dim")
         self.query_one("#versions-title", Static).update(title)
-        self.query_one("#agent-view", AgentPane).show(snapshot.problem, snapshot.guidance)
+        self._show_agent()
         self._update_status()
         self.call_after_refresh(self.start_scheduler)
         selected = table.selected
@@ -225,6 +253,14 @@ class KernelTUI(App[None]):
             self.query_one("#rungs-view", RungsPane).show(None)
         elif self.detail is None or self._detail_stale(selected):
             self.load_detail(selected)
+
+    def _show_agent(self) -> None:
+        snapshot = self.snapshot
+        running = snapshot.problem in self.agents
+        width = max(60, self.query_one("#detail").size.width - 4)  # known while the Agent tab is hidden
+        self.query_one("#agent-view", AgentPane).show(
+            snapshot.problem, snapshot.guidance, snapshot.agent_session, snapshot.agent_events, running, width
+        )
 
     def _detail_stale(self, row: dict[str, Any]) -> bool:
         assert self.detail is not None
@@ -343,9 +379,13 @@ class KernelTUI(App[None]):
 
     def _update_status(self) -> None:
         waiting = max(0, self.snapshot.pending - self.running)
-        judges = "judge starting…" if self.run_judges and self.run_scheduler else "judging off"
+        if self.deferred_to:
+            judges = f"judged by kerneltui pid {self.deferred_to}"
+        else:
+            judges = "judge starting…" if self.run_judges and self.run_scheduler else "judging off"
+        agents = [(run.agent.model, problem) for problem, run in self.agents.items()]
         self.query_one("#status", StatusBar).update(
-            status_text(str(self.workspace.root), self.device, self.running, waiting, judges)
+            status_text(str(self.workspace.root), self.device, self.running, waiting, judges, agents)
         )
 
     # --- what the scheduler says ----------------------------------------------------------------
@@ -362,10 +402,17 @@ class KernelTUI(App[None]):
                 self._alert(
                     f"{event.problem} {event.version} beats the best: {event.data.get('vs_best', 0):.2f}× faster"
                 )
-        elif event.kind == "idle":
+        elif event.kind == "idle" and not self.agents:  # with an agent at work the queue empties every version
             self._alert("queue empty: every version is judged")
         elif event.kind == "warning":
             self.notify(str(event.data.get("message")), severity="warning", timeout=10, markup=False)
+        elif event.kind == "deferred":
+            self.deferred_to = event.data.get("pid")
+            self.notify(
+                f"kerneltui pid {self.deferred_to} already judges this workspace: its results show here",
+                timeout=10,
+                markup=False,
+            )
         self.load_snapshot()
 
     def _alert(self, text: str) -> None:
@@ -466,6 +513,52 @@ class KernelTUI(App[None]):
         if not count and event.value:
             self.bell()
 
+    # --- agents ---------------------------------------------------------------------------------
+
+    def action_start_agent(self) -> None:
+        if self.snapshot.problem is None:
+            self.notify("no problem selected", severity="warning")
+            return
+        self.start_agent(self.snapshot.problem)
+
+    def start_agent(self, problem: str) -> None:
+        if problem in self.agents:
+            self.notify(f"an agent is already working on {problem}: x stops it", severity="warning")
+            return
+        try:
+            agent = make_agent(self.config.agent, problem)
+        except AgentSetupError as exc:
+            self.notify(str(exc), severity="error", timeout=12, markup=False)
+            return
+        run = AgentRun(agent, problem)
+        self.agents[problem] = run
+        self.notify(f"{agent.model} started on {problem}", timeout=4, markup=False)
+        self._update_status()
+        self.run_agent_worker(run)
+
+    @work(thread=True, group="agents", exit_on_error=False)
+    def run_agent_worker(self, run: AgentRun) -> None:
+        scheduler = self.scheduler
+        context = find_context(self.workspace, self.config.agent.context)
+        enqueue = scheduler.enqueue if scheduler else None
+        reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue)
+        self.post_message(AgentFinished(run.problem, reason, run.failed))
+
+    def on_agent_finished(self, message: AgentFinished) -> None:
+        self.agents.pop(message.problem, None)
+        text = f"agent on {message.problem} stopped: {message.reason}"
+        self.notify(text, severity="error" if message.failed else "information", timeout=8, markup=False)
+        self._update_status()
+        self.load_snapshot()
+
+    def action_stop_agent(self) -> None:
+        run = self.agents.get(self.snapshot.problem or "")
+        if run is None:
+            self.notify("no agent of this dashboard is working on this problem", severity="warning")
+            return
+        run.request_stop()
+        self.notify(f"stopping the agent on {run.problem}…", timeout=3, markup=False)
+
     def action_rebench(self) -> None:
         row = self.selected_version()
         if row is None:
@@ -508,7 +601,7 @@ class KernelTUI(App[None]):
 
     def action_quit_app(self) -> None:
         pending = self.scheduler.pending if self.scheduler else 0
-        if not pending:
+        if not pending and not self.agents:
             self.exit()
             return
 
@@ -516,7 +609,7 @@ class KernelTUI(App[None]):
             if yes:
                 self.exit()
 
-        self.push_screen(QuitScreen(pending), answered)
+        self.push_screen(QuitScreen(pending, len(self.agents)), answered)
 
     def on_key(self, event: Any) -> None:
         if event.key == "escape" and self.focused in (self.query_one("#guidance"), self.query_one("#search-box")):
@@ -530,6 +623,8 @@ class KernelTUI(App[None]):
             event.stop()
 
     def on_unmount(self) -> None:
+        for run in list(self.agents.values()):
+            run.request_stop()
         if self.scheduler:
             self.scheduler.stop()
         for store in self.stores.values():

@@ -19,7 +19,7 @@ from kerneltui.store import Store
 from kerneltui.workspace import Workspace, WorkspaceError, for_version, resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "dashboard")
+SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "agent", "demo", "dashboard")
 
 
 def open_store(workspace: Workspace) -> Store:
@@ -145,18 +145,107 @@ def cmd_guide(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_dashboard(args: argparse.Namespace) -> int:
+def load_config(path: str | None) -> Any:
     from kerneltui import config as config_mod
+
+    try:
+        return config_mod.load(Path(path) if path else None)
+    except config_mod.ConfigError as exc:
+        raise WorkspaceError(str(exc)) from None
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    """An agent on one problem, headless: judged here (or by the kerneltui already judging the workspace)."""
+    import threading
+
+    from kerneltui.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
+    from kerneltui.scheduler import Scheduler, SchedulerEvent
+
+    workspace = resolve(args.workspace)
+    workspace.problem_dir(args.problem)
+    config = load_config(args.config)
+    agent_config = config.agent
+    for name in ("backend", "model", "max_versions", "max_cost_usd", "target_roofline_pct", "recording", "pace"):
+        if getattr(args, name) is not None:
+            setattr(agent_config, name, getattr(args, name))
+    try:
+        agent = make_agent(agent_config, args.problem)
+    except AgentSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def scheduler_said(event: SchedulerEvent) -> None:
+        if event.kind == "deferred":
+            print(f"note: kerneltui pid {event.data.get('pid')} judges this workspace; its results are used")
+        elif event.kind == "warning":
+            print(f"warning: {event.data.get('message')}", file=sys.stderr)
+
+    scheduler = Scheduler(workspace, config.ladder, scheduler_said)
+    scheduler.start()
+    scheduler.started.wait(120)
+    run = AgentRun(agent, args.problem)
+    context = find_context(workspace, agent_config.context)
+    thread = threading.Thread(
+        target=run_agent,
+        args=(workspace, run, budget_from(agent_config), context, scheduler.enqueue, print_event),
+        name="kerneltui-agent",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        print("stopping the agent (Ctrl-C again to quit at once)…", file=sys.stderr)
+        run.request_stop()
+        thread.join()
+    finally:
+        scheduler.stop()
+    return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
+    """The transcript as it happens, for a terminal or a log."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if kind == "start":
+        line = f"● {text}"
+    elif kind == "text":
+        line = f"agent: {text.strip()}"
+    elif kind == "tool_call":
+        line = f"  ⚙ {text}"
+    elif kind == "tool_result":
+        line = f"    {'→' if data.get('ok') else '✗'} {first}"
+    elif kind == "feedback":
+        line = f"  ▸ delivered: {text.strip()}"
+    elif kind == "turn":
+        cost = data.get("total_cost_usd")
+        tokens = (
+            f"in {data.get('input_tokens', 0)} · cache read {data.get('cache_read_tokens', 0)} · "
+            f"out {data.get('output_tokens', 0)}"
+            if "input_tokens" in data
+            else ""
+        )
+        line = f"— {text}" + (f" · {tokens}" if tokens else "") + (f" · ${cost:.4f} so far" if cost else "")
+    elif kind == "stop":
+        line = f"■ stopped: {text}"
+    else:
+        line = f"{kind}: {text}"
+    print(line, flush=True)
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
     from kerneltui.app import KernelTUI
 
     workspace = resolve(args.workspace)
-    try:
-        config = config_mod.load(Path(args.config) if args.config else None)
-    except config_mod.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    config = load_config(args.config)
     KernelTUI(workspace, config, run_judges=not args.no_judge).run()
     return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from kerneltui.demo import run_demo
+
+    return run_demo(pace=args.pace, keep=args.keep)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,6 +288,29 @@ def build_parser() -> argparse.ArgumentParser:
     guide.add_argument("--workspace")
     guide.add_argument("--who", default=who)
     guide.set_defaults(func=cmd_guide)
+
+    agent = sub.add_parser("agent", help="run an agent on a problem, headless (guidance from `kerneltui guide`)")
+    agent.add_argument("problem")
+    agent.add_argument("--workspace")
+    agent.add_argument("--backend", choices=("claude", "replay"), help="default: the config's, else claude")
+    agent.add_argument("--model", help="Claude model (default: the config's, else claude-opus-4-6)")
+    agent.add_argument("--max-versions", type=int, dest="max_versions", help="stop after N versions")
+    agent.add_argument("--max-cost", type=float, dest="max_cost_usd", help="stop once the session cost this much (USD)")
+    agent.add_argument(
+        "--target-roofline",
+        type=float,
+        dest="target_roofline_pct",
+        help="stop once a passing version reaches this %% of roofline",
+    )
+    agent.add_argument("--recording", help="replay: a recording folder (default: the one shipped for the problem)")
+    agent.add_argument("--pace", type=float, help="replay: multiply the recorded waits (0: no waits)")
+    agent.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    agent.set_defaults(func=cmd_agent)
+
+    demo = sub.add_parser("demo", help="the whole loop on example problems with a replayed agent: no GPU, no API key")
+    demo.add_argument("--pace", type=float, default=1.0, help="multiply the recorded waits (default 1)")
+    demo.add_argument("--keep", action="store_true", help="keep the demo workspace afterwards")
+    demo.set_defaults(func=cmd_demo)
 
     dash = sub.add_parser("dashboard", help="the dashboard (what `kerneltui [WORKSPACE]` opens)")
     dash.add_argument("workspace", nargs="?")

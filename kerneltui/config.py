@@ -15,6 +15,15 @@ debounce = 0.2                              # seconds a file must stay unchanged
 
 [ui]
 bell = true                                 # ring when a version beats the best or the queue empties
+
+[agent]
+backend = "claude"                          # claude, or replay (plays a recorded session)
+model = "claude-opus-4-6"
+max_versions = 20                           # stop after this many versions
+max_cost_usd = 10.0                         # stop once the session has cost this much
+target_roofline_pct = 85                    # stop once a passing version reaches this % of roofline
+context = "~/kernel-context"                # the folder agents search (default: <workspace>/context)
+prices = { "claude-opus" = [5.0, 25.0] }    # USD per million input, output tokens, by model prefix
 """
 
 from __future__ import annotations
@@ -42,9 +51,27 @@ class LadderConfig:
 
 
 @dataclass
+class AgentConfig:
+    backend: str = "claude"
+    model: str = "claude-opus-4-6"
+    max_versions: int | None = 20
+    max_cost_usd: float | None = None
+    target_roofline_pct: float | None = None
+    context: str | None = None
+    stream: bool = True
+    timeout: float = 600.0  # seconds per API request
+    max_retries: int = 4  # the SDK's retries of 429, 5xx and timeouts
+    retry_wait: float = 5.0  # seconds before a turn that still failed is tried again (doubling)
+    recording: str | None = None  # replay: a recording folder (default: the one shipped for the problem)
+    pace: float = 1.0  # replay: multiplies the recorded waits
+    prices: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass
 class Config:
     keys: dict[str, str] = field(default_factory=dict)
     ladder: LadderConfig = field(default_factory=LadderConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     bell: bool = True
     path: Path | None = None
 
@@ -60,6 +87,7 @@ def load(path: Path | None = None) -> Config:
     return Config(
         keys=_keys(data.get("keys", {}), path),
         ladder=_ladder(data.get("ladder", {}), path),
+        agent=_agent(data.get("agent", {}), path),
         bell=bool(data.get("ui", {}).get("bell", True)),
         path=path,
     )
@@ -84,4 +112,34 @@ def _ladder(section: Any, path: Path) -> LadderConfig:
         config.debounce = float(config.debounce)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [ladder]: {exc}") from None
+    return config
+
+
+def _agent(section: Any, path: Path) -> AgentConfig:
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [agent] must be a table")
+    known = AgentConfig.__dataclass_fields__
+    unknown = sorted(set(section) - set(known))
+    if unknown:
+        raise ConfigError(f"{path}: [agent] has unknown keys {unknown}; known: {sorted(known)}")
+    config = AgentConfig(**section)
+    if config.backend not in ("claude", "replay"):
+        raise ConfigError(f"{path}: [agent] backend must be claude or replay, not {config.backend!r}")
+    prices = config.prices
+    if not isinstance(prices, dict) or not all(
+        isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v) for v in prices.values()
+    ):
+        raise ConfigError(
+            f"{path}: [agent] prices maps a model prefix to [input, output] USD per MTok, e.g. "
+            f'{{ "claude-opus" = [5.0, 25.0] }}'
+        )
+    try:
+        for name in ("max_cost_usd", "target_roofline_pct"):
+            value = getattr(config, name)
+            setattr(config, name, None if value is None else float(value))
+        config.max_versions = None if config.max_versions is None else int(config.max_versions)
+        config.timeout, config.pace = float(config.timeout), float(config.pace)
+        config.max_retries, config.retry_wait = int(config.max_retries), float(config.retry_wait)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: [agent]: {exc}") from None
     return config

@@ -27,6 +27,8 @@ class Snapshot:
     problem: str | None = None
     pending: int = 0
     guidance: list[dict[str, Any]] = field(default_factory=list)
+    agent_session: dict[str, Any] | None = None  # the problem's newest agent session
+    agent_events: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SnapshotLoaded(Message):
@@ -65,3 +67,13 @@ class Recorded(Message):
         super().__init__()
         self.what = what
         self.text = text
+
+
+class AgentFinished(Message):
+    """An agent started from the dashboard ended (posted from its thread)."""
+
+    def __init__(self, problem: str, reason: str, failed: bool) -> None:
+        super().__init__()
+        self.problem = problem
+        self.reason = reason
+        self.failed = failed

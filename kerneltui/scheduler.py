@@ -142,6 +142,8 @@ class Scheduler:
         self.thread = threading.Thread(target=self._loop, name="kerneltui-scheduler", daemon=True)
         self.stopped = threading.Event()
         self.started = threading.Event()
+        self.lock: JudgeLock | None = None
+        self.owner = False
 
     # --- called from any thread ---------------------------------------------------------------
 
@@ -167,8 +169,14 @@ class Scheduler:
         self.store = opened.store
         if opened.warning:
             self.notify(SchedulerEvent("warning", data={"message": opened.warning}))
-        self.queue.extend(self.store.requeue_interrupted())
-        self._scan()
+        self.lock = JudgeLock(self.workspace.state / "judge.lock")
+        self.owner = self.lock.acquire()
+        if not self.owner:  # another kerneltui judges this workspace: its results show here through the history
+            self.run_judges = self.watch = False
+            self.notify(SchedulerEvent("deferred", data={"pid": self.lock.holder()}))
+        else:
+            self.queue.extend(self.store.requeue_interrupted())
+            self._scan()
         if self.run_judges:
             self._start_judges()
         if self.watch:
@@ -206,7 +214,8 @@ class Scheduler:
 
     def _handle(self, kind: str, a: Any, b: Any) -> None:
         if kind == "enqueue":
-            self._enqueue(Path(a), force=bool(b))
+            if self.owner:  # else the judging kerneltui's watcher sees the file
+                self._enqueue(Path(a), force=bool(b))
         elif kind == "line":
             self._judge_line(a, b)
         elif kind == "judge-exit":
@@ -405,3 +414,46 @@ class Scheduler:
             judge.stop()
         if self.store:
             self.store.close()
+        if self.lock:
+            self.lock.release()
+
+
+class JudgeLock:
+    """One kerneltui judges a workspace at a time (two would race for the same files and the same GPU).
+
+    An advisory lock on a file in the state folder, held for the process's life and released by the
+    kernel when it exits, however it exits. The file holds the holder's pid, for the message.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        import fcntl
+        import os
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+        return True
+
+    def holder(self) -> int | None:
+        try:
+            return int(self.path.read_text().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
+
+    def release(self) -> None:
+        import os
+
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

@@ -263,6 +263,31 @@ class Store:
             pk="id",
             if_not_exists=True,
         )
+        self.table("agent_sessions").create(
+            {
+                "id": int,
+                "problem": str,
+                "backend": str,
+                "model": str,
+                "pid": int,
+                "started": str,
+                "ended": str,
+                "stop_reason": str,
+                "versions": int,
+                "turns": int,
+                "cost_usd": float,
+            },
+            pk="id",
+            if_not_exists=True,
+        )
+        self.table("agent_sessions").create_index(["problem", "id"], if_not_exists=True)
+        self.table("agent_events").create(
+            {"id": int, "session_id": int, "problem": str, "kind": str, "text": str, "data": str, "created": str},
+            pk="id",
+            if_not_exists=True,
+        )
+        self.table("agent_events").create_index(["problem", "id"], if_not_exists=True)
+        self.table("agent_events").create_index(["session_id", "id"], if_not_exists=True)
         self._add_missing_columns({"problems": {"error": str}, "versions": {"source": str, "mtime_ns": int}})
         self.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
@@ -540,7 +565,58 @@ class Store:
             or 0
         )
 
+    def start_agent_session(self, problem: str, backend: str, model: str, pid: int) -> int:
+        row = {"problem": problem, "backend": backend, "model": model, "pid": pid, "started": now()}
+        return int(self.table("agent_sessions").insert({**row, "versions": 0, "turns": 0}).last_pk or 0)
+
+    def update_agent_session(self, session_id: int, **changes: Any) -> None:
+        self.table("agent_sessions").update(session_id, changes)
+
+    def add_agent_event(self, session_id: int, problem: str, kind: str, text: str, data: dict[str, Any]) -> int:
+        event = {"session_id": session_id, "problem": problem, "kind": kind, "text": text, "created": now()}
+        return int(self.table("agent_events").insert({**event, "data": json.dumps(data, default=str)}).last_pk or 0)
+
+    def take_guidance(self, problem: str, session_id: int) -> list[dict[str, Any]]:
+        """Guidance not yet delivered to any agent, marked delivered to this session."""
+        with self.transaction():
+            rows = self.rows(
+                "SELECT * FROM guidance WHERE problem = ? AND delivered IS NULL ORDER BY id", [problem]
+            )
+            if rows:
+                stamp = f"{now()} session {session_id}"
+                ids = [r["id"] for r in rows]
+                self.conn.execute(
+                    f"UPDATE guidance SET delivered = ? WHERE id IN ({','.join('?' * len(ids))})", [stamp, *ids]
+                )
+        return rows
+
+    def verdicts_after(self, problem: str, after_id: int, limit: int = 20) -> list[dict[str, Any]]:
+        rows = self.rows(
+            "SELECT * FROM verdicts WHERE problem = ? AND id > ? ORDER BY id DESC LIMIT ?", [problem, after_id, limit]
+        )
+        return rows[::-1]
+
     # --- reading ------------------------------------------------------------------------------
+
+    def agent_sessions(self, problem: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        where, params = ("WHERE problem = ?", [problem]) if problem else ("", [])
+        return self.rows(f"SELECT * FROM agent_sessions {where} ORDER BY id DESC LIMIT ?", [*params, limit])
+
+    def latest_agent(self, problem: str, limit: int = 400) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The problem's newest agent session and its last events (none in a history from before agents)."""
+        try:
+            sessions = self.agent_sessions(problem, limit=1)
+            return (sessions[0], self.agent_events(sessions[0]["id"], limit)) if sessions else (None, [])
+        except sqlite3.OperationalError:
+            return None, []
+
+    def agent_events(self, session_id: int, limit: int = 400) -> list[dict[str, Any]]:
+        rows = self.rows(
+            "SELECT * FROM agent_events WHERE session_id = ? ORDER BY id DESC LIMIT ?", [session_id, limit]
+        )
+        for row in rows:
+            row["data"] = json.loads(row["data"] or "{}")
+        return rows[::-1]
 
     def data_version(self) -> int:
         """Changes whenever another connection commits: a cheap way to notice the CLI's writes."""

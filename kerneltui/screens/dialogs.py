@@ -34,16 +34,19 @@ class RejectScreen(ModalScreen[str | None]):
 class QuitScreen(ModalScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "quit"), Binding("n,escape", "answer(False)", "stay")]
 
-    def __init__(self, pending: int) -> None:
+    def __init__(self, pending: int, agents: int = 0) -> None:
         super().__init__()
         self.pending = pending
+        self.agents = agents
 
     def compose(self) -> ComposeResult:
+        busy = [f"{self.pending} evaluation(s) queued or running"] if self.pending else []
+        busy += [f"{self.agents} agent(s) working"] if self.agents else []
         with Vertical(id="dialog"):
             yield Static(
                 Text(
-                    f"{self.pending} evaluation(s) queued or running. Quit anyway? y / n\n"
-                    "(they stay queued and resume when kerneltui starts again)"
+                    f"{' and '.join(busy)}. Quit anyway? y / n\n"
+                    "(evaluations stay queued and resume when kerneltui starts again; agents stop)"
                 )
             )
 

@@ -1,33 +1,149 @@
-"""The agent's transcript and tool calls (no agent is attached yet), and the guidance sent so far."""
+"""The agent's transcript (what it said, each tool call and its result, what it was told) and the guidance sent."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.text import Text
 
+from kerneltui.widgets.rungs import wrapped
 from kerneltui.widgets.text_view import TextView
 
+STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "unverified": "yellow", "stopped": "dim"}
 
-def guidance_lines(problem: str | None, guidance: list[dict[str, Any]]) -> list[Text]:
-    lines = [
-        Text("No agent is attached to this problem: its transcript and tool calls will show here.", style="dim"),
-        Text(""),
-    ]
-    mine = [g for g in guidance if problem is None or g["problem"] == problem]
-    if not mine:
-        lines.append(Text("No guidance sent yet: press i, type, Enter.", style="dim"))
-        return lines
-    lines.append(Text(f"guidance for {problem}", style="bold"))
-    for item in reversed(mine):
-        line = Text(f"▸ {(item.get('who') or 'you'):<8} {(item.get('created') or '')[11:19]}  ", style="cyan")
-        line.append(item.get("text") or "")
-        if not item.get("delivered"):
-            line.append("  (not delivered: no agent)", style="dim")
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def session_header(session: dict[str, Any], events: list[dict[str, Any]], running_here: bool) -> Text:
+    turns = max((e["data"].get("turn", 0) for e in events if e["kind"] == "turn"), default=0)
+    line = Text(f" {session.get('model') or '?'}", style="bold")
+    line.append(f" · {session.get('backend')} · turn {turns} · {session.get('versions') or 0} versions")
+    if session.get("cost_usd") is not None:
+        line.append(f" · ${session['cost_usd']:.2f}")
+    if session.get("ended"):
+        line.append(f"  ■ ended: {session.get('stop_reason') or '?'}", style="dim")
+    elif running_here or alive(session.get("pid")):
+        line.append("  ● running", style="green")
+        line.append("   x stops it", style="dim")
+    else:
+        line.append(f"  ended without a word (pid {session.get('pid')} is gone)", style="dim")
+    return line
+
+
+def event_lines(event: dict[str, Any], width: int) -> list[Text]:
+    kind, text, data = event["kind"], event.get("text") or "", event.get("data") or {}
+    clock = (event.get("created") or "")[11:19]
+    if kind == "text":
+        return _block(f"▸ agent   {clock}  ", text, width, "cyan", "")
+    if kind == "feedback":
+        return _block(f"▸ you     {clock}  ", text, width, "magenta", "")
+    if kind == "tool_call":
+        return [Text(f"  ⚙ {text}", style="bold")]
+    if kind == "tool_result":
+        return _tool_result(text, data, width)
+    if kind == "turn":
+        return []
+    if kind in ("retry", "warning"):
+        return [Text(f"  ↻ {text}" if kind == "retry" else f"  ! {text}", style="yellow")]
+    if kind == "error":
+        return _block("  ✗ error  ", text, width, "red", "red")
+    if kind == "stop":
+        return [Text(f"■ stopped {clock}: {text}", style="bold")]
+    if kind == "start":
+        return [Text(f"● {clock}  {text}", style="bold")]
+    return [Text(f"  {kind}: {text}")]
+
+
+def _tool_result(text: str, data: dict[str, Any], width: int) -> list[Text]:
+    """One line: the verdict of a written version (and why it failed), or how much a tool returned."""
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    if data.get("tool") == "write_version" and data.get("status"):
+        status = str(data["status"])
+        line = Text("    → ", style="dim")
+        line.append(first, style=STATUS_STYLE.get(status, ""))
+        failed = next((x for x in lines[1:] if x.startswith("✗")), None)
+        out = [line]
+        if failed:
+            out.append(Text(f"      {' '.join(failed.split())}"[: max(40, width)], style="red"))
+        return out
+    line = Text("    → " if data.get("ok") else "    ✗ ", style="dim" if data.get("ok") else "red")
+    line.append(f"{len(lines)} lines" if data.get("ok") else first, style="" if data.get("ok") else "red")
+    return [line]
+
+
+def _block(prefix: str, text: str, width: int, prefix_style: str, style: str) -> list[Text]:
+    body = wrapped(text.strip(), max(40, width - len(prefix)))
+    lines = []
+    for i, part in enumerate(body):
+        line = Text(prefix if i == 0 else " " * len(prefix), style=prefix_style)
+        line.append(part.lstrip() if i else part, style=style)
         lines.append(line)
     return lines
 
 
+def guidance_lines(problem: str | None, guidance: list[dict[str, Any]]) -> list[Text]:
+    mine = [g for g in guidance if problem is None or g["problem"] == problem]
+    if not mine:
+        return [Text("No guidance sent yet: press i, type, Enter.", style="dim")]
+    lines = [Text(f"guidance for {problem}", style="bold")]
+    for item in reversed(mine):
+        line = Text(f"▸ {(item.get('who') or 'you'):<8} {(item.get('created') or '')[11:19]}  ", style="cyan")
+        line.append(item.get("text") or "")
+        delivered = item.get("delivered")
+        line.append("  (delivered)" if delivered else "  (waiting for an agent's next turn)", style="dim")
+        lines.append(line)
+    return lines
+
+
+def agent_lines(
+    problem: str | None,
+    session: dict[str, Any] | None,
+    events: list[dict[str, Any]],
+    guidance: list[dict[str, Any]],
+    running_here: bool,
+    width: int,
+) -> list[Text]:
+    if session is None:
+        lines = [
+            Text(
+                f"No agent has worked on {problem or 'this problem'} yet: s starts one "
+                "(Claude with ANTHROPIC_API_KEY, or [agent] backend in the config).",
+                style="dim",
+            ),
+            Text(""),
+        ]
+    else:
+        lines = [session_header(session, events, running_here), Text("")]
+        for event in events:
+            lines += event_lines(event, width)
+        lines.append(Text(""))
+    return lines + guidance_lines(problem, guidance)
+
+
 class AgentPane(TextView):
-    def show(self, problem: str | None, guidance: list[dict[str, Any]]) -> None:
-        self.set_lines(guidance_lines(problem, guidance), keep_scroll=True)
+    def show(
+        self,
+        problem: str | None,
+        guidance: list[dict[str, Any]],
+        session: dict[str, Any] | None = None,
+        events: list[dict[str, Any]] | None = None,
+        running_here: bool = False,
+        width: int = 100,
+    ) -> None:
+        lines = agent_lines(problem, session, events or [], guidance, running_here, width)
+        at_end = self.scroll_offset.y >= self.max_scroll_y - 1
+        self.set_lines(lines, keep_scroll=True)
+        if at_end:  # following the transcript, as a terminal does
+            self.scroll_end(animate=False)

@@ -8,7 +8,14 @@ from rich.text import Text
 from textual.widgets import Static
 
 
-def status_text(root: str, device: dict[str, Any] | None, running: int, waiting: int, judges: str) -> Text:
+def status_text(
+    root: str,
+    device: dict[str, Any] | None,
+    running: int,
+    waiting: int,
+    judges: str,
+    agents: list[tuple[str, str]] | None = None,
+) -> Text:
     text = Text()
     text.append(" kerneltui ", style="bold reverse")
     text.append(f"  {root}   ")
@@ -22,6 +29,11 @@ def status_text(root: str, device: dict[str, Any] | None, running: int, waiting:
     text.append(f"{running} running", style="yellow" if running else "dim")
     text.append(" · ")
     text.append(f"{waiting} waiting", style="yellow" if waiting else "dim")
+    if agents:
+        models = sorted({model for model, _ in agents})
+        who = models[0] if len(models) == 1 else f"{len(agents)} agents"
+        text.append(f"   agent {who} on {', '.join(problem for _, problem in agents)} ")
+        text.append("●", style="green")
     return text
 
 

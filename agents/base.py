@@ -1,0 +1,121 @@
+"""One protocol for every agent backend: what an agent is given, what it may do, and when it stops.
+
+An agent works on one problem through a `Host` (kerneltui implements it over the history and the
+judges): it writes version files and gets the ladder's verdict on each, reads results and dumps,
+and receives the person's guidance and verdicts. Everything it says and does goes to the host's
+transcript. Backends implement `Agent.run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ProblemInfo:
+    name: str
+    folder: Path  # <workspace>/<problem>
+    workspace: Path
+    context: Path | None  # the context folder agents may read and search
+    source: str  # problem.py as written
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        """Folders an agent's tools may read: the workspace and the context folder."""
+        return (self.workspace,) + ((self.context,) if self.context else ())
+
+
+@dataclass
+class Budget:
+    max_versions: int | None = None
+    max_cost_usd: float | None = None
+    target_roofline_pct: float | None = None
+
+
+@dataclass
+class Judged:
+    """The ladder's verdict on one version, as an agent sees it."""
+
+    version: str
+    status: str  # pass, fail, unverified, error, or stopped (the agent was stopped while it waited)
+    summary: str  # rung by rung, errors cut to what matters
+    median_us: float | None = None
+    roofline_pct: float | None = None
+    speedup: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)  # structured: rungs, metrics
+
+
+@dataclass
+class Feedback:
+    """Guidance typed by the person, or a verdict on a version."""
+
+    kind: str  # "guidance" or "verdict"
+    text: str
+    who: str = ""
+    created: str = ""
+    version: str | None = None
+    verdict: str | None = None
+
+    def render(self) -> str:
+        if self.kind == "verdict":
+            reason = f": {self.text}" if self.text else ""
+            return f"The person {self.verdict} {self.version}{reason}"
+        return f"Guidance from the person: {self.text}"
+
+
+def render_feedback(items: list[Feedback]) -> str:
+    return "\n".join(f"- {item.render()}" for item in items)
+
+
+class Host(Protocol):
+    """What kerneltui gives an agent. Methods may be called from the agent's own thread."""
+
+    problem: ProblemInfo
+
+    def write_version(self, code: str, notes: str, author: str) -> Judged:
+        """Writes the next vNNN.py, waits for the ladder, returns its verdict."""
+        ...
+
+    def results(self, version: str) -> Judged | None: ...
+
+    def version_names(self) -> list[str]: ...
+
+    def dumps(self, version: str) -> list[dict[str, Any]]:
+        """The version's dump files: kind (ptx, sass, ttgir...), kernel, path."""
+        ...
+
+    def feedback(self) -> list[Feedback]:
+        """Guidance and verdicts that arrived since the last call (guidance sent before the start too)."""
+        ...
+
+    def record(self, kind: str, text: str = "", **data: Any) -> None:
+        """One transcript event: start, text, tool_call, tool_result, feedback, turn, retry, warning, error, stop."""
+        ...
+
+    def stop_requested(self) -> bool: ...
+
+
+class Agent(Protocol):
+    backend: str
+    model: str
+
+    def run(self, host: Host, budget: Budget) -> str:
+        """Works until a budget, a target or a stop request ends it; returns why it stopped."""
+        ...
+
+    def cancel(self) -> None:
+        """Asked from another thread: end any call in flight now."""
+        ...
+
+
+def budget_reason(budget: Budget, versions: int, cost_usd: float, best_pct: float | None) -> str | None:
+    """Why the budget says stop, or None."""
+    if budget.max_versions is not None and versions >= budget.max_versions:
+        return f"wrote {versions} version{'s' * (versions != 1)} (the budget)"
+    if budget.max_cost_usd is not None and cost_usd >= budget.max_cost_usd:
+        return f"spent ${cost_usd:.2f} (budget ${budget.max_cost_usd:.2f})"
+    if budget.target_roofline_pct is not None and best_pct is not None and best_pct >= budget.target_roofline_pct:
+        return f"reached {best_pct:.0f}% of roofline (target {budget.target_roofline_pct:.0f}%)"
+    return None

@@ -1,0 +1,294 @@
+"""The tools an agent works with, by the names every backend uses, so transcripts compare.
+
+write_version, read_results, read_file, search_context, read_dump. Paths resolve inside the
+workspace and the context folder only (symlinks included); outputs are cut to a size a model can
+use, with a note saying what was left out and how to ask for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.base import Host, Judged
+
+MAX_OUTPUT_CHARS = 16_000
+MAX_FILE_BYTES = 4_000_000
+SEARCH_HITS = 40
+DUMP_WINDOW_LINES = 200
+TEXT_SUFFIXES = {".py", ".md", ".txt", ".rst", ".ptx", ".sass", ".ttir", ".ttgir", ".llir", ".ll", ".mlir", ".cu"}
+TEXT_SUFFIXES |= {".cuh", ".h", ".hpp", ".cpp", ".c", ".toml", ".json", ".yml", ".yaml", ".cfg", ".ini", ".sh"}
+SKIP_DIRS = {".git", "__pycache__", ".kerneltui", "node_modules", ".venv"}
+
+TOOL_SPECS: list[dict[str, Any]] = [
+    {
+        "name": "write_version",
+        "description": (
+            "Write the next version of the kernel (the next vNNN.py in the problem folder), wait for the "
+            "verification ladder to judge it, and return the result rung by rung: load, compile, "
+            "correctness against the reference, benchmark, roofline, dumps. The code is a whole Python "
+            "module defining custom_kernel(*inputs) that returns the output(s)."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "the whole module"},
+                "notes": {"type": "string", "description": "what changed and why, one or two sentences"},
+            },
+            "required": ["code", "notes"],
+        },
+    },
+    {
+        "name": "read_results",
+        "description": "The ladder's latest result for a version (e.g. 'v003'), rung by rung.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"version": {"type": "string"}},
+            "required": ["version"],
+        },
+    },
+    {
+        "name": "read_file",
+        "description": (
+            "Read a text file in the workspace or the context folder: a path relative to the workspace "
+            "(e.g. 'softmax/problem.py'), to the context folder (e.g. 'context/ptx-notes.md'), or absolute. "
+            "Long files come in windows: pass offset (a line number) to read on."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "offset": {"type": "integer", "minimum": 1}},
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "search_context",
+        "description": (
+            "Search the context folder (DSL docs, CUTLASS/CuTeDSL sources, PTX notes) for words; returns "
+            "matching lines as path:line: text, the files with most matching words first."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+        },
+    },
+    {
+        "name": "read_dump",
+        "description": (
+            "A window of a version's compiled code: kind is sass, ptx, ttgir, ttir or llir; kernel picks a "
+            "kernel by name (default: the first); grep is a regular expression, and the matching lines come "
+            "with two lines around each; offset is a line number to start the window at."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "version": {"type": "string"},
+                "kind": {"type": "string", "enum": ["sass", "ptx", "ttgir", "ttir", "llir"]},
+                "kernel": {"type": "string"},
+                "grep": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 1},
+            },
+            "required": ["version", "kind"],
+        },
+    },
+]
+TOOL_NAMES = tuple(spec["name"] for spec in TOOL_SPECS)
+
+
+class ToolError(Exception):
+    """A tool refused or failed; the message goes back to the model as the tool's error."""
+
+
+def cut(text: str, limit: int = MAX_OUTPUT_CHARS, hint: str = "") -> str:
+    """At most `limit` characters, ending with a note of how much was left out."""
+    if len(text) <= limit:
+        return text
+    kept = text[:limit]
+    kept = kept[: kept.rfind("\n") + 1] or kept
+    left = text[len(kept) :]
+    note = f"[cut: {len(left):,} more characters ({left.count(chr(10)) + 1:,} lines) not shown"
+    return f"{kept}{note}{'; ' + hint if hint else ''}]"
+
+
+def confine(raw: str, roots: tuple[Path, ...], base: Path) -> Path:
+    """The real path of `raw` (relative to `base`), if it lies inside one of `roots`; else ToolError."""
+    if not raw or "\x00" in raw:
+        raise ToolError("give a path")
+    candidate = Path(os.path.expanduser(raw))
+    if not candidate.is_absolute():
+        candidate = base / candidate
+    real = Path(os.path.realpath(candidate))
+    real_roots = [Path(os.path.realpath(r)) for r in roots]
+    if not any(real == r or r in real.parents for r in real_roots):
+        allowed = " and ".join(str(r) for r in real_roots)
+        raise ToolError(f"{raw} is outside the folders this agent may read ({allowed})")
+    return real
+
+
+@dataclass
+class Toolbox:
+    host: Host
+    author: str
+    written: list[Judged] = field(default_factory=list)  # every version this toolbox wrote, judged
+
+    def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+        """(output, ok): the text the model gets back, and whether the tool did what was asked."""
+        try:
+            method = getattr(self, f"tool_{name}") if name in TOOL_NAMES else None
+            if method is None:
+                raise ToolError(f"no tool {name!r}; tools are {', '.join(TOOL_NAMES)}")
+            return method(**args), True
+        except TypeError as exc:
+            return f"bad arguments for {name}: {exc}", False
+        except ToolError as exc:
+            return str(exc), False
+
+    # --- the tools ---------------------------------------------------------------------------
+
+    def tool_write_version(self, code: str, notes: str = "") -> str:
+        if not isinstance(code, str) or "custom_kernel" not in code:
+            raise ToolError("code must be a whole Python module that defines custom_kernel(*inputs)")
+        judged = self.host.write_version(code, notes if isinstance(notes, str) else "", self.author)
+        self.written.append(judged)
+        return cut(judged.summary)
+
+    def tool_read_results(self, version: str) -> str:
+        judged = self.host.results(str(version).strip())
+        if judged is None:
+            names = ", ".join(self.host.version_names()) or "none yet"
+            raise ToolError(f"no results for {version!r}; versions: {names}")
+        return cut(judged.summary)
+
+    def tool_read_file(self, path: str, offset: int = 1) -> str:
+        real = self._resolve(str(path))
+        if not real.is_file():
+            raise ToolError(f"{path}: no such file" + ("" if not real.is_dir() else f" (a folder: {listing(real)})"))
+        if real.stat().st_size > MAX_FILE_BYTES:
+            raise ToolError(f"{path} is {real.stat().st_size:,} bytes: too large to read; search it instead")
+        data = real.read_bytes()
+        if b"\x00" in data[:8192]:
+            raise ToolError(f"{path} is a binary file")
+        return window(data.decode(errors="replace").splitlines(), offset, str(path))
+
+    def _resolve(self, raw: str) -> Path:
+        """Relative paths: the workspace's first, then the context folder's ('context/x' or 'x')."""
+        problem = self.host.problem
+        real = confine(raw, problem.roots, problem.workspace)
+        if real.exists() or problem.context is None or Path(raw).is_absolute():
+            return real
+        inside = raw.split("/", 1)[1] if raw.startswith(f"{problem.context.name}/") else raw
+        in_context = confine(inside, problem.roots, problem.context)
+        return in_context if in_context.exists() else real
+
+    def tool_search_context(self, query: str) -> str:
+        context = self.host.problem.context
+        if context is None or not context.is_dir():
+            raise ToolError("this problem has no context folder")
+        terms = [t.lower() for t in re.findall(r"[\w.+-]+", str(query)) if len(t) > 1]
+        if not terms:
+            raise ToolError("give some words to search for")
+        return search(context, terms)
+
+    def tool_read_dump(
+        self, version: str, kind: str, kernel: str | None = None, grep: str | None = None, offset: int = 1
+    ) -> str:
+        files = [d for d in self.host.dumps(str(version).strip()) if d.get("kind") == kind]
+        if not files:
+            kinds = sorted({d.get("kind") or "" for d in self.host.dumps(str(version).strip())})
+            have = f"; it has {', '.join(kinds)}" if kinds else "; it has no dumps (did it compile?)"
+            raise ToolError(f"no {kind} dump for {version}{have}")
+        names = sorted({str(d.get("kernel")) for d in files})
+        chosen = [d for d in files if not kernel or d.get("kernel") == kernel]
+        if not chosen:
+            raise ToolError(f"no kernel {kernel!r} in {version}'s {kind}; kernels: {', '.join(names)}")
+        path = Path(chosen[0]["path"])
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            raise ToolError(f"{path}: {exc.strerror}") from None
+        head = f"{version} {kind} of {chosen[0].get('kernel')} ({len(lines)} lines; kernels: {', '.join(names)})\n"
+        if grep:
+            return head + grep_lines(lines, grep)
+        return head + window(lines, offset, f"{version} {kind}", DUMP_WINDOW_LINES)
+
+
+def listing(folder: Path, limit: int = 40) -> str:
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    return ", ".join(names[:limit]) + (f", … {len(names) - limit} more" if len(names) > limit else "")
+
+
+def window(lines: list[str], offset: int, label: str, size: int | None = None) -> str:
+    """Lines from `offset` (1-based), numbered, cut to a size with a note of how to read on."""
+    start = max(1, int(offset or 1))
+    if start > max(1, len(lines)):
+        raise ToolError(f"{label} has {len(lines)} lines; offset {start} is past the end")
+    chosen = lines[start - 1 : start - 1 + size] if size else lines[start - 1 :]
+    text = "".join(f"{start + i:>5}  {line}\n" for i, line in enumerate(chosen))
+    shown_to = start - 1 + len(chosen)
+    if size and shown_to < len(lines):
+        text += f"[lines {start}-{shown_to} of {len(lines)}; pass offset={shown_to + 1} for more]"
+    return cut(text, hint="pass a larger offset to read on")
+
+
+def grep_lines(lines: list[str], pattern: str, around: int = 2) -> str:
+    try:
+        regex = re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise ToolError(f"grep {pattern!r} is not a regular expression: {exc}") from None
+    hits = [i for i, line in enumerate(lines) if regex.search(line)]
+    if not hits:
+        return f"no line matches {pattern!r}"
+    keep: list[int] = sorted({j for i in hits for j in range(max(0, i - around), min(len(lines), i + around + 1))})
+    out, last = [], -2
+    for j in keep:
+        if j != last + 1:
+            out.append("   --")
+        out.append(f"{j + 1:>5}{':' if j in hits else ' '} {lines[j]}")
+        last = j
+    return cut(f"{len(hits)} matching lines\n" + "\n".join(out), hint="narrow the grep")
+
+
+def text_files(root: Path) -> list[Path]:
+    found = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        for name in files:
+            path = Path(folder) / name
+            if path.suffix.lower() in TEXT_SUFFIXES or name in ("README", "LICENSE"):
+                found.append(path)
+    return sorted(found)
+
+
+def search(root: Path, terms: list[str]) -> str:
+    """Files ranked by how many of the words they hold, then their matching lines."""
+    ranked: list[tuple[int, int, Path, list[tuple[int, str]]]] = []
+    for path in text_files(root):
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                continue
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        lowered = [line.lower() for line in lines]
+        present = {t for t in terms if any(t in line for line in lowered)}
+        if not present:
+            continue
+        matching = [(i + 1, lines[i]) for i, line in enumerate(lowered) if any(t in line for t in present)]
+        ranked.append((-len(present), -len(matching), path, matching))
+    if not ranked:
+        return f"nothing in the context folder matches {' '.join(terms)}"
+    ranked.sort(key=lambda r: (r[0], r[1], str(r[2])))
+    out, shown = [], 0
+    for neg_present, _, path, matching in ranked:
+        rel = path.relative_to(root)
+        out.append(f"{rel}  ({-neg_present} of {len(terms)} words, {len(matching)} lines)")
+        for line_no, line in matching[:5]:
+            out.append(f"  {rel}:{line_no}: {line.strip()[:200]}")
+            shown += 1
+        if shown >= SEARCH_HITS:
+            out.append(f"[{len(ranked)} files matched; showing the first; read_file one for more]")
+            break
+    return cut("\n".join(out))

@@ -1,0 +1,271 @@
+"""What an agent works through (agents.base.Host), over the history and the judges; and running one.
+
+Versions an agent writes land in the problem folder atomically (written aside, then renamed in),
+with their author recorded first, and are queued at once; the host then waits for the ladder's
+result in the history, so it works the same whether this process or another kerneltui judges.
+Every transcript event is a row in agent_events, which the dashboard's Agent pane shows.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
+from harness import source
+from harness.report import duration_us, rung_line
+from kerneltui.config import AgentConfig
+from kerneltui.store import Store, now
+from kerneltui.workspace import VERSION_RE, Workspace
+
+FINAL = ("pass", "fail", "unverified", "error")
+POLL_S = 0.2
+ERROR_CHARS = 2500
+NUMBERING = threading.Lock()  # two agents in one process never take the same version number
+
+Echo = Callable[[str, str, dict[str, Any]], None]
+
+
+def find_context(workspace: Workspace, configured: str | None = None) -> Path | None:
+    """The context folder: configured, $KERNELTUI_CONTEXT, <workspace>/context, else the one shipped."""
+    shipped = Path(__file__).resolve().parent.parent / "context"
+    for candidate in (configured, os.environ.get("KERNELTUI_CONTEXT"), workspace.root / "context", shipped):
+        if candidate and Path(candidate).expanduser().is_dir():
+            return Path(candidate).expanduser().resolve()
+    return None
+
+
+def problem_info(workspace: Workspace, name: str, context: Path | None) -> ProblemInfo:
+    folder = workspace.problem_dir(name)
+    source = (folder / "problem.py").read_text(errors="replace")
+    return ProblemInfo(name, folder.resolve(), workspace.root.resolve(), context, source)
+
+
+def with_notes(code: str, notes: str) -> str:
+    """The module as written; notes become its docstring when it has none (the docstring is the note)."""
+    try:
+        has_doc = ast.get_docstring(ast.parse(code)) is not None
+    except SyntaxError:
+        has_doc = False
+    if has_doc or not notes.strip():
+        return code
+    return f'"""{notes.strip().replace(chr(92), chr(92) * 2).replace(chr(34) * 3, chr(39) * 3)}"""\n\n{code}'
+
+
+def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
+    """An evaluation as the agent reads it: rung by rung, the failure's message, the key figures."""
+    name, status = evaluation["version"], evaluation["status"]
+    rungs = store.rungs(evaluation["id"])
+    lines = [f"{name}: {status}" + (f" (failed at {evaluation['failed_rung']})" if evaluation["failed_rung"] else "")]
+    lines += [rung_line(r) for r in rungs]
+    failed = next((r for r in rungs if r.ok is False), None)
+    if failed and failed.err and "\n" in failed.err.strip():
+        err = failed.err.strip()
+        lines.append(f"\n{failed.name} error:\n{err[:ERROR_CHARS]}" + ("\n[cut]" if len(err) > ERROR_CHARS else ""))
+    if evaluation.get("error") and not rungs:
+        lines.append(str(evaluation["error"])[:ERROR_CHARS])
+    best = store.best_passing(evaluation["problem"])
+    if best:
+        pct = f", {best['roofline_pct']:.0f}% of roofline" if best.get("roofline_pct") else ""
+        lines.append(f"best passing so far: {best['version']} {duration_us(best['median_us'])}{pct}")
+    data = {"rungs": [r.to_json() for r in rungs], "status": status, "failed_rung": evaluation["failed_rung"]}
+    return Judged(
+        name,
+        status,
+        "\n".join(lines),
+        evaluation.get("median_us"),
+        evaluation.get("roofline_pct"),
+        evaluation.get("speedup"),
+        data,
+    )
+
+
+@dataclass
+class StoreHost:
+    """agents.base.Host over the history; used from the agent's own thread only."""
+
+    workspace: Workspace
+    problem: ProblemInfo
+    store: Store
+    session_id: int
+    enqueue: Callable[[Path], None] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    echo: Echo | None = None
+    wait_s: float = 6 * 3600.0
+    last_verdict: int = 0
+    versions_written: int = 0
+    errors: int = 0
+
+    def write_version(self, code: str, notes: str, author: str) -> Judged:
+        text = with_notes(code, notes)
+        data = text.encode()
+        digest = hashlib.sha256(data).hexdigest()
+        folder = self.problem.folder
+        with NUMBERING:
+            name = f"v{self._next_number():03d}"
+            path = folder / f"{name}.py"
+            version_id = self.store.ensure_version(
+                self.problem.name, name, path, digest, source.notes(text), author, len(data), source=text
+            )
+            temporary = folder / f".{name}.py.{os.getpid()}.writing"
+            temporary.write_bytes(data)
+            os.replace(temporary, path)  # whole or not at all: the watcher never sees half a file
+        self.versions_written += 1
+        self.store.update_agent_session(self.session_id, versions=self.versions_written)
+        if self.enqueue:
+            self.enqueue(path)
+        return self._wait_for(version_id, name)
+
+    def _next_number(self) -> int:
+        on_disk = [int(m.group(1)) for p in self.problem.folder.iterdir() if (m := VERSION_RE.match(p.name))]
+        row = self.store.conn.execute("SELECT MAX(number) FROM versions WHERE problem = ?", [self.problem.name])
+        recorded = row.fetchone()[0] or 0
+        return max([0, recorded, *on_disk]) + 1
+
+    def _wait_for(self, version_id: int, name: str) -> Judged:
+        deadline = time.monotonic() + self.wait_s
+        while time.monotonic() < deadline:
+            found = self.store.rows(
+                "SELECT * FROM evaluations WHERE version_id = ? ORDER BY id DESC LIMIT 1", [version_id]
+            )
+            if found and found[0]["status"] in FINAL:
+                return judged_from(self.store, found[0])
+            if self.stop.wait(POLL_S):
+                return Judged(name, "stopped", f"{name} was written; the session stopped before it was judged")
+        return Judged(name, "error", f"{name} was not judged within {self.wait_s:.0f} s: is a judge running?")
+
+    def results(self, version: str) -> Judged | None:
+        found = self.store.rows(
+            "SELECT * FROM evaluations WHERE problem = ? AND version = ? ORDER BY id DESC LIMIT 1",
+            [self.problem.name, version],
+        )
+        return judged_from(self.store, found[0]) if found else None
+
+    def version_names(self) -> list[str]:
+        return [r["name"] for r in self.store.version_rows(self.problem.name)]
+
+    def dumps(self, version: str) -> list[dict[str, Any]]:
+        found = self.store.rows(
+            "SELECT id FROM evaluations WHERE problem = ? AND version = ? AND status IN ('pass', 'fail', "
+            "'unverified') ORDER BY id DESC LIMIT 1",
+            [self.problem.name, version],
+        )
+        return self.store.artifacts(found[0]["id"]) if found else []
+
+    def feedback(self) -> list[Feedback]:
+        items = [
+            Feedback("verdict", v["reason"] or "", v["who"] or "", v["created"] or "", v["version"], v["verdict"])
+            for v in self.store.verdicts_after(self.problem.name, self.last_verdict)
+        ]
+        newest = self.store.conn.execute("SELECT MAX(id) FROM verdicts WHERE problem = ?", [self.problem.name])
+        self.last_verdict = max(self.last_verdict, newest.fetchone()[0] or 0)
+        items += [
+            Feedback("guidance", g["text"], g["who"] or "", g["created"] or "")
+            for g in self.store.take_guidance(self.problem.name, self.session_id)
+        ]
+        return items
+
+    def record(self, kind: str, text: str = "", **data: Any) -> None:
+        self.store.add_agent_event(self.session_id, self.problem.name, kind, text, data)
+        self.errors += kind == "error"
+        if kind == "turn":
+            changes: dict[str, Any] = {"turns": data.get("turn", 0)}
+            if data.get("total_cost_usd") is not None:
+                changes["cost_usd"] = data["total_cost_usd"]
+            self.store.update_agent_session(self.session_id, **changes)
+        if self.echo:
+            self.echo(kind, text, data)
+
+    def stop_requested(self) -> bool:
+        return self.stop.is_set()
+
+
+@dataclass
+class AgentRun:
+    """One agent on one problem, in a thread of this process."""
+
+    agent: Agent
+    problem: str
+    stop: threading.Event = field(default_factory=threading.Event)
+    reason: str | None = None
+    session_id: int | None = None
+    failed: bool = False  # an API error or a crash ended it, not a budget, a target or a person
+
+    def request_stop(self) -> None:
+        self.stop.set()
+        self.agent.cancel()
+
+
+def run_agent(
+    workspace: Workspace,
+    run: AgentRun,
+    budget: Budget,
+    context: Path | None,
+    enqueue: Callable[[Path], None] | None,
+    echo: Echo | None = None,
+) -> str:
+    """Runs the agent to its end in this thread; the session and its reason are recorded whatever happens."""
+    opened = Store.open(workspace.db_path, check=False)
+    store = opened.store
+    session_id = store.start_agent_session(run.problem, run.agent.backend, run.agent.model, os.getpid())
+    run.session_id = session_id
+    info = problem_info(workspace, run.problem, context)
+    host = StoreHost(workspace, info, store, session_id, enqueue, run.stop, echo)
+    try:
+        reason = run.agent.run(host, budget)
+    except Exception as exc:  # an agent bug must end its session, never the dashboard
+        reason = f"the agent crashed: {type(exc).__name__}: {exc}"
+        host.record("error", reason)
+        host.record("stop", reason)
+    run.reason = reason
+    run.failed = host.errors > 0 and not run.stop.is_set()
+    store.update_agent_session(session_id, ended=now(), stop_reason=reason)
+    store.close()
+    return reason
+
+
+class AgentSetupError(Exception):
+    """An agent cannot start as configured; the message says what to set."""
+
+
+def make_agent(config: AgentConfig, problem: str) -> Agent:
+    if config.backend == "replay":
+        from agents.replay import RecordingError, ReplayAgent, builtin_recordings, load_recording
+
+        folder = Path(config.recording).expanduser() if config.recording else builtin_recordings().get(problem)
+        if folder is None:
+            shipped = ", ".join(builtin_recordings()) or "none"
+            raise AgentSetupError(
+                f"no recorded session for {problem} (recordings ship for {shipped}); give one with --recording DIR"
+            )
+        try:
+            return ReplayAgent(load_recording(folder), pace=config.pace)
+        except RecordingError as exc:
+            raise AgentSetupError(str(exc)) from None
+    from agents.claude import ClaudeAgent, has_credentials
+
+    if not has_credentials():
+        raise AgentSetupError(
+            "no Anthropic credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy or gateway); "
+            "`kerneltui demo` needs neither"
+        )
+    prices = {prefix: (float(v[0]), float(v[1])) for prefix, v in config.prices.items()}
+    return ClaudeAgent(
+        model=config.model,
+        stream=config.stream,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
+        retry_wait=config.retry_wait,
+        prices=prices,
+    )
+
+
+def budget_from(config: AgentConfig) -> Budget:
+    return Budget(config.max_versions, config.max_cost_usd, config.target_roofline_pct)

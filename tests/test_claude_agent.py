@@ -1,0 +1,145 @@
+"""The Claude agent through the real anthropic SDK, against a local server that speaks the Messages API.
+
+`kerneltui agent` runs as a subprocess with its own judges; the scripted model reads each tool result
+as the SDK sent it, and the person's guidance and rejection are sent with the real CLI meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import VERSIONS, kerneltui, make_workspace, run
+from tests.messages_api import MessagesAPI, Reply, error, text, tool_use
+
+GOOD = (VERSIONS / "good.py").read_text()
+WRONG = (VERSIONS / "pow2_only.py").read_text()
+TOOLS = ["write_version", "read_results", "read_file", "search_context", "read_dump"]
+
+
+def tool_result(message: dict[str, Any], call_id: str) -> str:
+    found = [b for b in message["content"] if b.get("type") == "tool_result" and b.get("tool_use_id") == call_id]
+    assert found, f"no tool_result for {call_id} in {message}"
+    content = found[0]["content"]
+    return content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
+
+
+def user_text(message: dict[str, Any]) -> str:
+    return " ".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
+
+
+def agent_cli(workspace: Path, api: MessagesAPI, config: Path, *extra: str) -> Any:
+    env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "test-key", "XDG_CONFIG_HOME": str(config.parent)}
+    args = ["-m", "kerneltui", "agent", "vadd", "--workspace", str(workspace), "--config", str(config), *extra]
+    return run(args, env=env, timeout=600)
+
+
+def rows(workspace: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(workspace / ".kerneltui" / "history.db") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_claude_writes_versions_reads_results_takes_guidance_and_stops(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    workspace = folder.parent
+    config = tmp_path / "config.toml"
+    config.write_text('[agent]\nmodel = "claude-sonnet-4-6"\ntimeout = 30\nretry_wait = 0.1\n[ladder]\ntimeout = 20\n')
+
+    def script(number: int, body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if number == 1:
+            assert "def reference" in user_text(last) and "custom_kernel" in user_text(last)
+            return Reply(
+                [text("A plain masked add first."), tool_use("t1", "write_version", code=GOOD, notes="add")], "tool_use"
+            )
+        if number == 2:
+            assert "v001: pass" in tool_result(last, "t1")
+            return Reply([tool_use("t2", "write_version", code=WRONG, notes="power-of-two blocks only")], "tool_use")
+        if number == 3:
+            result = tool_result(last, "t2")
+            assert "v002: fail" in result and "correctness" in result and "n=" in result, result
+            assert kerneltui("guide", "vadd", "use", "8", "warps", "--workspace", str(workspace)).returncode == 0
+            rejected = kerneltui("reject", str(folder / "v002.py"), "--reason", "wrong for odd n [tail]")
+            assert rejected.returncode == 0, rejected.stderr
+            return Reply([tool_use("t3", "read_results", version="v002")], "tool_use")
+        if number == 4:
+            assert "v002: fail" in tool_result(last, "t3")
+            said = user_text(last)
+            assert "use 8 warps" in said and "rejected v002: wrong for odd n [tail]" in said, said
+            return Reply([text("Understood: stopping here.")], "end_turn")
+        raise AssertionError("a request after the model ended its turn")
+
+    with MessagesAPI(script) as api:
+        done = agent_cli(workspace, api, config, "--max-versions", "5")
+    assert not api.failures, api.failures
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(api.requests) == 4
+    first = api.requests[0]
+    assert first.headers["authorization"] == "Bearer test-key"
+    assert first.body["stream"] is True and first.body["model"] == "claude-sonnet-4-6"
+    assert [t["name"] for t in first.body["tools"]] == TOOLS
+    assert first.body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert first.body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert api.requests[3].body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    history = rows(
+        workspace,
+        "SELECT e.version, e.status, v.author FROM evaluations e JOIN versions v ON v.id = e.version_id ORDER BY e.id",
+    )
+    assert history == [("v001", "pass", "claude:claude-sonnet-4-6"), ("v002", "fail", "claude:claude-sonnet-4-6")]
+    session = rows(workspace, "SELECT backend, model, versions, turns, stop_reason, cost_usd FROM agent_sessions")
+    # per turn: 1200 in, 2000 cache write (x1.25), 5000 cache read (x0.1) at $3/MTok; 300 out at $15/MTok
+    per_turn = (1200 + 2000 * 1.25 + 5000 * 0.1) * 3e-6 + 300 * 15e-6
+    assert session[0][:5] == ("claude", "claude-sonnet-4-6", 2, 4, "the model ended its turn")
+    assert abs(session[0][5] - 4 * per_turn) < 1e-9
+    kinds = [k for (k,) in rows(workspace, "SELECT kind FROM agent_events ORDER BY id")]
+    assert kinds[0] == "start" and kinds[-1] == "stop" and kinds.count("tool_call") == 3 and "feedback" in kinds
+    assert rows(workspace, "SELECT COUNT(*) FROM guidance WHERE delivered IS NULL") == [(0,)]
+    assert "v002: fail" in done.stdout and "stopped: the model ended its turn" in done.stdout
+
+
+def test_api_errors_are_retried_or_reported_and_nothing_is_lost(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    workspace = folder.parent
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\ntimeout = 1.5\nmax_retries = 3\nretry_wait = 0.1\nstream = true\n")
+    replies = {
+        1: error(429, "rate_limit_error", "slow down", **{"retry-after-ms": "20"}),  # the SDK retries these three
+        2: error(529, "overloaded_error", "Overloaded", **{"retry-after-ms": "20"}),
+        3: Reply([text("late")], stall_s=4.0),  # past the client's 1.5 s: a timeout
+        4: Reply(break_stream=True),  # 200, then an overloaded error event: the agent tries the turn again
+        5: Reply([tool_use("t1", "write_version", code=GOOD, notes="add")], "tool_use"),
+    }
+
+    def script(number: int, body: dict[str, Any]) -> Reply:
+        if number in replies:
+            return replies[number]
+        if number == 6:
+            assert "v001: pass" in tool_result(body["messages"][-1], "t1")
+            return error(400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum")
+        raise AssertionError("a request after a 400")
+
+    with MessagesAPI(script) as api:
+        done = agent_cli(workspace, api, config)
+    assert not api.failures, api.failures
+    assert len(api.requests) == 6
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "API error 400: prompt is too long" in done.stdout
+    assert "stream broke: overloaded_error" in done.stdout  # the retry, in the transcript
+    assert (folder / "v001.py").read_text().startswith('"""') and "custom_kernel" in (folder / "v001.py").read_text()
+    assert rows(workspace, "SELECT version, status FROM evaluations") == [("v001", "pass")]
+    reason = rows(workspace, "SELECT stop_reason, ended IS NOT NULL FROM agent_sessions")[0]
+    assert reason[0].startswith("API error 400") and reason[1] == 1
+    history = json.loads(kerneltui("history", "--json", "--workspace", str(workspace)).stdout)
+    assert [h["version"] for h in history] == ["v001"]
+
+
+def test_without_credentials_the_agent_says_what_to_set(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    done = run(
+        ["-m", "kerneltui", "agent", "vadd", "--workspace", str(folder.parent)],
+        env={"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "", "XDG_CONFIG_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2 and "ANTHROPIC_API_KEY" in done.stderr
+    assert not list(folder.glob("v*.py"))
