@@ -51,6 +51,7 @@ def test_claude_writes_versions_reads_results_takes_guidance_and_stops(tmp_path:
         last = body["messages"][-1]
         if number == 1:
             assert "def reference" in user_text(last) and "custom_kernel" in user_text(last)
+            assert "Guidance from the person: start with one warp" in user_text(last)  # sent before the start
             return Reply(
                 [text("A plain masked add first."), tool_use("t1", "write_version", code=GOOD, notes="add")], "tool_use"
             )
@@ -71,6 +72,7 @@ def test_claude_writes_versions_reads_results_takes_guidance_and_stops(tmp_path:
             return Reply([text("Understood: stopping here.")], "end_turn")
         raise AssertionError("a request after the model ended its turn")
 
+    assert kerneltui("guide", "vadd", "start with one warp", "--workspace", str(workspace)).returncode == 0
     with MessagesAPI(script) as api:
         done = agent_cli(workspace, api, config, "--max-versions", "5")
     assert not api.failures, api.failures
@@ -143,3 +145,30 @@ def test_without_credentials_the_agent_says_what_to_set(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "ANTHROPIC_API_KEY" in done.stderr
     assert not list(folder.glob("v*.py"))
+
+
+def test_budgets_stop_the_agent(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\nretry_wait = 0.1\n")
+
+    def script(number: int, body: dict[str, Any]) -> Reply:
+        return Reply([tool_use(f"t{number}", "write_version", code=GOOD, notes="add")], "tool_use")
+
+    with MessagesAPI(script) as api:
+        done = agent_cli(folder.parent, api, config, "--max-versions", "1")
+    assert done.returncode == 0 and "stopped: wrote 1 version (the budget)" in done.stdout
+    assert len(api.requests) == 1
+    with MessagesAPI(script) as api:  # one turn costs $0.0285 at opus prices
+        done = agent_cli(folder.parent, api, config, "--max-cost", "0.01")
+    assert done.returncode == 0 and "stopped: spent $0.03 (budget $0.01)" in done.stdout, done.stdout
+    assert len(api.requests) == 1
+
+
+def test_budget_reasons() -> None:
+    from agents.base import Budget, budget_reason
+
+    assert budget_reason(Budget(target_roofline_pct=80), 3, 0.0, 85.2) == "reached 85% of roofline (target 80%)"
+    assert budget_reason(Budget(target_roofline_pct=80), 3, 0.0, 79.0) is None
+    assert budget_reason(Budget(max_versions=4), 3, 0.0, None) is None
+    assert budget_reason(Budget(), 300, 1e6, 100.0) is None

@@ -1,0 +1,89 @@
+"""The agents' tools on a real workspace and history: confined paths, cut outputs, dumps and search."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from agents.tools import MAX_OUTPUT_CHARS, Toolbox
+from kerneltui.agent_host import StoreHost, problem_info
+from kerneltui.store import Store
+from kerneltui.workspace import Workspace
+from tests import dashboard_fixtures
+
+
+@pytest.fixture
+def toolbox(tmp_path: Path) -> Toolbox:
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    context = tmp_path / "context"
+    (context / "cute").mkdir(parents=True)
+    (context / "ptx-notes.md").write_text("# PTX\nld.global.v4.f32 loads 16 bytes per thread.\ncp.async.bulk is TMA.\n")
+    (context / "cute" / "copy.py").write_text("def copy_async():\n    '''cp.async with 16-byte vectors'''\n")
+    (tmp_path / "secret.txt").write_text("the API key")
+    store = Store(workspace.db_path)
+    session = store.start_agent_session("vadd", "test", "test", os.getpid())
+    host = StoreHost(workspace, problem_info(workspace, "vadd", context), store, session, None, threading.Event())
+    return Toolbox(host, author="test")
+
+
+def test_paths_outside_the_workspace_and_context_are_refused(toolbox: Toolbox, tmp_path: Path) -> None:
+    (tmp_path / "ws" / "vadd" / "escape.py").symlink_to(tmp_path / "secret.txt")
+    for path in ("../secret.txt", str(tmp_path / "secret.txt"), "vadd/escape.py", "/etc/passwd", "~/.bashrc"):
+        output, ok = toolbox.call("read_file", {"path": path})
+        assert not ok and "outside the folders this agent may read" in output, (path, output)
+        assert "the API key" not in output
+
+
+def test_files_in_the_workspace_and_the_context_are_read(toolbox: Toolbox) -> None:
+    output, ok = toolbox.call("read_file", {"path": "vadd/problem.py"})
+    assert ok and "def reference" in output
+    output, ok = toolbox.call("read_file", {"path": "context/ptx-notes.md"})
+    assert ok and "ld.global.v4.f32" in output
+    output, ok = toolbox.call("read_file", {"path": "cute/copy.py"})  # relative to the context folder too
+    assert ok and "copy_async" in output
+    output, ok = toolbox.call("read_file", {"path": "vadd/nothing.py"})
+    assert not ok and "no such file" in output
+
+
+def test_huge_outputs_are_cut_with_a_note(toolbox: Toolbox, tmp_path: Path) -> None:
+    big = tmp_path / "ws" / "vadd" / "big.txt"
+    big.write_text("".join(f"line {i} " + "x" * 80 + "\n" for i in range(20_000)))
+    output, ok = toolbox.call("read_file", {"path": "vadd/big.txt"})
+    assert ok and len(output) <= MAX_OUTPUT_CHARS + 200
+    assert output.rstrip().endswith("]") and "[cut:" in output and "offset" in output
+    again, ok = toolbox.call("read_file", {"path": "vadd/big.txt", "offset": 19_990})
+    assert ok and "line 19999" in again and "[cut" not in again
+
+
+def test_search_context_ranks_files_by_words(toolbox: Toolbox) -> None:
+    output, ok = toolbox.call("search_context", {"query": "cp.async 16-byte"})
+    assert ok
+    assert output.splitlines()[0].startswith("cute/copy.py  (2 of 2 words")
+    assert "ptx-notes.md:3: cp.async.bulk is TMA." in output
+    output, ok = toolbox.call("search_context", {"query": "wgmma"})
+    assert ok and "nothing in the context folder matches" in output
+
+
+def test_read_dump_windows_and_greps(toolbox: Toolbox) -> None:
+    output, ok = toolbox.call("read_dump", {"version": "v002", "kind": "sass", "grep": "LDG"})
+    assert ok and "2 matching lines" in output and "LDG.E.128" in output
+    output, ok = toolbox.call("read_dump", {"version": "v002", "kind": "sass", "kernel": "nope"})
+    assert not ok and "kernels: add_kernel" in output
+    output, ok = toolbox.call("read_dump", {"version": "v002", "kind": "ptx"})
+    assert not ok and "it has sass" in output
+    output, ok = toolbox.call("read_dump", {"version": "v002", "kind": "sass", "grep": "("})
+    assert not ok and "not a regular expression" in output
+
+
+def test_unknown_tools_and_bad_arguments_are_errors_not_crashes(toolbox: Toolbox) -> None:
+    output, ok = toolbox.call("rm_rf", {})
+    assert not ok and "no tool 'rm_rf'" in output
+    output, ok = toolbox.call("read_file", {"file": "x"})
+    assert not ok and "bad arguments for read_file" in output
+    output, ok = toolbox.call("write_version", {"code": "print('hi')", "notes": ""})
+    assert not ok and "custom_kernel" in output
+    output, ok = toolbox.call("read_results", {"version": "v999"})
+    assert not ok and "v001" in output
