@@ -20,6 +20,8 @@ class KernelCommands(Provider):
             ("Reject the selected version…", app.action_reject, "r"),
             ("Judge the selected version again", app.action_rebench, "b"),
             ("Send guidance…", app.action_guide, "i"),
+            ("Start an agent on this problem", app.action_start_agent, "s"),
+            ("Stop this problem's agent", app.action_stop_agent, "x"),
             ("Diff: cycle previous / best / approved", app.action_diff, "d"),
             ("Search the pane on show", app.action_search, "/"),
             ("Help: keys", app.action_help, "?"),

@@ -198,5 +198,35 @@ def build(root: Path) -> Workspace:
         )
         ev.finish()
         store.finish_evaluation(evaluation_id, ev)
+    add_agent_session(store)
     store.close()
     return workspace
+
+
+def add_agent_session(store: Store) -> None:
+    """A finished session's transcript: what the Agent pane shows."""
+    session = store.start_agent_session("vadd", "claude", "claude-opus-4-6", 0)
+    events = [
+        ("start", "claude-opus-4-6 on vadd", {}),
+        ("turn", "turn 1", {"turn": 1, "total_cost_usd": 0.03}),
+        ("text", "A masked add with BLOCK 1024 first: 12 bytes per element, so copy bandwidth is the ceiling.", {}),
+        ("tool_call", 'write_version "BLOCK 1024 [first try]"', {"tool": "write_version"}),
+        ("tool_result", "v001: pass\n✓ load", {"tool": "write_version", "ok": True, "status": "pass"}),
+        ("feedback", "- Guidance from the person: use 8 warps", {"count": 1}),
+        ("tool_call", "read_dump version=v002 kind=sass grep=LDG", {"tool": "read_dump"}),
+        ("tool_result", "2 matching lines\n  LDG.E.128\n  LDG.E.128", {"tool": "read_dump", "ok": True}),
+        ("tool_call", 'write_version "no tail mask"', {"tool": "write_version"}),
+        (
+            "tool_result",
+            "v003: fail (failed at correctness)\n✓ load\n✗ correctness  0.40 s   case n=4097: 1 of 4097 "
+            "elements outside atol",
+            {"tool": "write_version", "ok": True, "status": "fail"},
+        ),
+        ("retry", "attempt 1 failed (API error 529: Overloaded); trying again in 5 s", {}),
+        ("stop", "wrote 3 versions (the budget)", {}),
+    ]
+    for kind, text, data in events:
+        store.add_agent_event(session, "vadd", kind, text, data)
+    store.update_agent_session(
+        session, versions=3, turns=3, cost_usd=0.41, ended="x", stop_reason="wrote 3 versions (the budget)"
+    )

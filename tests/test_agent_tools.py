@@ -11,7 +11,6 @@ import pytest
 from agents.tools import MAX_OUTPUT_CHARS, Toolbox
 from kerneltui.agent_host import StoreHost, problem_info
 from kerneltui.store import Store
-from kerneltui.workspace import Workspace
 from tests import dashboard_fixtures
 
 

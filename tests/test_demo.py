@@ -55,16 +55,17 @@ async def test_demo_replays_two_problems_while_the_person_steers(tmp_path: Path)
         await wait_for(lambda: "the recording is finished" in pane.plain, pilot, timeout=10)
         assert "keep the mask [cols]" in pane.plain and "(delivered)" in pane.plain
         assert "✗ compile" in pane.plain  # v004's failure, under its write_version
-        assert notified(app, "agent on vecadd stopped: the recording is finished")
     for problem, expected in EXPECTED.items():
         assert statuses(workspace.root, problem) == expected
     with sqlite3.connect(workspace.db_path) as conn:
         feedback = [t for (t,) in conn.execute("SELECT text FROM agent_events WHERE kind = 'feedback'")]
         authors = {a for (a,) in conn.execute("SELECT DISTINCT author FROM versions")}
         verdicts = conn.execute("SELECT problem, version, verdict FROM verdicts").fetchall()
+        sessions = conn.execute("SELECT problem, stop_reason FROM agent_sessions ORDER BY problem").fetchall()
     assert any("keep the mask [cols]" in t for t in feedback) and any("approved v001" in t for t in feedback)
     assert authors == {"replay:claude-opus-4-6"}
     assert verdicts == [("softmax", "v001", "approved")]
+    assert sessions == [(p, "the recording is finished") for p in sorted(EXPECTED)]
 
 
 async def test_start_needs_credentials_and_x_stops_an_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,3 +71,7 @@ def test_reject_dialog(snap_compare, app: KernelTUI) -> None:  # type: ignore[no
 
 def test_trends_pane(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(app, terminal_size=SIZE, run_before=settle("3"))
+
+
+def test_agent_pane(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle("5"))

@@ -63,9 +63,11 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         text = Text("Keys (remap them in the config file by id)\n\n", style="bold")
+        key_width = max((len(k) for k, _, _ in self.rows), default=10) + 2
+        said_width = max((len(d) for _, d, _ in self.rows), default=30) + 2
         for keys, description, binding_id in self.rows:
-            text.append(f"  {keys:<14}", style="bold yellow")
-            text.append(f"{description:<36}")
+            text.append(f"  {keys:<{key_width}}", style="bold yellow")
+            text.append(f"{description:<{said_width}}")
             text.append(f"{binding_id}\n", style="dim")
         text.append("\nIn text panes: / search · n / N next and previous match · j / k scroll\n")
         text.append("In the Asm pane: , and . change kernel · t changes listing · c SASS diff vs previous\n")
