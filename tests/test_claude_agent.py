@@ -150,9 +150,10 @@ def test_without_credentials_the_agent_says_what_to_set(tmp_path: Path) -> None:
 def test_budgets_stop_the_agent(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     config = tmp_path / "config.toml"
-    config.write_text("[agent]\nretry_wait = 0.1\n")
+    config.write_text("[agent]\nretry_wait = 0.1\nstream = false\n")  # plain JSON replies this time
 
     def script(number: int, body: dict[str, Any]) -> Reply:
+        assert not body.get("stream")
         return Reply([tool_use(f"t{number}", "write_version", code=GOOD, notes="add")], "tool_use")
 
     with MessagesAPI(script) as api:
