@@ -163,7 +163,7 @@ class ClaudeAgent:
                 if block.type == "text" and block.text.strip():
                     host.record("text", block.text)
             calls = [block for block in message.content if block.type == "tool_use"]
-            results = [self._use_tool(toolbox, host, call) for call in calls]
+            results = [self._use_tool(toolbox, host, call, budget) for call in calls]
             feedback = host.feedback()
             if feedback:
                 host.record("feedback", render_feedback(feedback), count=len(feedback))
@@ -180,11 +180,14 @@ class ClaudeAgent:
             return "stopped by the person"
         return budget_reason(budget, versions, cost, best) or ""
 
-    def _use_tool(self, toolbox: Toolbox, host: Host, call: Any) -> dict[str, Any]:
+    def _use_tool(self, toolbox: Toolbox, host: Host, call: Any, budget: Budget) -> dict[str, Any]:
         args = call.input if isinstance(call.input, dict) else {}
         host.record("tool_call", describe_call(call.name, args), tool=call.name, args=brief_args(args))
+        spent = budget.max_versions is not None and len(toolbox.written) >= budget.max_versions
         if self._cancel.is_set() or host.stop_requested():
             output, ok = "the person stopped this session before the tool ran", False
+        elif call.name == "write_version" and spent:  # several writes in one turn can overrun the budget
+            output, ok = f"not written: this session's budget of {budget.max_versions} versions is spent", False
         else:
             output, ok = toolbox.call(call.name, args)
         judged = toolbox.written[-1] if call.name == "write_version" and ok and toolbox.written else None

@@ -108,20 +108,37 @@ class StoreHost:
         data = text.encode()
         digest = hashlib.sha256(data).hexdigest()
         folder = self.problem.folder
-        with NUMBERING:
-            name = f"v{self._next_number():03d}"
-            path = folder / f"{name}.py"
-            version_id = self.store.ensure_version(
-                self.problem.name, name, path, digest, source.notes(text), author, len(data), source=text
-            )
-            temporary = folder / f".{name}.py.{os.getpid()}.writing"
-            temporary.write_bytes(data)
-            os.replace(temporary, path)  # whole or not at all: the watcher never sees half a file
+        temporary = folder / f".version.{os.getpid()}.{threading.get_ident()}.writing"
+        temporary.write_bytes(data)
+        try:
+            with NUMBERING:
+                path = self._link_next(temporary)
+        finally:
+            temporary.unlink(missing_ok=True)
+        name = path.stem
+        version_id = self.store.ensure_version(
+            self.problem.name, name, path, digest, source.notes(text), author, len(data), source=text
+        )
         self.versions_written += 1
         self.store.update_agent_session(self.session_id, versions=self.versions_written)
         if self.enqueue:
             self.enqueue(path)
         return self._wait_for(version_id, name)
+
+    def _link_next(self, temporary: Path) -> Path:
+        """The next free vNNN.py, made from the whole file at once; a name another writer took is skipped.
+
+        A hard link never replaces an existing file, unlike a rename: two agents on one problem (in two
+        processes) cannot overwrite each other's versions.
+        """
+        number = self._next_number()
+        while True:
+            path = self.problem.folder / f"v{number:03d}.py"
+            try:
+                os.link(temporary, path)
+                return path
+            except FileExistsError:
+                number += 1
 
     def _next_number(self) -> int:
         on_disk = [int(m.group(1)) for p in self.problem.folder.iterdir() if (m := VERSION_RE.match(p.name))]

@@ -525,6 +525,9 @@ class KernelTUI(App[None]):
         if problem in self.agents:
             self.notify(f"an agent is already working on {problem}: x stops it", severity="warning")
             return
+        if not (self.run_scheduler and (self.run_judges or self.deferred_to)):
+            self.notify("judging is off in this dashboard: an agent's versions would never be judged", severity="error")
+            return
         try:
             agent = make_agent(self.config.agent, problem)
         except AgentSetupError as exc:

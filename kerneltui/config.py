@@ -99,13 +99,17 @@ def _keys(section: Any, path: Path) -> dict[str, str]:
     return {str(k): v for k, v in section.items()}
 
 
-def _ladder(section: Any, path: Path) -> LadderConfig:
+def _check_table(section: Any, fields: dict[str, Any], name: str, path: Path) -> None:
+    """A TOML table whose keys are all fields of its dataclass; else ConfigError naming the strays."""
     if not isinstance(section, dict):
-        raise ConfigError(f"{path}: [ladder] must be a table")
-    known = LadderConfig.__dataclass_fields__
-    unknown = sorted(set(section) - set(known))
+        raise ConfigError(f"{path}: [{name}] must be a table")
+    unknown = sorted(set(section) - set(fields))
     if unknown:
-        raise ConfigError(f"{path}: [ladder] has unknown keys {unknown}; known: {sorted(known)}")
+        raise ConfigError(f"{path}: [{name}] has unknown keys {unknown}; known: {sorted(fields)}")
+
+
+def _ladder(section: Any, path: Path) -> LadderConfig:
+    _check_table(section, LadderConfig.__dataclass_fields__, "ladder", path)
     try:
         config = LadderConfig(**section)
         config.timeout, config.seeds, config.judges = float(config.timeout), int(config.seeds), int(config.judges)
@@ -116,12 +120,7 @@ def _ladder(section: Any, path: Path) -> LadderConfig:
 
 
 def _agent(section: Any, path: Path) -> AgentConfig:
-    if not isinstance(section, dict):
-        raise ConfigError(f"{path}: [agent] must be a table")
-    known = AgentConfig.__dataclass_fields__
-    unknown = sorted(set(section) - set(known))
-    if unknown:
-        raise ConfigError(f"{path}: [agent] has unknown keys {unknown}; known: {sorted(known)}")
+    _check_table(section, AgentConfig.__dataclass_fields__, "agent", path)
     config = AgentConfig(**section)
     if config.backend not in ("claude", "replay"):
         raise ConfigError(f"{path}: [agent] backend must be claude or replay, not {config.backend!r}")

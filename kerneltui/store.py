@@ -332,9 +332,11 @@ class Store:
     ) -> int:
         """The version row for this content; the source is kept so diffs outlive the file."""
         row = self.conn.execute(
-            "SELECT id FROM versions WHERE problem = ? AND name = ? AND hash = ?", [problem, name, file_hash]
+            "SELECT id, author FROM versions WHERE problem = ? AND name = ? AND hash = ?", [problem, name, file_hash]
         ).fetchone()
         if row:
+            if author and not row[1]:  # the watcher recorded the file first; the agent says who wrote it
+                self.conn.execute("UPDATE versions SET author = ? WHERE id = ?", [author, row[0]])
             return int(row[0])
         number = int(name[1:]) if name[1:].isdigit() else None
         return int(

@@ -86,3 +86,18 @@ def test_unknown_tools_and_bad_arguments_are_errors_not_crashes(toolbox: Toolbox
     assert not ok and "custom_kernel" in output
     output, ok = toolbox.call("read_results", {"version": "v999"})
     assert not ok and "v001" in output
+
+
+def test_a_version_name_taken_meanwhile_is_skipped_never_overwritten(
+    toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = toolbox.host
+    assert isinstance(host, StoreHost)
+    folder = host.problem.folder
+    before = (folder / "v001.py").read_text()
+    monkeypatch.setattr(host, "_next_number", lambda: 1)  # as if another agent wrote v001-v004 since we looked
+    written = folder / ".draft.writing"
+    written.write_text("def custom_kernel(a, b):\n    return a + b\n")
+    path = host._link_next(written)
+    assert path.name == "v005.py" and path.read_text() == written.read_text()
+    assert (folder / "v001.py").read_text() == before

@@ -72,7 +72,7 @@ async def test_start_needs_credentials_and_x_stops_an_agent(tmp_path: Path, monk
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     workspace = make_demo_workspace(tmp_path)
-    app = KernelTUI(workspace, Config(), run_judges=False)
+    app = KernelTUI(workspace, Config())
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: app.snapshot.problem == "softmax", pilot, timeout=30)
         await pilot.press("s")
