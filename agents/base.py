@@ -90,6 +90,10 @@ class Host(Protocol):
         """Guidance and verdicts that arrived since the last call (guidance sent before the start too)."""
         ...
 
+    def finished(self) -> list[Judged]:
+        """Evaluations of this problem's versions that finished since the last call (or the session's start)."""
+        ...
+
     def record(self, kind: str, text: str = "", **data: Any) -> None:
         """One transcript event: start, text, tool_call, tool_result, feedback, turn, retry, warning, error, stop."""
         ...

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.acp import PermissionAsk
 from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
 from harness import source
 from harness.report import duration_us, rung_line
@@ -102,6 +103,8 @@ class StoreHost:
     last_verdict: int = 0
     versions_written: int = 0
     errors: int = 0
+    started: str = field(default_factory=now)  # evaluations finished from here on are this session's news
+    reported: set[int] = field(default_factory=set)
 
     def write_version(self, code: str, notes: str, author: str) -> Judged:
         text = with_notes(code, notes)
@@ -189,6 +192,15 @@ class StoreHost:
         ]
         return items
 
+    def finished(self) -> list[Judged]:
+        found = self.store.rows(
+            "SELECT * FROM evaluations WHERE problem = ? AND finished >= ? AND status IN (?, ?, ?, ?) ORDER BY id",
+            [self.problem.name, self.started, *FINAL],
+        )
+        new = [row for row in found if row["id"] not in self.reported]
+        self.reported.update(row["id"] for row in new)
+        return [judged_from(self.store, row) for row in new]
+
     def record(self, kind: str, text: str = "", **data: Any) -> None:
         self.store.add_agent_event(self.session_id, self.problem.name, kind, text, data)
         self.errors += kind == "error"
@@ -252,7 +264,16 @@ class AgentSetupError(Exception):
     """An agent cannot start as configured; the message says what to set."""
 
 
-def make_agent(config: AgentConfig, problem: str) -> Agent:
+def make_agent(
+    config: AgentConfig,
+    problem: str,
+    workspace: Workspace,
+    acp_agents: dict[str, str] | None = None,
+    asker: Callable[[PermissionAsk], None] | None = None,
+) -> Agent:
+    """The configured backend for this problem; AgentSetupError says what is missing."""
+    if config.backend == "acp":
+        return make_acp_agent(config, problem, workspace, acp_agents or {}, asker)
     if config.backend == "replay":
         from agents.replay import RecordingError, ReplayAgent, builtin_recordings, load_recording
 
@@ -282,6 +303,33 @@ def make_agent(config: AgentConfig, problem: str) -> Agent:
         retry_wait=config.retry_wait,
         prices=prices,
     )
+
+
+def make_acp_agent(
+    config: AgentConfig,
+    problem: str,
+    workspace: Workspace,
+    acp_agents: dict[str, str],
+    asker: Callable[[PermissionAsk], None] | None,
+) -> Agent:
+    import shutil
+
+    from agents.acp import AcpAgent, mcp_command, split_command
+
+    line = acp_agents.get(config.acp, config.acp)
+    try:
+        command = split_command(line)
+    except ValueError as exc:
+        raise AgentSetupError(f"[agent] acp = {config.acp!r}: {exc}") from None
+    found = shutil.which(command[0])
+    if found is None:
+        known = ", ".join(sorted(acp_agents)) or "none"
+        raise AgentSetupError(f"{command[0]} is not installed or not on PATH (ACP agents in the config: {known})")
+    command[0] = str(Path(found).absolute())  # it runs in the problem folder, not here
+    logs = workspace.state / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    name = config.acp if config.acp in acp_agents else command[0]
+    return AcpAgent(command, mcp_command(workspace.root), config.permissions, asker, logs / f"acp-{problem}.log", name)
 
 
 def budget_from(config: AgentConfig) -> Budget:

@@ -7,6 +7,7 @@ workers and the scheduler's own thread); results come back as messages.
 from __future__ import annotations
 
 import getpass
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,12 @@ from textual.worker import get_current_worker
 from kerneltui.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
 from kerneltui.commands import KernelCommands
 from kerneltui.config import Config
+from kerneltui.feedback import person_spoke
 from kerneltui.messages import (
     AgentFinished,
     Detail,
     DetailLoaded,
+    PermissionAsked,
     Recorded,
     SchedulerChanged,
     Snapshot,
@@ -62,6 +65,10 @@ class KernelTUI(App[None]):
         Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
         Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
         Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
+        # Answers to an ACP agent's permission request, live only while one waits on the Agent pane.
+        Binding("y", "permission('allow_once')", "allow once", id="allow_once", priority=True),
+        Binding("a", "permission('allow_always')", "allow always", id="allow_always", priority=True),
+        Binding("n", "permission('reject')", "deny", id="deny", priority=True),
         Binding("tab", "cycle_pane", "pane", id="cycle_pane", priority=True, tooltip="next pane"),
         Binding("shift+tab", "cycle_pane(-1)", "pane", id="cycle_pane_back", show=False, priority=True),
         Binding("question_mark", "help", "help", id="help"),
@@ -81,6 +88,7 @@ class KernelTUI(App[None]):
         self.autostart = list(autostart or [])  # problems to start an agent on once judging is up (the demo)
         self.demo_note: str | None = None
         self.agents: dict[str, AgentRun] = {}
+        self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
         self.deferred_to: int | None = None
         self.workspace = workspace
         self.config = config or Config()
@@ -179,7 +187,11 @@ class KernelTUI(App[None]):
             self.open_writer_soon()
         if self.run_scheduler and self.scheduler is None:
             self.scheduler = Scheduler(
-                self.workspace, self.config.ladder, self._from_scheduler, run_judges=self.run_judges
+                self.workspace,
+                self.config.ladder,
+                self._from_scheduler,
+                run_judges=self.run_judges,
+                feedback_file=self.config.agent.feedback_file,
             )
             self.scheduler.start()
             for problem in self.autostart:
@@ -258,8 +270,9 @@ class KernelTUI(App[None]):
         snapshot = self.snapshot
         running = snapshot.problem in self.agents
         width = max(60, self.query_one("#detail").size.width - 4)  # known while the Agent tab is hidden
+        ask = self.asks.get(snapshot.problem or "")
         self.query_one("#agent-view", AgentPane).show(
-            snapshot.problem, snapshot.guidance, snapshot.agent_session, snapshot.agent_events, running, width
+            snapshot.problem, snapshot.guidance, snapshot.agent_session, snapshot.agent_events, running, width, ask
         )
 
     def _detail_stale(self, row: dict[str, Any]) -> bool:
@@ -446,15 +459,35 @@ class KernelTUI(App[None]):
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
-        self.open_writer().add_verdict(row["version_id"], verdict, reason or None, self.who)
+        store = self.open_writer()
+        store.add_verdict(row["version_id"], verdict, reason or None, self.who)
         self.post_message(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
+        self._person_spoke(store, Path(row["path"]).parent)
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_guidance(self, problem: str, text: str) -> None:
-        self.open_writer().add_guidance(problem, text, self.who)
+        store = self.open_writer()
+        guidance_id = store.add_guidance(problem, text, self.who)
         self.post_message(Recorded("guidance", text))
+        self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
+
+    def _person_spoke(
+        self, store: Store, folder: Path, text: str | None = None, guidance_id: int | None = None
+    ) -> None:
+        """The feedback file, and guidance typed into a configured tmux pane (worker thread)."""
+        panes, write = self.config.tmux_panes, self.config.agent.feedback_file
+        try:
+            said = person_spoke(store, folder, panes, write, text, guidance_id)
+        except (OSError, subprocess.SubprocessError) as exc:
+            said = f"warning: {exc}"
+        if said:
+            self.post_message(Recorded("tmux", said))
 
     def on_recorded(self, message: Recorded) -> None:
+        if message.what == "tmux":
+            warning = message.text.startswith("warning: ")
+            self.notify(message.text, severity="warning" if warning else "information", timeout=6, markup=False)
+            return
         self.notify(
             message.text if message.what == "verdict" else f"guidance sent: {message.text}", timeout=4, markup=False
         )
@@ -529,7 +562,7 @@ class KernelTUI(App[None]):
             self.notify("judging is off in this dashboard: an agent's versions would never be judged", severity="error")
             return
         try:
-            agent = make_agent(self.config.agent, problem)
+            agent = make_agent(self.config.agent, problem, self.workspace, self.config.acp_agents, self._asker(problem))
         except AgentSetupError as exc:
             self.notify(str(exc), severity="error", timeout=12, markup=False)
             return
@@ -538,6 +571,52 @@ class KernelTUI(App[None]):
         self.notify(f"{agent.model} started on {problem}", timeout=4, markup=False)
         self._update_status()
         self.run_agent_worker(run)
+
+    def _asker(self, problem: str) -> Any:
+        def ask(request: Any) -> None:  # the agent's thread
+            self.post_message(PermissionAsked(problem, request))
+
+        return ask
+
+    def on_permission_asked(self, message: PermissionAsked) -> None:
+        self.asks[message.problem] = message.ask
+        if self.config.bell:
+            self.bell()
+        self.notify(
+            f"agent on {message.problem} asks: {message.ask.title}  (Agent pane: y allow once · a always · n deny)",
+            timeout=15,
+            markup=False,
+        )
+        self._show_agent()
+
+    def _pending_ask(self) -> Any:
+        tab = self.query_one("#detail", TabbedContent).active
+        return self.asks.get(self.snapshot.problem or "") if tab == "agent" else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "permission":
+            return self._pending_ask() is not None  # else the key does what it usually does
+        return True
+
+    def action_permission(self, kind: str) -> None:
+        ask = self._pending_ask()
+        if ask is None:
+            return
+        kinds = ("reject_once", "reject_always") if kind == "reject" else (kind,)
+        option = ask.option_for(kinds) or (ask.option_for(("allow_once",)) if kind == "allow_always" else None)
+        ask.answer(option)
+        self.asks.pop(self.snapshot.problem or "", None)
+        self._show_agent()
+
+    def interrupt_agent(self) -> bool:
+        """Esc on the Agent pane: ends the ACP agent's running turn so queued guidance goes now."""
+        run = self.agents.get(self.snapshot.problem or "")
+        interrupt = getattr(run.agent, "interrupt", None) if run else None
+        if interrupt is None or not getattr(run.agent if run else None, "busy", False):
+            return False
+        interrupt()
+        self.notify("interrupting the agent's turn: queued guidance goes next", timeout=4)
+        return True
 
     @work(thread=True, group="agents", exit_on_error=False)
     def run_agent_worker(self, run: AgentRun) -> None:
@@ -549,6 +628,7 @@ class KernelTUI(App[None]):
 
     def on_agent_finished(self, message: AgentFinished) -> None:
         self.agents.pop(message.problem, None)
+        self.asks.pop(message.problem, None)
         text = f"agent on {message.problem} stopped: {message.reason}"
         self.notify(text, severity="error" if message.failed else "information", timeout=8, markup=False)
         self._update_status()
@@ -619,6 +699,9 @@ class KernelTUI(App[None]):
             self.query_one("#search-box").display = False
             self.query_one("#versions").focus()
             event.stop()
+        elif event.key == "escape" and self.query_one("#detail", TabbedContent).active == "agent":
+            if self.interrupt_agent():
+                event.stop()
         elif event.key == "enter" and isinstance(self.focused, RungsPane):
             pane = self.focused
             pane.expanded = not pane.expanded

@@ -123,10 +123,23 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         version_id, problem = version_for_verdict(store, workspace, Path(args.version).resolve())
         verdict = "approved" if args.command == "approve" else "rejected"
         store.add_verdict(version_id, verdict, args.reason, args.who)
+        tell_agents(store, Path(args.version).resolve().parent, args.config)
     finally:
         store.close()
     print(f"{problem} {name}: {verdict}" + (f" ({args.reason})" if args.reason else ""))
     return EXIT_OK
+
+
+def tell_agents(
+    store: Store, folder: Path, config_path: str | None, guidance: str | None = None, guidance_id: int | None = None
+) -> None:
+    """What the dashboard does after a verdict or guidance: the feedback file, and a configured tmux pane."""
+    from kerneltui.feedback import person_spoke
+
+    config = load_config(config_path)
+    said = person_spoke(store, folder, config.tmux_panes, config.agent.feedback_file, guidance, guidance_id)
+    if said:
+        print(said, file=sys.stderr if said.startswith("warning") else sys.stdout)
 
 
 def cmd_guide(args: argparse.Namespace) -> int:
@@ -138,7 +151,8 @@ def cmd_guide(args: argparse.Namespace) -> int:
     store = open_store(workspace)
     try:
         store.ensure_problem(args.problem, str(workspace.root / args.problem))
-        store.add_guidance(args.problem, text, args.who)
+        guidance_id = store.add_guidance(args.problem, text, args.who)
+        tell_agents(store, workspace.root / args.problem, args.config, text, guidance_id)
     finally:
         store.close()
     print(f"{args.problem}: guidance recorded")
@@ -165,11 +179,23 @@ def cmd_agent(args: argparse.Namespace) -> int:
     workspace.problem_dir(args.problem)
     config = load_config(args.config)
     agent_config = config.agent
-    for name in ("backend", "model", "max_versions", "max_cost_usd", "target_roofline_pct", "recording", "pace"):
+    for name in (
+        "backend",
+        "model",
+        "max_versions",
+        "max_cost_usd",
+        "target_roofline_pct",
+        "recording",
+        "pace",
+        "acp",
+        "permissions",
+    ):
         if getattr(args, name) is not None:
             setattr(agent_config, name, getattr(args, name))
+    if args.acp:
+        agent_config.backend = "acp"
     try:
-        agent = make_agent(agent_config, args.problem)
+        agent = make_agent(agent_config, args.problem, workspace, config.acp_agents, ask_on_terminal)
     except AgentSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -204,6 +230,23 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return EXIT_FAILED if run.failed else EXIT_OK
 
 
+def ask_on_terminal(ask: Any) -> None:
+    """Headless permission requests: asked on the terminal when there is one, else denied."""
+    import threading
+
+    if not sys.stdin.isatty():
+        print(f"  ? denied (no terminal to ask): {ask.title}", flush=True)
+        ask.answer(ask.option_for(("reject_once", "reject_always")))
+        return
+
+    def prompt() -> None:
+        reply = input(f"  ? the agent wants to run: {ask.title}  [y] allow once [a] always [n] deny: ").strip()
+        kinds = {"y": ("allow_once",), "a": ("allow_always", "allow_once")}.get(reply.lower(), ("reject_once",))
+        ask.answer(ask.option_for(kinds))
+
+    threading.Thread(target=prompt, daemon=True).start()
+
+
 def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
     """The transcript as it happens, for a terminal or a log."""
     first = text.strip().splitlines()[0] if text.strip() else ""
@@ -228,6 +271,10 @@ def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
         line = f"— {text}" + (f" · {tokens}" if tokens else "") + (f" · ${cost:.4f} so far" if cost else "")
     elif kind == "stop":
         line = f"■ stopped: {text}"
+    elif kind == "thought":
+        line = f"  (thinks) {first}"
+    elif kind == "prompt":
+        line = f"kerneltui → agent: {first}"
     else:
         line = f"{kind}: {text}"
     print(line, flush=True)
@@ -279,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         verdict.add_argument("version", help="kernels/<problem>/vNNN.py")
         verdict.add_argument("--reason", required=verb == "reject", help="why (shown to the agent)")
         verdict.add_argument("--who", default=who)
+        verdict.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
         verdict.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
         verdict.set_defaults(func=cmd_verdict)
 
@@ -287,12 +335,19 @@ def build_parser() -> argparse.ArgumentParser:
     guide.add_argument("text", nargs="+")
     guide.add_argument("--workspace")
     guide.add_argument("--who", default=who)
+    guide.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
     guide.set_defaults(func=cmd_guide)
 
     agent = sub.add_parser("agent", help="run an agent on a problem, headless (guidance from `kerneltui guide`)")
     agent.add_argument("problem")
     agent.add_argument("--workspace")
-    agent.add_argument("--backend", choices=("claude", "replay"), help="default: the config's, else claude")
+    agent.add_argument("--backend", choices=("claude", "acp", "replay"), help="default: the config's, else claude")
+    agent.add_argument("--acp", help='an ACP agent: a name from [acp] or a command line, e.g. "gemini --acp"')
+    agent.add_argument(
+        "--permissions",
+        choices=("ask", "allow", "deny"),
+        help="an ACP agent's permission requests (ask: on the terminal, denied without one)",
+    )
     agent.add_argument("--model", help="Claude model (default: the config's, else claude-opus-4-6)")
     agent.add_argument("--max-versions", type=int, dest="max_versions", help="stop after N versions")
     agent.add_argument("--max-cost", type=float, dest="max_cost_usd", help="stop once the session cost this much (USD)")

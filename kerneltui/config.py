@@ -17,13 +17,25 @@ debounce = 0.2                              # seconds a file must stay unchanged
 bell = true                                 # ring when a version beats the best or the queue empties
 
 [agent]
-backend = "claude"                          # claude, or replay (plays a recorded session)
+backend = "claude"                          # claude, acp (an agent from [acp]), or replay (a recorded session)
+acp = "claude-code"                         # which [acp] agent s starts (or a command line)
+permissions = "ask"                         # an ACP agent's permission requests: ask, allow or deny
 model = "claude-opus-4-6"
 max_versions = 20                           # stop after this many versions
 max_cost_usd = 10.0                         # stop once the session has cost this much
 target_roofline_pct = 85                    # stop once a passing version reaches this % of roofline
 context = "~/kernel-context"                # the folder agents search (default: <workspace>/context)
 prices = { "claude-opus" = [5.0, 25.0] }    # USD per million input, output tokens, by model prefix
+
+[tmux]                                      # an agent that speaks neither ACP nor MCP, in a tmux pane:
+softmax = "agents:0.1"                      # guidance for softmax is typed into that pane
+default = "agents:0.0"                      # and for every other problem into this one
+
+[acp]                                       # agents that speak the Agent Client Protocol, by name
+claude-code = "claude-agent-acp"
+codex = "npx @zed-industries/codex-acp"
+gemini = "gemini --acp"
+opencode = "opencode acp"
 """
 
 from __future__ import annotations
@@ -65,6 +77,17 @@ class AgentConfig:
     recording: str | None = None  # replay: a recording folder (default: the one shipped for the problem)
     pace: float = 1.0  # replay: multiplies the recorded waits
     prices: dict[str, list[float]] = field(default_factory=dict)
+    acp: str = "claude-code"  # acp: a name from [acp], or a command line
+    permissions: str = "ask"  # acp: how permission requests are answered: ask, allow, deny
+    feedback_file: bool = True  # FEEDBACK.md in each problem folder, rewritten after each evaluation
+
+
+ACP_AGENTS = {
+    "claude-code": "claude-agent-acp",
+    "codex": "npx @zed-industries/codex-acp",
+    "gemini": "gemini --acp",
+    "opencode": "opencode acp",
+}
 
 
 @dataclass
@@ -72,6 +95,8 @@ class Config:
     keys: dict[str, str] = field(default_factory=dict)
     ladder: LadderConfig = field(default_factory=LadderConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    acp_agents: dict[str, str] = field(default_factory=lambda: dict(ACP_AGENTS))
+    tmux_panes: dict[str, str] = field(default_factory=dict)  # problem (or "default") -> tmux pane
     bell: bool = True
     path: Path | None = None
 
@@ -88,6 +113,8 @@ def load(path: Path | None = None) -> Config:
         keys=_keys(data.get("keys", {}), path),
         ladder=_ladder(data.get("ladder", {}), path),
         agent=_agent(data.get("agent", {}), path),
+        acp_agents=_acp(data.get("acp", {}), path),
+        tmux_panes=_tmux(data.get("tmux", {}), path),
         bell=bool(data.get("ui", {}).get("bell", True)),
         path=path,
     )
@@ -122,8 +149,10 @@ def _ladder(section: Any, path: Path) -> LadderConfig:
 def _agent(section: Any, path: Path) -> AgentConfig:
     _check_table(section, AgentConfig.__dataclass_fields__, "agent", path)
     config = AgentConfig(**section)
-    if config.backend not in ("claude", "replay"):
-        raise ConfigError(f"{path}: [agent] backend must be claude or replay, not {config.backend!r}")
+    if config.backend not in ("claude", "acp", "replay"):
+        raise ConfigError(f"{path}: [agent] backend must be claude, acp or replay, not {config.backend!r}")
+    if config.permissions not in ("ask", "allow", "deny"):
+        raise ConfigError(f"{path}: [agent] permissions must be ask, allow or deny, not {config.permissions!r}")
     prices = config.prices
     if not isinstance(prices, dict) or not all(
         isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v) for v in prices.values()
@@ -142,3 +171,15 @@ def _agent(section: Any, path: Path) -> AgentConfig:
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [agent]: {exc}") from None
     return config
+
+
+def _acp(section: Any, path: Path) -> dict[str, str]:
+    if not isinstance(section, dict) or not all(isinstance(v, str) and v.strip() for v in section.values()):
+        raise ConfigError(f'{path}: [acp] maps agent names to command lines, e.g. gemini = "gemini --acp"')
+    return {**ACP_AGENTS, **{str(k): v for k, v in section.items()}}
+
+
+def _tmux(section: Any, path: Path) -> dict[str, str]:
+    if not isinstance(section, dict) or not all(isinstance(v, str) and v.strip() for v in section.values()):
+        raise ConfigError(f'{path}: [tmux] maps problem names (or default) to tmux panes, e.g. softmax = "agents:0.1"')
+    return {str(k): v.strip() for k, v in section.items()}

@@ -77,3 +77,12 @@ class AgentFinished(Message):
         self.problem = problem
         self.reason = reason
         self.failed = failed
+
+
+class PermissionAsked(Message):
+    """An ACP agent asks the person for permission (posted from the agent's thread)."""
+
+    def __init__(self, problem: str, ask: Any) -> None:
+        super().__init__()
+        self.problem = problem
+        self.ask = ask

@@ -26,6 +26,7 @@ from harness.results import Evaluation, RungResult
 from harness.source import defines
 from harness.workers import cuda_device_count
 from kerneltui.config import LadderConfig
+from kerneltui.feedback import write_feedback
 from kerneltui.runner import harness_env, harness_python, record_version
 from kerneltui.store import Store
 from kerneltui.watcher import WorkspaceWatcher
@@ -126,12 +127,14 @@ class Scheduler:
         notify: Callable[[SchedulerEvent], None],
         run_judges: bool = True,
         watch: bool = True,
+        feedback_file: bool = True,
     ) -> None:
         self.workspace = workspace
         self.config = config
         self.notify = notify
         self.run_judges = run_judges
         self.watch = watch
+        self.feedback_file = feedback_file
         self.inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         self.queue: deque[int] = deque()
         self.judges: list[Judge] = []
@@ -358,6 +361,7 @@ class Scheduler:
                 if row:
                     self.store.set_problem_error(row["problem"], event.get("error"))
             judge.busy = None
+            self._write_feedback(evaluation_id)
             self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.get("error")}))
             self._maybe_idle()
 
@@ -367,6 +371,7 @@ class Scheduler:
         beat_best = bool(row.get("vs_best") and row["vs_best"] > 1.0)
         if evaluation.error is None and not evaluation.failed_rung:
             self.store.set_problem_error(evaluation.problem, None)
+        self._write_feedback(evaluation_id)
         self.notify(
             SchedulerEvent(
                 "finished",
@@ -382,6 +387,17 @@ class Scheduler:
             )
         )
         self._maybe_idle()
+
+    def _write_feedback(self, evaluation_id: int | None) -> None:
+        """FEEDBACK.md beside the versions, for agents that read files rather than speak a protocol."""
+        if not self.feedback_file or self.store is None or evaluation_id is None:
+            return
+        row = self.store.evaluation(evaluation_id)
+        if row:
+            try:
+                write_feedback(self.store, self.workspace.root / row["problem"])
+            except OSError as exc:  # a read-only or vanished folder: the history has it all anyway
+                self.notify(SchedulerEvent("warning", data={"message": f"feedback file: {exc}"}))
 
     def _maybe_idle(self) -> None:
         if not self.queue and all(j.busy is None for j in self.judges):

@@ -241,6 +241,8 @@ async def test_queue_survives_a_restart_and_files_written_while_away_are_judged(
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: status_of(app, "v001") == "pass" and status_of(app, "v002") == "fail", pilot, 180)
         await wait_for(lambda: notified(app, "queue empty"), pilot, timeout=10)
+        feedback = (folder / "FEEDBACK.md").read_text()  # for agents that read files: rewritten per evaluation
+        assert "- v001: pass" in feedback and "- v002: fail, failed at correctness" in feedback
         draft = folder / "draft.txt"  # written elsewhere, then renamed in: one evaluation
         draft.write_text((VERSIONS / "good.py").read_text().replace("BLOCK 1024.", "BLOCK 1024, renamed in."))
         draft.rename(folder / "v003.py")

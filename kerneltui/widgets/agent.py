@@ -60,9 +60,44 @@ def event_lines(event: dict[str, Any], width: int) -> list[Text]:
         return _block("  ✗ error  ", text, width, "red", "red")
     if kind == "stop":
         return [Text(f"■ stopped {clock}: {text}", style="bold")]
+    if kind == "thought":
+        return _block("  thinks  ", text, width, "dim italic", "dim italic")
+    if kind == "plan":
+        return [plan_line(data.get("entries") or [])]
+    if kind == "prompt":
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return [Text(f"▸ kerneltui {clock}  {first[: max(20, width - 22)]}", style="dim")]
+    if kind == "permission":
+        return [Text(f"? asked to run: {text}", style="bold yellow")]
+    if kind == "permission_answer":
+        return [Text(f"  answered: {text}", style="yellow")]
+    if kind == "interrupt":
+        return [Text(f"  ⏹ {text}", style="yellow")]
+    if kind == "file_write":
+        return [Text(f"  ✎ wrote {text}", style="dim")]
     if kind == "start":
         return [Text(f"● {clock}  {text}", style="bold")]
     return [Text(f"  {kind}: {text}")]
+
+
+PLAN_GLYPHS = {"completed": ("✓", "green"), "in_progress": ("◐", "yellow"), "pending": ("○", "dim")}
+
+
+def plan_line(entries: list[dict[str, Any]]) -> Text:
+    line = Text("plan  ", style="bold")
+    for entry in entries:
+        glyph, style = PLAN_GLYPHS.get(str(entry.get("status")), ("○", "dim"))
+        line.append(f"{glyph} {entry.get('content', '')}  ", style=style)
+    return line
+
+
+def ask_lines(ask: Any) -> list[Text]:
+    line = Text(f"? the agent wants to run: {ask.title}   ", style="bold yellow")
+    kinds = {kind for _, _, kind in ask.options}
+    for key, label, wanted in (("y", "allow once", "allow_once"), ("a", "always", "allow_always"), ("n", "deny", "")):
+        if not wanted or wanted in kinds:
+            line.append(f"[{key}] {label}  ", style="bold")
+    return [line]
 
 
 def _tool_result(text: str, data: dict[str, Any], width: int) -> list[Text]:
@@ -114,6 +149,7 @@ def agent_lines(
     guidance: list[dict[str, Any]],
     running_here: bool,
     width: int,
+    ask: Any = None,
 ) -> list[Text]:
     if session is None:
         lines = [
@@ -128,6 +164,8 @@ def agent_lines(
         lines = [session_header(session, events, running_here), Text("")]
         for event in events:
             lines += event_lines(event, width)
+        if ask is not None:
+            lines += ask_lines(ask)
         lines.append(Text(""))
     return lines + guidance_lines(problem, guidance)
 
@@ -141,8 +179,9 @@ class AgentPane(TextView):
         events: list[dict[str, Any]] | None = None,
         running_here: bool = False,
         width: int = 100,
+        ask: Any = None,
     ) -> None:
-        lines = agent_lines(problem, session, events or [], guidance, running_here, width)
+        lines = agent_lines(problem, session, events or [], guidance, running_here, width, ask)
         at_end = self.scroll_offset.y >= self.max_scroll_y - 1
         self.set_lines(lines, keep_scroll=True)
         if at_end:  # following the transcript, as a terminal does

@@ -1,0 +1,362 @@
+"""External agents (Claude Code, Codex, Gemini CLI, OpenCode...) driven over the Agent Client Protocol.
+
+kerneltui is the ACP client: it starts the agent's command with the problem folder as its cwd,
+opens a session handing it kerneltui's MCP server (so it writes versions through the ladder and
+gets verdicts as data), and prompts it with the task. What the agent streams (messages, thoughts,
+plans, tool calls) goes to the transcript. Between turns, the person's guidance and verdicts and
+the results of new evaluations become the next prompt; guidance that arrives mid-turn waits for
+the turn to end, unless the person interrupts it (session/cancel). Permission requests go to the
+person (or a fixed policy, headless). The agent's file-system calls are confined: reads to the
+workspace and the context folder, writes to the workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.base import Budget, Feedback, Host, Judged, budget_reason, render_feedback
+from agents.prompt import task_prompt
+from agents.tools import ToolError, confine
+
+POLL_S = 0.2
+MAX_FILE_CHARS = 2_000_000
+
+
+@dataclass
+class PermissionAsk:
+    """A permission request waiting for the person: answer(option_id) or answer(None) to deny."""
+
+    title: str
+    options: list[tuple[str, str, str]]  # (option_id, name, kind)
+    answer: Callable[[str | None], None]
+
+    def option_for(self, kinds: tuple[str, ...]) -> str | None:
+        return next((oid for oid, _, kind in self.options if kind in kinds), None)
+
+
+def acp_prompt(problem_text: str, problem: str, folder: Path) -> str:
+    return (
+        f"{problem_text}\n"
+        f"You work in the problem folder {folder}. Write each version with the `write_version` tool of the "
+        f'`kerneltui` MCP server (problem="{problem}"): it writes the next vNNN.py and returns the ladder\'s '
+        "verdict. Its other tools (read_results, read_dump, search_context, read_file, get_guidance) take "
+        "problem too. If you write a vNNN.py yourself, kerneltui judges it and sends you the result. Do not "
+        "edit problem.py or earlier versions: every version is kept and compared."
+    )
+
+
+def results_text(judged: list[Judged]) -> str:
+    lines = ["Results of versions judged since your last turn:"]
+    for item in judged:
+        lines.append(item.summary.strip())
+    return "\n\n".join(lines)
+
+
+@dataclass
+class AcpAgent:
+    command: list[str]
+    mcp_command: list[str] | None = None  # kerneltui's MCP server, handed to the agent in session/new
+    permissions: str = "ask"  # ask (through `asker`), allow, deny
+    asker: Callable[[PermissionAsk], None] | None = None  # shows a request to the person (any thread)
+    log: Path | None = None  # the agent's stderr
+    name: str = ""
+    backend: str = "acp"
+    model: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.model = self.name or Path(self.command[0]).name
+        self._cancel = threading.Event()
+        self._interrupt = threading.Event()
+        self.busy = False  # a prompt turn is running
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def interrupt(self) -> None:
+        """Ends the running turn (session/cancel); what waits for it is sent at once."""
+        self._interrupt.set()
+
+    def run(self, host: Host, budget: Budget) -> str:
+        try:
+            return asyncio.run(self._run(host, budget))
+        except FileNotFoundError as exc:
+            reason = f"cannot start {shlex.join(self.command)}: {exc.strerror}"
+        except Exception as exc:
+            reason = f"the ACP connection failed: {type(exc).__name__}: {exc}"
+        host.record("error", reason)
+        host.record("stop", reason)
+        return reason
+
+    async def _run(self, host: Host, budget: Budget) -> str:
+        from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+        from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
+        client: Any = _Client(self, host)  # a structural acp.Client: the methods an agent calls
+        log = open(self.log, "ab") if self.log else None  # noqa: SIM115  (open for the process's life)
+        stderr = log.fileno() if log else asyncio.subprocess.DEVNULL
+        folder = host.problem.folder
+        host.record("start", f"{shlex.join(self.command)} on {host.problem.name}", model=self.model, backend="acp")
+        try:
+            async with (
+                spawn_agent_process(
+                    client,
+                    self.command[0],
+                    *self.command[1:],
+                    cwd=folder,
+                    env=dict(os.environ),
+                    transport_kwargs={"stderr": stderr},
+                ) as (conn, _process)
+            ):
+                init = await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=ClientCapabilities(
+                        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False
+                    ),
+                    client_info=Implementation(name="kerneltui", title="kerneltui", version="0.1"),
+                )
+                info = init.agent_info
+                if info is not None:
+                    self.model = f"{info.name} {info.version}".strip()
+                session = await conn.new_session(cwd=str(folder), mcp_servers=self._mcp_servers())
+                client.session_id = session.session_id
+                first = acp_prompt(task_prompt(host.problem), host.problem.name, folder)
+                feedback = host.feedback()
+                if feedback:
+                    host.record("feedback", render_feedback(feedback), count=len(feedback))
+                    first += "\n\nBefore you start, the person says:\n" + render_feedback(feedback)
+                return await self._converse(conn, client, host, budget, first, text_block)
+        finally:
+            if log:
+                log.close()
+
+    def _mcp_servers(self) -> list[Any]:
+        from acp.schema import McpServerStdio
+
+        if not self.mcp_command:
+            return []
+        return [McpServerStdio(name="kerneltui", command=self.mcp_command[0], args=self.mcp_command[1:], env=[])]
+
+    async def _converse(self, conn: Any, client: _Client, host: Host, budget: Budget, prompt: str, block: Any) -> str:
+        """Prompt, wait for the turn (or interrupt it), then wait for something to say; until a stop."""
+        session_id = client.session_id
+        judged: list[Judged] = []
+        turns = 0
+        while True:
+            turns += 1
+            host.record("prompt", prompt, turn=turns)
+            turn = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[block(prompt)]))
+            self.busy = True
+            stop = await self._wait_turn(turn, conn, session_id, host)
+            self.busy = False
+            client.flush()
+            if turn.done() and not turn.cancelled() and turn.exception() is None:
+                host.record(
+                    "turn",
+                    f"turn {turns}: {turn.result().stop_reason}",
+                    turn=turns,
+                    stop_reason=turn.result().stop_reason,
+                )
+            elif turn.done() and not turn.cancelled() and turn.exception() is not None:
+                reason = f"the agent's turn failed: {turn.exception()}"
+                host.record("error", reason)
+                return self._stopped(host, reason)
+            if stop:
+                return self._stopped(host, stop)
+            prompt, stop = await self._next_prompt(host, budget, judged)
+            if stop:
+                return self._stopped(host, stop)
+
+    async def _wait_turn(self, turn: asyncio.Future[Any], conn: Any, session_id: str, host: Host) -> str | None:
+        while not turn.done():
+            if self._cancel.is_set() or host.stop_requested():
+                await self._cancel_turn(conn, session_id, turn)
+                return "stopped by the person"
+            if self._interrupt.is_set():
+                self._interrupt.clear()
+                host.record("interrupt", "the person interrupted the turn")
+                await self._cancel_turn(conn, session_id, turn)
+                return None
+            await asyncio.sleep(POLL_S)
+        return None
+
+    async def _cancel_turn(self, conn: Any, session_id: str, turn: asyncio.Future[Any]) -> None:
+        try:
+            await conn.cancel(session_id=session_id)
+            await asyncio.wait_for(asyncio.shield(turn), timeout=10)
+        except Exception:
+            turn.cancel()
+
+    async def _next_prompt(self, host: Host, budget: Budget, judged: list[Judged]) -> tuple[str, str | None]:
+        """Waits until there are results or words from the person to send; or a reason to stop."""
+        while True:
+            new = host.finished()
+            judged += new
+            best = max((j.roofline_pct for j in judged if j.status == "pass" and j.roofline_pct), default=None)
+            feedback: list[Feedback] = host.feedback()
+            parts = [results_text(new)] if new else []
+            if feedback:
+                host.record("feedback", render_feedback(feedback), count=len(feedback))
+                parts.append("The person says:\n" + render_feedback(feedback))
+            reason = budget_reason(budget, len(judged), 0.0, best)
+            if reason:
+                return "", reason
+            if self._cancel.is_set() or host.stop_requested():
+                return "", "stopped by the person"
+            if parts:
+                return "\n\n".join(parts), None
+            await asyncio.sleep(POLL_S)
+
+    def _stopped(self, host: Host, reason: str) -> str:
+        host.record("stop", reason)
+        return reason
+
+
+class _Client:
+    """The ACP client side: session updates into the transcript, permissions, confined files."""
+
+    def __init__(self, agent: AcpAgent, host: Host) -> None:
+        self.agent, self.host = agent, host
+        self.session_id = ""
+        self.buffer: dict[str, list[str]] = {"text": [], "thought": []}
+        self.titles: dict[str, str] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def flush(self) -> None:
+        for kind, parts in self.buffer.items():
+            text = "".join(parts).strip()
+            if text:
+                self.host.record(kind, text)
+            parts.clear()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        kind = getattr(update, "session_update", "")
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
+            target = "text" if kind == "agent_message_chunk" else "thought"
+            other = "thought" if target == "text" else "text"
+            if self.buffer[other]:
+                self.flush()
+            self.buffer[target].append(getattr(update.content, "text", ""))
+            return
+        self.flush()
+        if kind == "plan":
+            entries = [{"content": e.content, "status": e.status, "priority": e.priority} for e in update.entries]
+            self.host.record("plan", "; ".join(e["content"] for e in entries), entries=entries)
+        elif kind == "tool_call":
+            self.titles[update.tool_call_id] = update.title
+            self.host.record(
+                "tool_call", update.title, tool=update.kind or "other", id=update.tool_call_id, status=update.status
+            )
+        elif kind == "tool_call_update" and update.status in ("completed", "failed"):
+            title = update.title or self.titles.get(update.tool_call_id, update.tool_call_id)
+            text = tool_output(update) or title
+            self.host.record(
+                "tool_result", text, tool=update.kind or "other", ok=update.status == "completed", title=title
+            )
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+        self.flush()
+        title = tool_call.title or self.titles.get(tool_call.tool_call_id, "a tool call")
+        choices = [(o.option_id, o.name, o.kind) for o in options]
+        self.host.record("permission", title, options=[{"id": i, "name": n, "kind": k} for i, n, k in choices])
+        chosen = await self._decide(title, choices)
+        name = next((n for i, n, _ in choices if i == chosen), "denied")
+        self.host.record("permission_answer", f"{title}: {name}", option=chosen)
+        if chosen is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
+
+    async def _decide(self, title: str, choices: list[tuple[str, str, str]]) -> str | None:
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[str | None] = loop.create_future()
+
+        def settle(option: str | None) -> None:
+            if not answered.done():
+                answered.set_result(option)
+
+        def answer(option: str | None) -> None:  # from any thread
+            loop.call_soon_threadsafe(settle, option)
+
+        ask = PermissionAsk(title, choices, answer)
+        policy = self.agent.permissions
+        if policy == "allow":
+            return ask.option_for(("allow_once", "allow_always"))
+        if policy == "deny" or self.agent.asker is None:
+            return ask.option_for(("reject_once", "reject_always"))
+        self.agent.asker(ask)
+        while not answered.done():
+            if self.agent._cancel.is_set() or self.host.stop_requested():
+                return None
+            await asyncio.sleep(POLL_S)
+        return answered.result()
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> Any:
+        from acp import RequestError
+        from acp.schema import ReadTextFileResponse
+
+        try:
+            real = confine(path, self.host.problem.roots, self.host.problem.folder)
+            text = real.read_text(errors="replace")[:MAX_FILE_CHARS]
+        except (ToolError, OSError) as exc:
+            raise RequestError.invalid_params({"path": path, "reason": str(exc)}) from None
+        if line is not None or limit is not None:
+            lines = text.splitlines(keepends=True)
+            start = max(0, (line or 1) - 1)
+            text = "".join(lines[start : start + limit] if limit else lines[start:])
+        return ReadTextFileResponse(content=text)
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
+        from acp import RequestError
+        from acp.schema import WriteTextFileResponse
+
+        try:  # writes: the workspace only (the context folder is reference material)
+            real = confine(path, (self.host.problem.workspace,), self.host.problem.folder)
+            real.parent.mkdir(parents=True, exist_ok=True)
+            real.write_text(content)
+        except (ToolError, OSError) as exc:
+            raise RequestError.invalid_params({"path": path, "reason": str(exc)}) from None
+        self.host.record("file_write", str(real), bytes=len(content))
+        return WriteTextFileResponse()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        from acp import RequestError
+
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+def tool_output(update: Any) -> str:
+    """The text an ACP tool call produced, when it says any."""
+    parts = []
+    for item in update.content or []:
+        text = getattr(getattr(item, "content", None), "text", None)
+        if text:
+            parts.append(str(text))
+    if not parts and update.raw_output is not None:
+        parts.append(str(update.raw_output))
+    return "\n".join(parts).strip()
+
+
+def split_command(command: str) -> list[str]:
+    words = shlex.split(command)
+    if not words:
+        raise ValueError("an empty agent command")
+    return words
+
+
+def mcp_command(workspace: Path) -> list[str]:
+    """How an agent starts kerneltui's MCP server on this workspace."""
+    return [sys.executable, "-m", "kerneltui", "mcp", "--workspace", str(workspace)]

@@ -1,0 +1,499 @@
+"""`kerneltui mcp`: the verification ladder as an MCP server over stdio, for any coding agent.
+
+The tools are the built-in agents' (agents/tools.py), each taking the problem's name too, plus
+get_guidance: write_version writes the next vNNN.py, waits for the ladder and returns its verdict
+rung by rung, as structured content and as text. Versions are judged by this process's scheduler,
+or by the kerneltui already judging the workspace (its watcher sees the file; the verdict comes
+through the history either way). Every call and its result is an event of an agent session per
+problem (backend "mcp", model: the client's name), so the dashboard's Agent pane shows what the
+external agent did. stdout is the MCP channel: notes go to stderr.
+
+The MCP SDK is imported only when the server starts: the CLI builds its parser from this module, and
+importing the SDK takes most of a second. That is also why this module does without
+`from __future__ import annotations`: the tools are closures whose annotations name SDK types imported
+inside a function, and the SDK reads those annotations as objects.
+"""
+
+import argparse
+import functools
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar
+
+from pydantic import BaseModel, Field
+
+from agents.base import Feedback, Judged, render_feedback
+from agents.claude import brief_args, describe_call
+from agents.tools import TOOL_SPECS, ToolError, Toolbox
+from kerneltui.agent_host import StoreHost, find_context, problem_info
+from kerneltui.store import Store, now
+from kerneltui.workspace import Workspace, WorkspaceError, resolve
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import CallToolResult
+
+    from kerneltui.config import Config
+    from kerneltui.scheduler import Scheduler, SchedulerEvent
+
+EXIT_OK, EXIT_USAGE = 0, 2
+BACKEND = "mcp"
+UNNAMED_CLIENT = "mcp client"
+CLOSE_WAIT_S = 10.0  # how long closing waits for a tool call in flight (a stopped write returns within 0.2 s)
+T = TypeVar("T")
+
+# --- what the tools return, as structured content -----------------------------------------------
+
+
+class Rung(BaseModel):
+    name: str
+    ok: bool | None = Field(description="true passed, false failed, null skipped")
+    err: str | None = None
+    skipped: str | None = None
+    seconds: float = 0.0
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+class Verdict(BaseModel):
+    """The ladder's verdict on one version."""
+
+    problem: str
+    version: str
+    status: str = Field(description="pass, fail, unverified, error, or stopped (the server stopped while it waited)")
+    failed_rung: str | None = None
+    summary: str = Field(description="rung by rung, with the failure's message")
+    median_us: float | None = None
+    roofline_pct: float | None = None
+    speedup: float | None = None
+    rungs: list[Rung] = Field(default_factory=list)
+
+
+class FileText(BaseModel):
+    problem: str
+    path: str
+    text: str = Field(description="numbered lines, cut to a window with a note of how to read on")
+
+
+class SearchHits(BaseModel):
+    problem: str
+    query: str
+    text: str = Field(description="path:line: text, the files with most matching words first")
+
+
+class DumpText(BaseModel):
+    problem: str
+    version: str
+    kind: str
+    text: str
+
+
+class GuidanceItem(BaseModel):
+    kind: Literal["guidance", "verdict"]
+    text: str = Field(description="the guidance, or the reason given with a verdict")
+    version: str | None = None
+    verdict: str | None = Field(None, description="approved or rejected, for a verdict")
+    who: str = ""
+    created: str = ""
+
+
+class Guidance(BaseModel):
+    problem: str
+    items: list[GuidanceItem]
+    text: str
+
+
+def verdict_of(problem: str, judged: Judged) -> Verdict:
+    rungs = [Rung.model_validate(r) for r in judged.data.get("rungs", [])]
+    return Verdict(
+        problem=problem,
+        version=judged.version,
+        status=judged.status,
+        failed_rung=judged.data.get("failed_rung"),
+        summary=judged.summary,
+        median_us=judged.median_us,
+        roofline_pct=judged.roofline_pct,
+        speedup=judged.speedup,
+        rungs=rungs,
+    )
+
+
+# --- the work, in worker threads ----------------------------------------------------------------
+
+
+@dataclass
+class Done:
+    """What a tool call came to: the text the agent reads, and the data behind it."""
+
+    text: str
+    ok: bool
+    judged: Judged | None = None
+    feedback: list[Feedback] = field(default_factory=list)
+
+
+@dataclass
+class Lane:
+    """One problem's agent session. Its host and history connection are used by one thread at a time."""
+
+    host: StoreHost
+    toolbox: Toolbox
+    owned: bool  # started here, so ended here (a joined session is ended by whoever started it)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Ladder:
+    """The tools' work, off the event loop: calls on one problem run one at a time, each recorded."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        context: "Path | None",
+        enqueue: Callable[["Path"], None] | None,
+        joined: tuple[int, str] | None = None,
+    ) -> None:
+        self.workspace, self.context, self.enqueue, self.joined = workspace, context, enqueue, joined
+        self.lanes: dict[str, Lane] = {}
+        self.guard = threading.Lock()
+
+    def call(self, problem: str, client: str, tool: str, args: dict[str, Any]) -> Done:
+        """One of agents/tools.py's tools; ToolError when it refused."""
+        return self._use(problem, client, tool, args, functools.partial(toolbox_work, tool, args))
+
+    def guidance(self, problem: str, client: str) -> Done:
+        return self._use(problem, client, "get_guidance", {}, guidance_work)
+
+    def _use(self, problem: str, client: str, tool: str, args: dict[str, Any], work: Callable[[Lane], Done]) -> Done:
+        lane = self.lane(problem, client)
+        with lane.lock:
+            host = lane.host
+            host.record("tool_call", describe_call(tool, args), tool=tool, args=brief_args(args))
+            try:
+                done = work(lane)
+            except Exception as exc:  # a broken history or a kerneltui bug is the tool's error, never the server's end
+                done = Done(f"{tool} failed inside kerneltui: {type(exc).__name__}: {exc}", False)
+                host.record("error", done.text)
+            judged = done.judged if tool == "write_version" else None
+            host.record(
+                "tool_result",
+                done.text,
+                tool=tool,
+                ok=done.ok,
+                version=judged.version if judged else None,
+                status=judged.status if judged else None,
+            )
+            if done.ok and tool != "get_guidance" and waiting_feedback(host):
+                done.text += "\n\n[the person has sent guidance or a verdict since you last asked: call get_guidance]"
+        if not done.ok:
+            raise ToolError(done.text)
+        return done
+
+    def lane(self, problem: str, client: str) -> Lane:
+        with self.guard:
+            if problem not in self.lanes:
+                self.lanes[problem] = self._open(problem, client)
+            return self.lanes[problem]
+
+    def _open(self, problem: str, client: str) -> Lane:
+        known = sorted(p.name for p in self.workspace.problems())
+        if problem not in known:  # also refuses names that would lead out of the workspace
+            raise ToolError(f"no problem {problem!r} in {self.workspace.root} (problems: {', '.join(known) or 'none'})")
+        info = problem_info(self.workspace, problem, self.context)
+        store = Store.open(self.workspace.db_path, check=False).store
+        if self.joined is not None and self.joined[1] == problem:
+            session_id, owned = self.joined[0], False
+        else:
+            session_id, owned = store.start_agent_session(problem, BACKEND, client, os.getpid()), True
+        host = StoreHost(self.workspace, info, store, session_id, self.enqueue)
+        if owned:
+            host.record("start", f"{client} on {problem}, through MCP", model=client, backend=BACKEND)
+        return Lane(host, Toolbox(host, author=f"{BACKEND}:{client}"), owned)
+
+    def close(self, reason: str) -> None:
+        """Ends the sessions started here; a write still waiting for its verdict returns 'stopped'."""
+        with self.guard:
+            lanes = list(self.lanes.values())
+        for lane in lanes:
+            lane.host.stop.set()
+        for lane in lanes:
+            if not lane.lock.acquire(timeout=CLOSE_WAIT_S):
+                continue  # a call still holds the connection: leave it (the process ends anyway)
+            try:
+                if lane.owned:
+                    lane.host.record("stop", reason, versions=lane.host.versions_written)
+                    lane.host.store.update_agent_session(lane.host.session_id, ended=now(), stop_reason=reason)
+                lane.host.store.close()
+            finally:
+                lane.lock.release()
+
+
+def toolbox_work(tool: str, args: dict[str, Any], lane: Lane) -> Done:
+    text, ok = lane.toolbox.call(tool, args)
+    judged = None
+    if ok and tool == "write_version":
+        judged = lane.toolbox.written[-1]
+    elif ok and tool == "read_results":
+        judged = lane.host.results(str(args["version"]).strip())
+    return Done(text, ok, judged)
+
+
+def guidance_work(lane: Lane) -> Done:
+    items = lane.host.feedback()
+    if not items:
+        return Done("nothing new from the person since the last call", True)
+    text = render_feedback(items)
+    lane.host.record("feedback", text, count=len(items))
+    return Done(text, True, feedback=items)
+
+
+def waiting_feedback(host: StoreHost) -> bool:
+    """Guidance or verdicts get_guidance would deliver: an MCP agent learns of them only by asking."""
+    row = host.store.conn.execute(
+        "SELECT EXISTS(SELECT 1 FROM guidance WHERE problem = ? AND delivered IS NULL) "
+        "OR EXISTS(SELECT 1 FROM verdicts WHERE problem = ? AND id > ?)",
+        [host.problem.name, host.problem.name, host.last_verdict],
+    ).fetchone()
+    return bool(row[0])
+
+
+# --- the MCP server -----------------------------------------------------------------------------
+
+Problem = Annotated[str, Field(description="the problem: its folder's name in the workspace, e.g. 'softmax'")]
+Version = Annotated[str, Field(description="a version's name, e.g. 'v003'")]
+Offset = Annotated[int, Field(ge=1, description="the line to start at (1-based)")]
+DumpKind = Literal["sass", "ptx", "ttgir", "ttir", "llir"]
+
+
+def description(tool: str) -> str:
+    spec = next(s for s in TOOL_SPECS if s["name"] == tool)
+    return f"{spec['description']} Every tool takes `problem`, the problem's folder name in the workspace."
+
+
+def tool_error(message: str) -> NoReturn:
+    from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+
+    raise McpToolError(message)
+
+
+async def offload(fn: Callable[..., T], *args: Any) -> T:
+    """Runs blocking work (a judge can take minutes) in a worker thread; refusals become tool errors.
+
+    A cancelled call abandons its thread, which finishes on its own (a write still records its verdict).
+    """
+    import anyio.to_thread
+
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+    except (ToolError, WorkspaceError) as exc:
+        tool_error(str(exc))
+    except Exception as exc:  # e.g. the history cannot be opened: the agent reads why; the server goes on
+        tool_error(f"kerneltui failed: {type(exc).__name__}: {exc}")
+
+
+def answer(text: str, data: BaseModel) -> "CallToolResult":
+    """Readable text for the model, and the same result as structured content for the client."""
+    from mcp_types import CallToolResult, TextContent
+
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data.model_dump(mode="json"))
+
+
+def client_name(request_context: Any) -> str:
+    """The name the client gave in `initialize` (e.g. claude-code), which becomes the session's model."""
+    params = request_context.session.client_params
+    info = params.client_info if params is not None else None
+    return str(info.name) if info is not None and info.name else UNNAMED_CLIENT
+
+
+def build_server(ladder: Ladder) -> "MCPServer[Any]":
+    from mcp.server.mcpserver import MCPServer
+
+    problems = ", ".join(p.name for p in ladder.workspace.problems()) or "none yet"
+    server: MCPServer[Any] = MCPServer(
+        "kerneltui",
+        instructions=(
+            f"kerneltui's verification ladder for the GPU kernel problems in {ladder.workspace.root} "
+            f"(problems: {problems}). Write each version with write_version: it returns the verdict rung by "
+            "rung (load, compile, correctness, benchmark, roofline, dumps). Call get_guidance between versions "
+            "for what the person watching says."
+        ),
+        log_level="WARNING",
+    )
+    add_version_tools(server, ladder)
+    add_reading_tools(server, ladder)
+    return server
+
+
+def add_version_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
+    from mcp.server.mcpserver import Context
+    from mcp_types import CallToolResult, ToolAnnotations
+
+    @server.tool(description=description("write_version"))
+    async def write_version(
+        problem: Problem,
+        code: Annotated[str, Field(description="the whole module, defining custom_kernel(*inputs)")],
+        notes: Annotated[str, Field(description="what changed and why, one or two sentences")],
+        ctx: Context,
+    ) -> Annotated[CallToolResult, Verdict]:
+        args = {"code": code, "notes": notes}
+        done = await offload(ladder.call, problem, client_name(ctx.request_context), "write_version", args)
+        assert done.judged is not None  # the toolbox judged what it wrote
+        return answer(done.text, verdict_of(problem, done.judged))
+
+    @server.tool(description=description("read_results"), annotations=ToolAnnotations(read_only_hint=True))
+    async def read_results(problem: Problem, version: Version, ctx: Context) -> Annotated[CallToolResult, Verdict]:
+        client = client_name(ctx.request_context)
+        done = await offload(ladder.call, problem, client, "read_results", {"version": version})
+        assert done.judged is not None  # the toolbox found it
+        return answer(done.text, verdict_of(problem, done.judged))
+
+    @server.tool(
+        description=(
+            "Guidance and verdicts (approved/rejected, with a reason) the person gave since the last call; "
+            "guidance is marked delivered, so each item comes once. Takes `problem`."
+        )
+    )
+    async def get_guidance(problem: Problem, ctx: Context) -> Annotated[CallToolResult, Guidance]:
+        done = await offload(ladder.guidance, problem, client_name(ctx.request_context))
+        items = [GuidanceItem(**asdict(item)) for item in done.feedback]
+        return answer(done.text, Guidance(problem=problem, items=items, text=done.text))
+
+
+def add_reading_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
+    from mcp.server.mcpserver import Context
+    from mcp_types import CallToolResult, ToolAnnotations
+
+    read_only = ToolAnnotations(read_only_hint=True)
+
+    @server.tool(description=description("read_file"), annotations=read_only)
+    async def read_file(
+        problem: Problem, path: str, ctx: Context, offset: Offset = 1
+    ) -> Annotated[CallToolResult, FileText]:
+        args = {"path": path, "offset": offset}
+        done = await offload(ladder.call, problem, client_name(ctx.request_context), "read_file", args)
+        return answer(done.text, FileText(problem=problem, path=path, text=done.text))
+
+    @server.tool(description=description("search_context"), annotations=read_only)
+    async def search_context(problem: Problem, query: str, ctx: Context) -> Annotated[CallToolResult, SearchHits]:
+        done = await offload(ladder.call, problem, client_name(ctx.request_context), "search_context", {"query": query})
+        return answer(done.text, SearchHits(problem=problem, query=query, text=done.text))
+
+    @server.tool(description=description("read_dump"), annotations=read_only)
+    async def read_dump(
+        problem: Problem,
+        version: Version,
+        kind: DumpKind,
+        ctx: Context,
+        kernel: Annotated[str | None, Field(description="a kernel's name (default: the first)")] = None,
+        grep: Annotated[str | None, Field(description="a regular expression; matches come with context")] = None,
+        offset: Offset = 1,
+    ) -> Annotated[CallToolResult, DumpText]:
+        args = {"version": version, "kind": kind, "kernel": kernel, "grep": grep, "offset": offset}
+        done = await offload(ladder.call, problem, client_name(ctx.request_context), "read_dump", args)
+        return answer(done.text, DumpText(problem=problem, version=version, kind=kind, text=done.text))
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def note(event: "SchedulerEvent") -> None:
+    """The scheduler's news, on stderr: stdout carries MCP messages only."""
+    if event.kind == "deferred":
+        print(f"note: kerneltui pid {event.data.get('pid')} judges this workspace; its results are used", file=sys.stderr)
+    elif event.kind == "warning":
+        print(f"warning: {event.data.get('message')}", file=sys.stderr)
+
+
+def load_config(path: str | None) -> "Config":
+    from pathlib import Path
+
+    from kerneltui import config
+
+    try:
+        return config.load(Path(path) if path else None)
+    except config.ConfigError as exc:
+        raise WorkspaceError(str(exc)) from None
+
+
+def joined_session(workspace: Workspace, session_id: int | None) -> tuple[int, str] | None:
+    """(id, problem) of the agent session named by --session, which must exist."""
+    if session_id is None:
+        return None
+    store = Store.open(workspace.db_path, check=False).store
+    try:
+        rows = store.rows("SELECT id, problem FROM agent_sessions WHERE id = ?", [session_id])
+    finally:
+        store.close()
+    if not rows:
+        raise WorkspaceError(f"no agent session {session_id} in {workspace.db_path}")
+    return session_id, str(rows[0]["problem"])
+
+
+def start_scheduler(workspace: Workspace, config: "Config") -> "Scheduler":
+    from kerneltui.scheduler import Scheduler
+
+    scheduler = Scheduler(workspace, config.ladder, note)
+    scheduler.start()
+    scheduler.started.wait(120)
+    return scheduler
+
+
+def terminate(signum: int, frame: Any) -> None:
+    """SIGTERM (how MCP clients stop a server that did not exit on EOF) unwinds like Ctrl-C, so sessions end."""
+    raise KeyboardInterrupt
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serves MCP on stdin/stdout until the client closes stdin; judges here unless another kerneltui does."""
+    workspace = resolve(args.workspace)
+    config = load_config(args.config)
+    joined = joined_session(workspace, args.session)
+    signal.signal(signal.SIGTERM, terminate)
+    scheduler = start_scheduler(workspace, config)
+    ladder = Ladder(workspace, find_context(workspace, config.agent.context), scheduler.enqueue, joined)
+    reason = "the MCP client disconnected"
+    try:
+        build_server(ladder).run("stdio")
+    except KeyboardInterrupt:
+        reason = "the MCP server was stopped"
+    finally:
+        ladder.close(reason)
+        scheduler.stop()
+    return EXIT_OK
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", help="the folder of problem folders (default: ., else ./kernels)")
+    parser.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    parser.add_argument(
+        "--session",
+        type=int,
+        help="record into this agent session (one the process driving the agent started) instead of a new one",
+    )
+    parser.set_defaults(func=cmd_mcp)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """`kerneltui mcp`, for cli.py's subcommands."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "mcp", help="serve the ladder to any coding agent over MCP (stdio)"
+    )
+    add_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`kerneltui mcp` on its own: `python -c 'from kerneltui.mcp_server import main; ...' --workspace W`."""
+    parser = argparse.ArgumentParser(prog="kerneltui mcp", description=__doc__.splitlines()[0] if __doc__ else None)
+    add_arguments(parser)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return int(args.func(args))
+    except WorkspaceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
