@@ -17,6 +17,7 @@ import os
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from agents.prompt import task_prompt
 from agents.tools import ToolError, confine
 
 POLL_S = 0.2
+QUIET_S = 0.6  # streamed text with no new piece for this long goes to the transcript (it is shown live)
 MAX_FILE_CHARS = 2_000_000
 
 
@@ -105,16 +107,14 @@ class AcpAgent:
         folder = host.problem.folder
         host.record("start", f"{shlex.join(self.command)} on {host.problem.name}", model=self.model, backend="acp")
         try:
-            async with (
-                spawn_agent_process(
-                    client,
-                    self.command[0],
-                    *self.command[1:],
-                    cwd=folder,
-                    env=dict(os.environ),
-                    transport_kwargs={"stderr": stderr},
-                ) as (conn, _process)
-            ):
+            async with spawn_agent_process(
+                client,
+                self.command[0],
+                *self.command[1:],
+                cwd=folder,
+                env=dict(os.environ),
+                transport_kwargs={"stderr": stderr},
+            ) as (conn, _process):
                 init = await conn.initialize(
                     protocol_version=PROTOCOL_VERSION,
                     client_capabilities=ClientCapabilities(
@@ -125,7 +125,7 @@ class AcpAgent:
                 info = init.agent_info
                 if info is not None:
                     self.model = f"{info.name} {info.version}".strip()
-                session = await conn.new_session(cwd=str(folder), mcp_servers=self._mcp_servers())
+                session = await conn.new_session(cwd=str(folder), mcp_servers=self._mcp_servers(host))
                 client.session_id = session.session_id
                 first = acp_prompt(task_prompt(host.problem), host.problem.name, folder)
                 feedback = host.feedback()
@@ -137,12 +137,15 @@ class AcpAgent:
             if log:
                 log.close()
 
-    def _mcp_servers(self) -> list[Any]:
+    def _mcp_servers(self, host: Host) -> list[Any]:
+        """kerneltui's MCP server, recording into this session (so the transcript is one)."""
         from acp.schema import McpServerStdio
 
         if not self.mcp_command:
             return []
-        return [McpServerStdio(name="kerneltui", command=self.mcp_command[0], args=self.mcp_command[1:], env=[])]
+        session = getattr(host, "session_id", None)
+        args = self.mcp_command[1:] + (["--session", str(session)] if session is not None else [])
+        return [McpServerStdio(name="kerneltui", command=self.mcp_command[0], args=args, env=[])]
 
     async def _converse(self, conn: Any, client: _Client, host: Host, budget: Budget, prompt: str, block: Any) -> str:
         """Prompt, wait for the turn (or interrupt it), then wait for something to say; until a stop."""
@@ -154,7 +157,7 @@ class AcpAgent:
             host.record("prompt", prompt, turn=turns)
             turn = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[block(prompt)]))
             self.busy = True
-            stop = await self._wait_turn(turn, conn, session_id, host)
+            stop = await self._wait_turn(turn, conn, session_id, host, client)
             self.busy = False
             client.flush()
             if turn.done() and not turn.cancelled() and turn.exception() is None:
@@ -174,8 +177,11 @@ class AcpAgent:
             if stop:
                 return self._stopped(host, stop)
 
-    async def _wait_turn(self, turn: asyncio.Future[Any], conn: Any, session_id: str, host: Host) -> str | None:
+    async def _wait_turn(
+        self, turn: asyncio.Future[Any], conn: Any, session_id: str, host: Host, client: _Client
+    ) -> str | None:
         while not turn.done():
+            client.flush_if_quiet()
             if self._cancel.is_set() or host.stop_requested():
                 await self._cancel_turn(conn, session_id, turn)
                 return "stopped by the person"
@@ -227,7 +233,13 @@ class _Client:
         self.session_id = ""
         self.buffer: dict[str, list[str]] = {"text": [], "thought": []}
         self.titles: dict[str, str] = {}
+        self.quiet: set[str] = set()
+        self.last_piece = 0.0
         self.loop: asyncio.AbstractEventLoop | None = None
+
+    def flush_if_quiet(self) -> None:
+        if any(self.buffer.values()) and time.monotonic() - self.last_piece > QUIET_S:
+            self.flush()
 
     def flush(self) -> None:
         for kind, parts in self.buffer.items():
@@ -244,22 +256,28 @@ class _Client:
             if self.buffer[other]:
                 self.flush()
             self.buffer[target].append(getattr(update.content, "text", ""))
+            self.last_piece = time.monotonic()
             return
         self.flush()
         if kind == "plan":
             entries = [{"content": e.content, "status": e.status, "priority": e.priority} for e in update.entries]
             self.host.record("plan", "; ".join(e["content"] for e in entries), entries=entries)
+        elif kind == "tool_call" and is_ours(update.title):
+            self.quiet.add(update.tool_call_id)  # kerneltui's own MCP server records these, with the verdicts
         elif kind == "tool_call":
             self.titles[update.tool_call_id] = update.title
             self.host.record(
                 "tool_call", update.title, tool=update.kind or "other", id=update.tool_call_id, status=update.status
             )
-        elif kind == "tool_call_update" and update.status in ("completed", "failed"):
+        elif kind == "tool_call_update" and update.status in ("completed", "failed") and not self.quiet_call(update):
             title = update.title or self.titles.get(update.tool_call_id, update.tool_call_id)
             text = tool_output(update) or title
             self.host.record(
                 "tool_result", text, tool=update.kind or "other", ok=update.status == "completed", title=title
             )
+
+    def quiet_call(self, update: Any) -> bool:
+        return update.tool_call_id in self.quiet or is_ours(update.title or "")
 
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
         from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
@@ -348,6 +366,11 @@ def tool_output(update: Any) -> str:
     if not parts and update.raw_output is not None:
         parts.append(str(update.raw_output))
     return "\n".join(parts).strip()
+
+
+def is_ours(title: str) -> bool:
+    """A call to kerneltui's MCP server (titles differ by agent: mcp__kerneltui__write_version...)."""
+    return "kerneltui" in title.lower()
 
 
 def split_command(command: str) -> list[str]:

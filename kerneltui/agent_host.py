@@ -123,7 +123,9 @@ class StoreHost:
             self.problem.name, name, path, digest, source.notes(text), author, len(data), source=text
         )
         self.versions_written += 1
-        self.store.update_agent_session(self.session_id, versions=self.versions_written)
+        self.store.conn.execute(  # counted in SQL: an MCP server may write into this session too
+            "UPDATE agent_sessions SET versions = versions + 1 WHERE id = ?", [self.session_id]
+        )
         if self.enqueue:
             self.enqueue(path)
         return self._wait_for(version_id, name)

@@ -19,7 +19,7 @@ from kerneltui.store import Store
 from kerneltui.workspace import Workspace, WorkspaceError, for_version, resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "agent", "demo", "dashboard")
+SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "agent", "mcp", "demo", "dashboard")
 
 
 def open_store(workspace: Workspace) -> Store:
@@ -361,6 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--pace", type=float, help="replay: multiply the recorded waits (0: no waits)")
     agent.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
     agent.set_defaults(func=cmd_agent)
+
+    from kerneltui.mcp_server import add_parser as add_mcp_parser
+
+    add_mcp_parser(sub)
 
     demo = sub.add_parser("demo", help="the whole loop on example problems with a replayed agent: no GPU, no API key")
     demo.add_argument("--pace", type=float, default=1.0, help="multiply the recorded waits (default 1)")

@@ -8,10 +8,10 @@ through the history either way). Every call and its result is an event of an age
 problem (backend "mcp", model: the client's name), so the dashboard's Agent pane shows what the
 external agent did. stdout is the MCP channel: notes go to stderr.
 
-The MCP SDK is imported only when the server starts: the CLI builds its parser from this module, and
-importing the SDK takes most of a second. That is also why this module does without
-`from __future__ import annotations`: the tools are closures whose annotations name SDK types imported
-inside a function, and the SDK reads those annotations as objects.
+The MCP SDK (and pydantic, and the judges' machinery) is imported only when the server starts: the
+CLI builds its parser from this module, and importing the SDK takes most of a second. That is why this
+module does without `from __future__ import annotations`: the tools are closures whose annotations
+name types imported inside a function, and the SDK reads those annotations as objects.
 """
 
 import argparse
@@ -20,16 +20,15 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar
 
-from pydantic import BaseModel, Field
+from typing_extensions import TypedDict  # pydantic needs it below Python 3.12 for nested TypedDicts
 
 from agents.base import Feedback, Judged, render_feedback
 from agents.claude import brief_args, describe_call
-from agents.tools import TOOL_SPECS, ToolError, Toolbox
-from kerneltui.agent_host import StoreHost, find_context, problem_info
+from agents.tools import TOOL_SPECS, Toolbox, ToolError
 from kerneltui.store import Store, now
 from kerneltui.workspace import Workspace, WorkspaceError, resolve
 
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult
 
+    from kerneltui.agent_host import StoreHost
     from kerneltui.config import Config
     from kerneltui.scheduler import Scheduler, SchedulerEvent
 
@@ -48,68 +48,105 @@ UNNAMED_CLIENT = "mcp client"
 CLOSE_WAIT_S = 10.0  # how long closing waits for a tool call in flight (a stopped write returns within 0.2 s)
 T = TypeVar("T")
 
-# --- what the tools return, as structured content -----------------------------------------------
+# --- what the tools return, as structured content -------------------------------------------------
+# TypedDicts, not pydantic models: the SDK derives the output schemas from either, and these cost
+# nothing to import.
 
 
-class Rung(BaseModel):
+class Rung(TypedDict):
+    """One rung of the ladder: ok is true (passed), false (failed) or null (skipped, saying why)."""
+
     name: str
-    ok: bool | None = Field(description="true passed, false failed, null skipped")
-    err: str | None = None
-    skipped: str | None = None
-    seconds: float = 0.0
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    ok: bool | None
+    err: str | None
+    skipped: str | None
+    seconds: float
+    metrics: dict[str, Any]
 
 
-class Verdict(BaseModel):
-    """The ladder's verdict on one version."""
+class Verdict(TypedDict):
+    """The ladder's verdict on a version. status: pass, fail, unverified, error, or stopped (the server
+    stopped while it waited); summary: the verdict rung by rung, with the failure's message."""
 
     problem: str
     version: str
-    status: str = Field(description="pass, fail, unverified, error, or stopped (the server stopped while it waited)")
-    failed_rung: str | None = None
-    summary: str = Field(description="rung by rung, with the failure's message")
-    median_us: float | None = None
-    roofline_pct: float | None = None
-    speedup: float | None = None
-    rungs: list[Rung] = Field(default_factory=list)
+    status: str
+    failed_rung: str | None
+    summary: str
+    median_us: float | None
+    roofline_pct: float | None
+    speedup: float | None
+    rungs: list[Rung]
 
 
-class FileText(BaseModel):
+class FileText(TypedDict):
+    """A window of a file: numbered lines, with a note of how to read on when it was cut."""
+
     problem: str
     path: str
-    text: str = Field(description="numbered lines, cut to a window with a note of how to read on")
+    text: str
 
 
-class SearchHits(BaseModel):
+class SearchHits(TypedDict):
+    """Matching lines of the context folder as path:line: text, the files with most matching words first."""
+
     problem: str
     query: str
-    text: str = Field(description="path:line: text, the files with most matching words first")
+    text: str
 
 
-class DumpText(BaseModel):
+class DumpText(TypedDict):
+    """A window (or the grep) of a version's compiled code."""
+
     problem: str
     version: str
     kind: str
     text: str
 
 
-class GuidanceItem(BaseModel):
+class GuidanceItem(TypedDict):
+    """Guidance typed by the person, or their verdict (approved/rejected) on a version with its reason as text."""
+
     kind: Literal["guidance", "verdict"]
-    text: str = Field(description="the guidance, or the reason given with a verdict")
-    version: str | None = None
-    verdict: str | None = Field(None, description="approved or rejected, for a verdict")
-    who: str = ""
-    created: str = ""
+    text: str
+    version: str | None
+    verdict: str | None
+    who: str
+    created: str
 
 
-class Guidance(BaseModel):
+class Guidance(TypedDict):
+    """What the person said since the last call: the items, and the same as text."""
+
     problem: str
     items: list[GuidanceItem]
     text: str
 
 
+def rung_of(data: dict[str, Any]) -> Rung:
+    return Rung(
+        name=str(data.get("name")),
+        ok=data.get("ok"),
+        err=data.get("err"),
+        skipped=data.get("skipped"),
+        seconds=float(data.get("seconds") or 0.0),
+        metrics=data.get("metrics") or {},
+    )
+
+
+def item_of(feedback: Feedback) -> GuidanceItem:
+    kind: Literal["guidance", "verdict"] = "verdict" if feedback.kind == "verdict" else "guidance"
+    return GuidanceItem(
+        kind=kind,
+        text=feedback.text,
+        version=feedback.version,
+        verdict=feedback.verdict,
+        who=feedback.who,
+        created=feedback.created,
+    )
+
+
 def verdict_of(problem: str, judged: Judged) -> Verdict:
-    rungs = [Rung.model_validate(r) for r in judged.data.get("rungs", [])]
     return Verdict(
         problem=problem,
         version=judged.version,
@@ -119,7 +156,7 @@ def verdict_of(problem: str, judged: Judged) -> Verdict:
         median_us=judged.median_us,
         roofline_pct=judged.roofline_pct,
         speedup=judged.speedup,
-        rungs=rungs,
+        rungs=[rung_of(r) for r in judged.data.get("rungs", [])],
     )
 
 
@@ -140,7 +177,7 @@ class Done:
 class Lane:
     """One problem's agent session. Its host and history connection are used by one thread at a time."""
 
-    host: StoreHost
+    host: "StoreHost"
     toolbox: Toolbox
     owned: bool  # started here, so ended here (a joined session is ended by whoever started it)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -159,6 +196,7 @@ class Ladder:
         self.workspace, self.context, self.enqueue, self.joined = workspace, context, enqueue, joined
         self.lanes: dict[str, Lane] = {}
         self.guard = threading.Lock()
+        self.closed = False
 
     def call(self, problem: str, client: str, tool: str, args: dict[str, Any]) -> Done:
         """One of agents/tools.py's tools; ToolError when it refused."""
@@ -194,6 +232,8 @@ class Ladder:
 
     def lane(self, problem: str, client: str) -> Lane:
         with self.guard:
+            if self.closed:
+                raise ToolError("the kerneltui MCP server is stopping")
             if problem not in self.lanes:
                 self.lanes[problem] = self._open(problem, client)
             return self.lanes[problem]
@@ -202,6 +242,8 @@ class Ladder:
         known = sorted(p.name for p in self.workspace.problems())
         if problem not in known:  # also refuses names that would lead out of the workspace
             raise ToolError(f"no problem {problem!r} in {self.workspace.root} (problems: {', '.join(known) or 'none'})")
+        from kerneltui.agent_host import StoreHost, problem_info
+
         info = problem_info(self.workspace, problem, self.context)
         store = Store.open(self.workspace.db_path, check=False).store
         if self.joined is not None and self.joined[1] == problem:
@@ -214,9 +256,12 @@ class Ladder:
         return Lane(host, Toolbox(host, author=f"{BACKEND}:{client}"), owned)
 
     def close(self, reason: str) -> None:
-        """Ends the sessions started here; a write still waiting for its verdict returns 'stopped'."""
+        """Ends the sessions started here, once; a write still waiting for its verdict returns 'stopped'."""
+        if self.closed:
+            return
+        self.closed = True  # first: a signal handler that finds it set knows closing is under way
         with self.guard:
-            lanes = list(self.lanes.values())
+            lanes, self.lanes = list(self.lanes.values()), {}
         for lane in lanes:
             lane.host.stop.set()
         for lane in lanes:
@@ -250,7 +295,7 @@ def guidance_work(lane: Lane) -> Done:
     return Done(text, True, feedback=items)
 
 
-def waiting_feedback(host: StoreHost) -> bool:
+def waiting_feedback(host: "StoreHost") -> bool:
     """Guidance or verdicts get_guidance would deliver: an MCP agent learns of them only by asking."""
     row = host.store.conn.execute(
         "SELECT EXISTS(SELECT 1 FROM guidance WHERE problem = ? AND delivered IS NULL) "
@@ -262,9 +307,9 @@ def waiting_feedback(host: StoreHost) -> bool:
 
 # --- the MCP server -----------------------------------------------------------------------------
 
-Problem = Annotated[str, Field(description="the problem: its folder's name in the workspace, e.g. 'softmax'")]
-Version = Annotated[str, Field(description="a version's name, e.g. 'v003'")]
-Offset = Annotated[int, Field(ge=1, description="the line to start at (1-based)")]
+PROBLEM = "the problem: its folder's name in the workspace, e.g. 'softmax'"
+VERSION = "a version's name, e.g. 'v003'"
+OFFSET = "the line to start at (1-based)"
 DumpKind = Literal["sass", "ptx", "ttgir", "ttir", "llir"]
 
 
@@ -294,11 +339,11 @@ async def offload(fn: Callable[..., T], *args: Any) -> T:
         tool_error(f"kerneltui failed: {type(exc).__name__}: {exc}")
 
 
-def answer(text: str, data: BaseModel) -> "CallToolResult":
-    """Readable text for the model, and the same result as structured content for the client."""
+def answer(text: str, data: Mapping[str, Any]) -> "CallToolResult":
+    """Readable text for the model, and the result as structured content for the client."""
     from mcp_types import CallToolResult, TextContent
 
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data.model_dump(mode="json"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(data))
 
 
 def client_name(request_context: Any) -> str:
@@ -330,6 +375,10 @@ def build_server(ladder: Ladder) -> "MCPServer[Any]":
 def add_version_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
     from mcp.server.mcpserver import Context
     from mcp_types import CallToolResult, ToolAnnotations
+    from pydantic import Field
+
+    Problem = Annotated[str, Field(description=PROBLEM)]
+    Version = Annotated[str, Field(description=VERSION)]
 
     @server.tool(description=description("write_version"))
     async def write_version(
@@ -358,14 +407,18 @@ def add_version_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
     )
     async def get_guidance(problem: Problem, ctx: Context) -> Annotated[CallToolResult, Guidance]:
         done = await offload(ladder.guidance, problem, client_name(ctx.request_context))
-        items = [GuidanceItem(**asdict(item)) for item in done.feedback]
+        items = [item_of(f) for f in done.feedback]
         return answer(done.text, Guidance(problem=problem, items=items, text=done.text))
 
 
 def add_reading_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
     from mcp.server.mcpserver import Context
     from mcp_types import CallToolResult, ToolAnnotations
+    from pydantic import Field
 
+    Problem = Annotated[str, Field(description=PROBLEM)]
+    Version = Annotated[str, Field(description=VERSION)]
+    Offset = Annotated[int, Field(ge=1, description=OFFSET)]
     read_only = ToolAnnotations(read_only_hint=True)
 
     @server.tool(description=description("read_file"), annotations=read_only)
@@ -402,7 +455,9 @@ def add_reading_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
 def note(event: "SchedulerEvent") -> None:
     """The scheduler's news, on stderr: stdout carries MCP messages only."""
     if event.kind == "deferred":
-        print(f"note: kerneltui pid {event.data.get('pid')} judges this workspace; its results are used", file=sys.stderr)
+        print(
+            f"note: kerneltui pid {event.data.get('pid')} judges this workspace; its results are used", file=sys.stderr
+        )
     elif event.kind == "warning":
         print(f"warning: {event.data.get('message')}", file=sys.stderr)
 
@@ -441,26 +496,33 @@ def start_scheduler(workspace: Workspace, config: "Config") -> "Scheduler":
     return scheduler
 
 
-def terminate(signum: int, frame: Any) -> None:
-    """SIGTERM (how MCP clients stop a server that did not exit on EOF) unwinds like Ctrl-C, so sessions end."""
-    raise KeyboardInterrupt
+def stop_now(ladder: Ladder, signum: int, frame: Any) -> None:
+    """SIGTERM (how MCP clients stop a server slow to exit on EOF) or Ctrl-C: end the sessions, then the process.
+
+    Unwinding instead would hang: the transport's stdin reader is a thread blocked in read(), which the
+    event loop waits for. The judges die with this process (PDEATHSIG); a version they were judging is
+    judged again by the next kerneltui on this workspace.
+    """
+    if not ladder.closed:
+        ladder.close(f"the MCP server was stopped ({signal.Signals(signum).name})")
+    os._exit(128 + signum)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serves MCP on stdin/stdout until the client closes stdin; judges here unless another kerneltui does."""
+    from kerneltui.agent_host import find_context
+
     workspace = resolve(args.workspace)
     config = load_config(args.config)
     joined = joined_session(workspace, args.session)
-    signal.signal(signal.SIGTERM, terminate)
     scheduler = start_scheduler(workspace, config)
     ladder = Ladder(workspace, find_context(workspace, config.agent.context), scheduler.enqueue, joined)
-    reason = "the MCP client disconnected"
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, functools.partial(stop_now, ladder))
     try:
-        build_server(ladder).run("stdio")
-    except KeyboardInterrupt:
-        reason = "the MCP server was stopped"
+        build_server(ladder).run("stdio")  # returns when the client closes stdin
     finally:
-        ladder.close(reason)
+        ladder.close("the MCP client disconnected")
         scheduler.stop()
     return EXIT_OK
 

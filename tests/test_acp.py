@@ -1,0 +1,146 @@
+"""External agents over ACP: a scripted agent (the ACP SDK, a real subprocess over stdio) that writes
+versions through kerneltui's MCP server and the client's file methods, asks permission, is
+interrupted, and hears the person's guidance; headless and in the dashboard."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kerneltui.app import KernelTUI
+from kerneltui.config import Config
+from kerneltui.workspace import Workspace
+from tests.conftest import FIXTURES, REPO, kerneltui, make_workspace
+from tests.test_dashboard import SIZE, wait_for
+
+AGENT = f"{sys.executable} {FIXTURES / 'acp_agent.py'}"
+
+
+def rows(workspace: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(workspace / ".kerneltui" / "history.db") as conn:
+        return conn.execute(sql, params or []).fetchall()
+
+
+def said(workspace: Path, kind: str = "text") -> list[str]:
+    try:
+        return [t for (t,) in rows(workspace, "SELECT text FROM agent_events WHERE kind = ? ORDER BY id", [kind])]
+    except sqlite3.OperationalError:  # the history is not made yet
+        return []
+
+
+def heard(workspace: Path, text: str) -> bool:
+    """The agent said this, alone or as a paragraph of a longer message."""
+    return any(text in said_text.split("\n\n") for said_text in said(workspace))
+
+
+def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "ws").parent
+    argv = [
+        sys.executable,
+        "-m",
+        "kerneltui",
+        "agent",
+        "vadd",
+        "--workspace",
+        str(workspace),
+        "--acp",
+        AGENT,
+        "--permissions",
+        "allow",
+        "--max-versions",
+        "3",
+    ]
+    agent = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not any("v002: fail" in p for p in said(workspace, "prompt")) and time.monotonic() < deadline:
+            assert agent.poll() is None, agent.stdout.read() if agent.stdout else ""
+            time.sleep(0.2)
+        assert (
+            kerneltui("guide", "vadd", "use BLOCK 2048 [mask the tail]", "--workspace", str(workspace)).returncode == 0
+        )
+        out, _ = agent.communicate(timeout=180)
+    finally:
+        agent.kill()
+    assert agent.returncode == 0, out
+    assert "stopped: wrote 3 versions (the budget)" in out, out
+    assert rows(workspace, "SELECT version, status FROM evaluations ORDER BY version") == [
+        ("v001", "pass"),
+        ("v002", "fail"),
+        ("v003", "pass"),
+    ]
+    texts = "\n\n".join(said(workspace))
+    assert heard(workspace, "A plain masked add first [v001].") and heard(workspace, "permission: once")
+    assert "results: v001 pass" in texts and "v002 fail" in texts  # v002's verdict: in that prompt or the next
+    assert heard(workspace, "heard: use BLOCK 2048 [mask the tail]")
+    assert said(workspace, "plan") == ["read the reference; write v001; v002"]
+    assert said(workspace, "thought") == ["a + b, masked."]
+    assert said(workspace, "permission_answer") == ["python bench.py --all: Allow once"]
+    assert rows(workspace, "SELECT COUNT(*) FROM guidance WHERE delivered IS NULL") == [(0,)]
+    mcp_calls = [t for t in said(workspace, "tool_result") if "v001: pass" in t or "v003: pass" in t]
+    assert len(mcp_calls) >= 2  # the agent read the ladder's verdicts through the MCP server
+
+
+def test_file_methods_stay_inside_the_workspace(tmp_path: Path) -> None:
+    from agents.acp import AcpAgent, _Client
+    from kerneltui.agent_host import StoreHost, problem_info
+    from kerneltui.store import Store
+
+    workspace = Workspace(make_workspace(tmp_path / "ws").parent)
+    (tmp_path / "secret.txt").write_text("key")
+    store = Store(workspace.db_path)
+    host = StoreHost(workspace, problem_info(workspace, "vadd", None), store, 1)
+    client = _Client(AcpAgent(["true"]), host)
+
+    async def calls() -> None:
+        from acp import RequestError
+
+        text = await client.read_text_file("s", str(workspace.root / "vadd" / "problem.py"), line=1, limit=3)
+        assert text.content.count("\n") == 3
+        for bad in ("../../secret.txt", str(tmp_path / "secret.txt")):
+            with pytest.raises(RequestError):
+                await client.read_text_file("s", bad)
+            with pytest.raises(RequestError):
+                await client.write_text_file("s", bad, "x")
+        await client.write_text_file("s", "notes/plan.md", "ok")
+
+    asyncio.run(calls())
+    assert (workspace.root / "vadd" / "notes" / "plan.md").read_text() == "ok"
+    assert (tmp_path / "secret.txt").read_text() == "key"
+
+
+async def test_dashboard_asks_permission_inline_interrupts_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACP_SCRIPT_LONG", "1")  # after results, the agent works until interrupted
+    workspace = Workspace(make_workspace(tmp_path / "ws").parent)
+    config = Config()
+    config.agent.backend, config.agent.acp, config.agent.permissions = "acp", AGENT, "ask"
+    app = KernelTUI(workspace, config)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.scheduler is not None and app.snapshot.problem == "vadd", pilot, timeout=30)
+        await pilot.press("s")
+        await wait_for(lambda: "vadd" in app.asks, pilot, timeout=120)
+        await pilot.press("5")
+        pane = app.query_one("#agent-view")
+        await wait_for(lambda: "[y] allow once" in pane.plain, pilot, timeout=10)  # type: ignore[attr-defined]
+        await pilot.press("a")  # allow always: answers the request, approves nothing
+        await wait_for(lambda: heard(workspace.root, "permission: always"), pilot, timeout=30)
+        assert rows(workspace.root, "SELECT COUNT(*) FROM verdicts") == [(0,)]
+        await wait_for(lambda: heard(workspace.root, "profiling for a long while"), pilot, timeout=120)
+        await pilot.press("i", *"try BLOCK 4096", "enter")
+        await wait_for(lambda: "waiting for an agent" in pane.plain, pilot, timeout=10)  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await wait_for(lambda: heard(workspace.root, "heard: try BLOCK 4096"), pilot, timeout=60)
+        assert heard(workspace.root, "interrupted") and said(workspace.root, "interrupt")
+        await pilot.press("x")
+        await wait_for(lambda: not app.agents, pilot, timeout=30)
+    assert rows(workspace.root, "SELECT stop_reason FROM agent_sessions") == [("stopped by the person",)]
+    assert said(workspace.root, "permission_answer") == ["python bench.py --all: Allow always"]

@@ -1,0 +1,203 @@
+"""`kerneltui mcp` end to end: the official MCP client starts the server as a subprocess on a real
+workspace and drives the ladder through it over stdio, as a coding agent would; the person speaks
+through the real CLI; the history is read back from SQLite."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import CallToolResult, Implementation, TextContent
+
+from kerneltui.store import Store
+from tests.conftest import REPO, VERSIONS, kerneltui, make_workspace, run
+
+SERVER = "import sys; from kerneltui.mcp_server import main; sys.exit(main(sys.argv[1:]))"
+TOOLS = {"write_version", "read_results", "read_file", "search_context", "read_dump", "get_guidance"}
+CLIENT = "pytest-agent"
+RUNGS = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def server_args(workspace: Path, *extra: str) -> list[str]:
+    """The server on `workspace`, with no user config (a config file that does not exist)."""
+    return ["-c", SERVER, "--workspace", str(workspace), "--config", str(workspace / "no-config.toml"), *extra]
+
+
+@asynccontextmanager
+async def connect(workspace: Path, *extra: str) -> AsyncIterator[ClientSession]:
+    env = {k: v for k, v in os.environ.items() if k != "KERNELTUI_CONTEXT"}  # the workspace's context folder is used
+    params = StdioServerParameters(command=sys.executable, args=server_args(workspace, *extra), cwd=REPO, env=env)
+    with open(workspace.parent / "mcp-server.log", "a") as errlog:  # the server's stderr, kept for a failing test
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, client_info=Implementation(name=CLIENT, version="1.0")) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+def text(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, text(result)
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+async def person(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI, as the person watching types it (off the event loop, which serves the client)."""
+    return await anyio.to_thread.run_sync(functools.partial(kerneltui, *args))
+
+
+def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+async def test_every_tool_takes_a_problem_and_bad_input_is_a_tool_error(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    workspace = folder.parent
+    (workspace / "context").mkdir()
+    (workspace / "context" / "ptx-notes.md").write_text("cp.async.bulk is TMA: 16-byte aligned copies.\n")
+    (tmp_path / "secret.txt").write_text("the API key")
+    async with connect(workspace) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) == TOOLS
+        for tool in tools.values():
+            assert "problem" in tool.input_schema["required"] and tool.output_schema, tool.name
+        verdict_schema = tools["write_version"].output_schema or {}
+        assert {"version", "status", "failed_rung", "summary", "median_us", "rungs"} <= set(
+            verdict_schema["properties"]
+        )
+
+        read = await session.call_tool("read_file", {"problem": "vadd", "path": "vadd/problem.py"})
+        assert "def reference" in text(read) and data(read)["path"] == "vadd/problem.py"
+        hits = await session.call_tool("search_context", {"problem": "vadd", "query": "cp.async"})
+        assert "ptx-notes.md:1: cp.async.bulk is TMA" in data(hits)["text"]
+
+        for path in ("../secret.txt", str(tmp_path / "secret.txt"), "/etc/passwd"):
+            refused = await session.call_tool("read_file", {"problem": "vadd", "path": path})
+            assert refused.is_error and "outside the folders this agent may read" in text(refused), path
+            assert "the API key" not in text(refused)
+        refusals = [
+            ("read_file", {"problem": "nope", "path": "x"}, "no problem 'nope'"),
+            ("read_file", {"problem": "../ws/vadd", "path": "x"}, "no problem '../ws/vadd'"),
+            ("read_results", {"problem": "vadd", "version": "v999"}, "no results for 'v999'"),
+            ("read_dump", {"problem": "vadd", "version": "v001", "kind": "sass"}, "no sass dump for v001"),
+            ("write_version", {"problem": "vadd", "code": "print('hi')", "notes": ""}, "custom_kernel"),
+            ("write_version", {"problem": "vadd", "notes": "no code"}, "Field required"),
+        ]
+        for name, args, expected in refusals:
+            result = await session.call_tool(name, args)
+            assert result.is_error and expected in text(result), (name, text(result))
+        assert len((await session.list_tools()).tools) == len(TOOLS)  # still serving
+
+    db = workspace / ".kerneltui" / "history.db"
+    assert rows(db, "SELECT problem, backend, model FROM agent_sessions") == [("vadd", "mcp", CLIENT)]
+    assert rows(db, "SELECT COUNT(*) FROM versions") == [(0,)]
+    results = rows(db, "SELECT json_extract(data, '$.ok') FROM agent_events WHERE kind = 'tool_result'")
+    assert [ok for (ok,) in results] == [1, 1, 0, 0, 0, 0, 0, 0]  # unknown problems and bad arguments never reach one
+
+
+async def test_versions_are_judged_and_the_person_is_heard(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    workspace = folder.parent
+    async with connect(workspace) as session:
+        written: dict[str, CallToolResult] = {}
+
+        async def write_good() -> None:
+            code = (VERSIONS / "good.py").read_text()
+            written["good"] = await session.call_tool("write_version", {"problem": "vadd", "code": code, "notes": "v1"})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write_good)
+            await anyio.sleep(0.2)
+            await session.list_tools()
+            assert "good" not in written  # answered while the judge worked: the event loop is never blocked
+        passed = data(written["good"])
+        assert (passed["version"], passed["status"], passed["failed_rung"]) == ("v001", "pass", None)
+        assert [r["name"] for r in passed["rungs"]] == RUNGS
+        assert text(written["good"]).startswith("v001: pass") and (folder / "v001.py").is_file()
+
+        code = (VERSIONS / "pow2_only.py").read_text()
+        wrong = await session.call_tool("write_version", {"problem": "vadd", "code": code, "notes": "no mask"})
+        failed = data(wrong)
+        assert (failed["version"], failed["status"], failed["failed_rung"]) == ("v002", "fail", "correctness")
+        assert next(r for r in failed["rungs"] if r["name"] == "correctness")["ok"] is False
+        assert "✗ correctness" in text(wrong) and "n=4097" in text(wrong)
+
+        again = data(await session.call_tool("read_results", {"problem": "vadd", "version": "v002"}))
+        assert (again["status"], again["failed_rung"]) == ("fail", "correctness") and "n=4097" in again["summary"]
+        ptx = await session.call_tool("read_dump", {"problem": "vadd", "version": "v001", "kind": "ptx"})
+        assert data(ptx)["text"].startswith("v001 ptx of add_kernel")
+
+        guided = await person("guide", "vadd", "try 128-bit loads", "--workspace", str(workspace))
+        rejected = await person("reject", str(folder / "v002.py"), "--reason", "fails n=4097")
+        assert guided.returncode == 0 and rejected.returncode == 0, guided.stderr + rejected.stderr
+        hint = await session.call_tool("read_results", {"problem": "vadd", "version": "v001"})
+        assert "call get_guidance" in text(hint)
+
+        heard = await session.call_tool("get_guidance", {"problem": "vadd"})
+        items = data(heard)["items"]
+        assert [(i["kind"], i["text"], i["version"], i["verdict"]) for i in items] == [
+            ("verdict", "fails n=4097", "v002", "rejected"),
+            ("guidance", "try 128-bit loads", None, None),
+        ]
+        assert "The person rejected v002: fails n=4097" in text(heard) and "try 128-bit loads" in text(heard)
+        nothing = await session.call_tool("get_guidance", {"problem": "vadd"})
+        assert data(nothing)["items"] == [] and "nothing new" in text(nothing)
+
+    db = workspace / ".kerneltui" / "history.db"
+    assert rows(db, "SELECT name, author FROM versions ORDER BY name") == [
+        ("v001", f"mcp:{CLIENT}"),
+        ("v002", f"mcp:{CLIENT}"),
+    ]
+    assert rows(db, "SELECT version, status FROM evaluations ORDER BY id") == [("v001", "pass"), ("v002", "fail")]
+    [(backend, model, versions, ended, reason)] = rows(
+        db, "SELECT backend, model, versions, ended, stop_reason FROM agent_sessions"
+    )
+    assert (backend, model, versions, reason) == ("mcp", CLIENT, 2, "the MCP client disconnected") and ended
+    verdicts = rows(
+        db,
+        "SELECT json_extract(data, '$.version'), json_extract(data, '$.status') FROM agent_events "
+        "WHERE kind = 'tool_result' AND json_extract(data, '$.tool') = 'write_version'",
+    )
+    assert verdicts == [("v001", "pass"), ("v002", "fail")]
+    kinds = [kind for (kind,) in rows(db, "SELECT kind FROM agent_events ORDER BY id")]
+    assert kinds[0] == "start" and kinds[-1] == "stop" and "feedback" in kinds
+    assert kinds.count("tool_call") == kinds.count("tool_result") == 7
+    assert rows(db, "SELECT COUNT(*) FROM guidance WHERE delivered IS NULL") == [(0,)]
+
+
+async def test_a_session_started_by_the_agents_driver_is_joined(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    workspace = folder.parent
+    store = Store(workspace / ".kerneltui" / "history.db")
+    session_id = store.start_agent_session("vadd", "acp", "some-agent 1.0", os.getpid())
+    store.close()
+    missing = run(server_args(workspace, "--session", str(session_id + 1)))
+    assert missing.returncode == 2 and f"no agent session {session_id + 1}" in missing.stderr
+
+    async with connect(workspace, "--session", str(session_id)) as session:
+        data(await session.call_tool("read_file", {"problem": "vadd", "path": "vadd/problem.py"}))
+    db = workspace / ".kerneltui" / "history.db"
+    assert rows(db, "SELECT id, backend, ended FROM agent_sessions") == [
+        (session_id, "acp", None)
+    ]  # its driver ends it
+    events = rows(db, "SELECT session_id, kind FROM agent_events ORDER BY id")
+    assert events == [(session_id, "tool_call"), (session_id, "tool_result")]
