@@ -66,9 +66,16 @@ class KernelTUI(App[None]):
         Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
         Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
         # Answers to an ACP agent's permission request, live only while one waits on the Agent pane.
-        Binding("y", "permission('allow_once')", "allow once", id="allow_once", priority=True),
-        Binding("a", "permission('allow_always')", "allow always", id="allow_always", priority=True),
-        Binding("n", "permission('reject')", "deny", id="deny", priority=True),
+        *[
+            Binding(
+                key, f"permission('{answer}')", label, id=f"permission_{answer}", priority=True, show=False, tooltip=tip
+            )
+            for key, answer, label, tip in (
+                ("y", "allow_once", "allow once", "an agent's permission request (Agent pane): allow once"),
+                ("a", "allow_always", "allow always", "an agent's permission request (Agent pane): allow always"),
+                ("n", "reject", "deny", "an agent's permission request (Agent pane): deny"),
+            )
+        ],
         Binding("tab", "cycle_pane", "pane", id="cycle_pane", priority=True, tooltip="next pane"),
         Binding("shift+tab", "cycle_pane(-1)", "pane", id="cycle_pane_back", show=False, priority=True),
         Binding("question_mark", "help", "help", id="help"),
