@@ -92,7 +92,8 @@ class AcpAgent:
         except FileNotFoundError as exc:
             reason = f"cannot start {shlex.join(self.command)}: {exc.strerror}"
         except Exception as exc:
-            reason = f"the ACP connection failed: {type(exc).__name__}: {exc}"
+            detail = getattr(exc, "data", None)  # an ACP RequestError says what went wrong in its data
+            reason = f"the ACP connection failed: {type(exc).__name__}: {exc}" + (f" ({detail})" if detail else "")
         host.record("error", reason)
         host.record("stop", reason)
         return reason
