@@ -28,7 +28,8 @@ def alive(pid: int | None) -> bool:
 def session_header(session: dict[str, Any], events: list[dict[str, Any]], running_here: bool) -> Text:
     turns = max((e["data"].get("turn", 0) for e in events if e["kind"] == "turn"), default=0)
     line = Text(f" {session.get('model') or '?'}", style="bold")
-    line.append(f" · {session.get('backend')} · turn {turns} · {session.get('versions') or 0} versions")
+    versions = session.get("versions") or 0
+    line.append(f" · {session.get('backend')} · turn {turns} · {versions} version{'s' * (versions != 1)}")
     if session.get("cost_usd") is not None:
         line.append(f" · ${session['cost_usd']:.2f}")
     if session.get("ended"):
