@@ -23,6 +23,8 @@ DEFAULT_MODEL = "claude-opus-4-6"
 CACHE = {"type": "ephemeral"}
 TURN_ATTEMPTS = 3
 RETRYABLE_STATUS = (408, 409, 429)
+MAX_CUT_SHORT = 3
+CUT_SHORT = "Your reply was cut off at the output token limit. Go on from where it stopped; keep each reply shorter."
 RETRYABLE_EVENTS = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
 
 # List prices in USD per million tokens (input, output), by model name prefix, longest first.
@@ -129,7 +131,7 @@ class ClaudeAgent:
         host.record("start", f"{self.model} on {host.problem.name}", model=self.model, backend=self.backend)
         if price is None and budget.max_cost_usd is not None:
             host.record("warning", f"no price known for {self.model}: the cost budget cannot be applied")
-        turn = 0
+        turn = cut_short = 0
         reason = ""
         while not reason:
             best = max((j.roofline_pct for j in toolbox.written if j.status == "pass" and j.roofline_pct), default=None)
@@ -168,6 +170,10 @@ class ClaudeAgent:
             if feedback:
                 host.record("feedback", render_feedback(feedback), count=len(feedback))
                 results.append({"type": "text", "text": "While you worked:\n" + render_feedback(feedback)})
+            if not results and message.stop_reason == "max_tokens" and cut_short < MAX_CUT_SHORT:
+                cut_short += 1  # a reply cut at the token limit is not the model being done
+                host.record("warning", f"the reply hit max_tokens ({self.max_tokens}); asking it to go on")
+                results.append({"type": "text", "text": CUT_SHORT})
             if not results:
                 reason = "the model ended its turn" if message.stop_reason == "end_turn" else str(message.stop_reason)
                 break

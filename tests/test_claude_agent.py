@@ -173,3 +173,21 @@ def test_budget_reasons() -> None:
     assert budget_reason(Budget(target_roofline_pct=80), 3, 0.0, 79.0) is None
     assert budget_reason(Budget(max_versions=4), 3, 0.0, None) is None
     assert budget_reason(Budget(), 300, 1e6, 100.0) is None
+
+
+def test_a_reply_cut_at_max_tokens_is_continued(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\nretry_wait = 0.1\n")
+
+    def script(number: int, body: dict[str, Any]) -> Reply:
+        if number == 1:
+            return Reply([text("Let me think about the tail handling in great det")], "max_tokens")
+        assert "cut off at the output token limit" in user_text(body["messages"][-1])
+        return Reply([text("Done thinking.")], "end_turn")
+
+    with MessagesAPI(script) as api:
+        done = agent_cli(folder.parent, api, config)
+    assert not api.failures, api.failures
+    assert done.returncode == 0 and "stopped: the model ended its turn" in done.stdout
+    assert len(api.requests) == 2
