@@ -82,6 +82,10 @@ class AcpAgent:
     def cancel(self) -> None:
         self._cancel.set()
 
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
     def interrupt(self) -> None:
         """Ends the running turn (session/cancel); what waits for it is sent at once."""
         self._interrupt.set()
@@ -313,7 +317,7 @@ class _Client:
             return ask.option_for(("reject_once", "reject_always"))
         self.agent.asker(ask)
         while not answered.done():
-            if self.agent._cancel.is_set() or self.host.stop_requested():
+            if self.agent.cancelled or self.host.stop_requested():
                 return None
             await asyncio.sleep(POLL_S)
         return answered.result()
