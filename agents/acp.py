@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.base import Budget, Feedback, Host, Judged, budget_reason, render_feedback
+from agents.base import Budget, Feedback, Host, Judged, best_roofline, budget_reason, render_feedback
 from agents.prompt import task_prompt
 from agents.tools import ToolError, confine
 
@@ -210,7 +210,7 @@ class AcpAgent:
         while True:
             new = host.finished()
             judged += new
-            best = max((j.roofline_pct for j in judged if j.status == "pass" and j.roofline_pct), default=None)
+            best = best_roofline(judged)
             feedback: list[Feedback] = host.feedback()
             parts = [results_text(new)] if new else []
             if feedback:

@@ -114,6 +114,11 @@ class Agent(Protocol):
         ...
 
 
+def best_roofline(judged: list[Judged]) -> float | None:
+    """The best % of roofline among passing versions (for the target), None before one has a figure."""
+    return max((j.roofline_pct for j in judged if j.status == "pass" and j.roofline_pct), default=None)
+
+
 def budget_reason(budget: Budget, versions: int, cost_usd: float, best_pct: float | None) -> str | None:
     """Why the budget says stop, or None."""
     if budget.max_versions is not None and versions >= budget.max_versions:

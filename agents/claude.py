@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import Budget, Host, budget_reason, render_feedback
+from agents.base import Budget, Host, best_roofline, budget_reason, render_feedback
 from agents.prompt import SYSTEM, task_prompt
 from agents.tools import TOOL_SPECS, Toolbox
 
@@ -134,7 +134,7 @@ class ClaudeAgent:
         turn = cut_short = 0
         reason = ""
         while not reason:
-            best = max((j.roofline_pct for j in toolbox.written if j.status == "pass" and j.roofline_pct), default=None)
+            best = best_roofline(toolbox.written)
             reason = self._stop_reason(host, budget, len(toolbox.written), usage.cost(price) or 0.0, best)
             if reason:
                 break
@@ -188,23 +188,13 @@ class ClaudeAgent:
 
     def _use_tool(self, toolbox: Toolbox, host: Host, call: Any, budget: Budget) -> dict[str, Any]:
         args = call.input if isinstance(call.input, dict) else {}
-        host.record("tool_call", describe_call(call.name, args), tool=call.name, args=brief_args(args))
         spent = budget.max_versions is not None and len(toolbox.written) >= budget.max_versions
+        refusal = None
         if self._cancel.is_set() or host.stop_requested():
-            output, ok = "the person stopped this session before the tool ran", False
+            refusal = "the person stopped this session before the tool ran"
         elif call.name == "write_version" and spent:  # several writes in one turn can overrun the budget
-            output, ok = f"not written: this session's budget of {budget.max_versions} versions is spent", False
-        else:
-            output, ok = toolbox.call(call.name, args)
-        judged = toolbox.written[-1] if call.name == "write_version" and ok and toolbox.written else None
-        host.record(
-            "tool_result",
-            output,
-            tool=call.name,
-            ok=ok,
-            version=judged.version if judged else None,
-            status=judged.status if judged else None,
-        )
+            refusal = f"not written: this session's budget of {budget.max_versions} versions is spent"
+        output, ok = toolbox.use(call.name, args, refusal)
         return {"type": "tool_result", "tool_use_id": call.id, "content": output, "is_error": not ok}
 
     def _turn(self, client: Any, system: Any, tools: Any, messages: list[dict[str, Any]], host: Host) -> Any:
@@ -301,15 +291,3 @@ def error_message(exc: Any) -> str:
             return str(error["message"])
     return str(getattr(exc, "message", exc))
 
-
-def brief_args(args: dict[str, Any]) -> dict[str, Any]:
-    """Arguments as stored in the transcript: code is kept whole in the version file, not here."""
-    return {k: (f"<{len(v.splitlines())} lines>" if k == "code" and isinstance(v, str) else v) for k, v in args.items()}
-
-
-def describe_call(name: str, args: dict[str, Any]) -> str:
-    if name == "write_version":
-        notes = str(args.get("notes") or "").strip().splitlines()
-        return f'write_version "{notes[0][:80] if notes else ""}"'
-    shown = " ".join(f"{k}={v}" for k, v in brief_args(args).items() if v not in (None, ""))
-    return f"{name} {shown}".strip()

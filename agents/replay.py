@@ -13,9 +13,8 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from agents.base import Budget, Host, budget_reason, render_feedback
+from agents.base import Budget, Host, best_roofline, budget_reason, render_feedback
 from agents.tools import Toolbox
 
 RECORDINGS = Path(__file__).parent / "recordings"
@@ -102,7 +101,7 @@ class ReplayAgent:
         )
         reason = "the recording is finished"
         for turn, step in enumerate(self.recording.steps, 1):
-            best = max((j.roofline_pct for j in toolbox.written if j.status == "pass" and j.roofline_pct), default=None)
+            best = best_roofline(toolbox.written)
             stop = self._stopped(host) or budget_reason(budget, len(toolbox.written), 0.0, best)
             if stop or self._cancel.wait(max(0.0, step.after_s * self.pace)) or host.stop_requested():
                 reason = stop or "stopped by the person"
@@ -111,7 +110,7 @@ class ReplayAgent:
             host.record("turn", f"turn {turn}", turn=turn)
             if step.say:
                 host.record("text", step.say)
-            self._write(toolbox, host, step)
+            self._write(toolbox, step)
         else:
             self._acknowledge(host)
         host.record("stop", reason, versions=len(toolbox.written), turns=len(toolbox.written))
@@ -126,21 +125,9 @@ class ReplayAgent:
             host.record("feedback", render_feedback(feedback), count=len(feedback))
             host.record("text", "(a recorded session cannot change course: noted, and playing on)")
 
-    def _write(self, toolbox: Toolbox, host: Host, step: Step) -> None:
-        args: dict[str, Any] = {"code": step.code, "notes": step.notes or ""}
+    def _write(self, toolbox: Toolbox, step: Step) -> None:
         notes = (step.notes or first_line(step.code)).strip()
-        host.record("tool_call", f'write_version "{notes[:80]}"', tool="write_version", args={"file": step.file})
-        output, ok = toolbox.call("write_version", args)
-        judged = toolbox.written[-1] if ok and toolbox.written else None
-        host.record(
-            "tool_result",
-            output,
-            tool="write_version",
-            ok=ok,
-            version=judged.version if judged else None,
-            status=judged.status if judged else None,
-        )
-
+        toolbox.use("write_version", {"code": step.code, "notes": notes})
 
 def first_line(code: str) -> str:
     from ast import get_docstring, parse

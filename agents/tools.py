@@ -134,6 +134,14 @@ class Toolbox:
     author: str
     written: list[Judged] = field(default_factory=list)  # every version this toolbox wrote, judged
 
+    def use(self, name: str, args: dict[str, Any], refusal: str | None = None) -> tuple[str, bool]:
+        """call(), with the call and its result in the transcript; `refusal` answers instead of running it."""
+        record_call(self.host, name, args)
+        output, ok = (refusal, False) if refusal else self.call(name, args)
+        judged = self.written[-1] if name == "write_version" and ok and self.written else None
+        record_result(self.host, name, output, ok, judged)
+        return output, ok
+
     def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
         """(output, ok): the text the model gets back, and whether the tool did what was asked."""
         try:
@@ -213,6 +221,28 @@ class Toolbox:
         if grep:
             return head + grep_lines(lines, grep)
         return head + window(lines, offset, f"{version} {kind}", DUMP_WINDOW_LINES)
+
+
+def brief_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments as stored in the transcript: code is kept whole in the version file, not here."""
+    return {k: (f"<{len(v.splitlines())} lines>" if k == "code" and isinstance(v, str) else v) for k, v in args.items()}
+
+
+def describe_call(name: str, args: dict[str, Any]) -> str:
+    if name == "write_version":
+        notes = str(args.get("notes") or "").strip().splitlines()
+        return f'write_version "{notes[0][:80] if notes else ""}"'
+    shown = " ".join(f"{k}={v}" for k, v in brief_args(args).items() if v not in (None, ""))
+    return f"{name} {shown}".strip()
+
+
+def record_call(host: Host, name: str, args: dict[str, Any]) -> None:
+    host.record("tool_call", describe_call(name, args), tool=name, args=brief_args(args))
+
+
+def record_result(host: Host, name: str, output: str, ok: bool, judged: Judged | None = None) -> None:
+    version, status = (judged.version, judged.status) if judged else (None, None)
+    host.record("tool_result", output, tool=name, ok=ok, version=version, status=status)
 
 
 def listing(folder: Path, limit: int = 40) -> str:

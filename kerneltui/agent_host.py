@@ -21,7 +21,7 @@ from typing import Any
 from agents.acp import PermissionAsk
 from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
 from harness import source
-from harness.report import duration_us, rung_line
+from harness.report import rung_line
 from kerneltui.config import AgentConfig
 from kerneltui.store import Store, now
 from kerneltui.workspace import VERSION_RE, Workspace
@@ -72,10 +72,9 @@ def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
         lines.append(f"\n{failed.name} error:\n{err[:ERROR_CHARS]}" + ("\n[cut]" if len(err) > ERROR_CHARS else ""))
     if evaluation.get("error") and not rungs:
         lines.append(str(evaluation["error"])[:ERROR_CHARS])
-    best = store.best_passing(evaluation["problem"])
+    best = store.best_passing_text(evaluation["problem"])
     if best:
-        pct = f", {best['roofline_pct']:.0f}% of roofline" if best.get("roofline_pct") else ""
-        lines.append(f"best passing so far: {best['version']} {duration_us(best['median_us'])}{pct}")
+        lines.append(f"best passing so far: {best}")
     data = {"rungs": [r.to_json() for r in rungs], "status": status, "failed_rung": evaluation["failed_rung"]}
     return Judged(
         name,

@@ -37,7 +37,7 @@ from kerneltui.messages import (
 from kerneltui.scheduler import Scheduler, SchedulerEvent
 from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
 from kerneltui.store import Store
-from kerneltui.widgets.agent import AgentPane
+from kerneltui.widgets.agent import AgentPane, agent_lines
 from kerneltui.widgets.asm import AsmPane
 from kerneltui.widgets.diff import DiffPane, diff_for
 from kerneltui.widgets.problems import ProblemTable
@@ -233,14 +233,17 @@ class KernelTUI(App[None]):
         problems = store.problem_rows()
         problem = self._selected_problem() or (problems[0]["name"] if problems else None)
         session, events = store.latest_agent(problem) if problem else (None, [])
+        guidance = store.guidance(problem) if problem else []
+        # Wrapping a long transcript takes milliseconds: done here, off the UI thread, on every change.
+        width = max(60, self.size.width - 38)  # the detail pane's text width, known while its tab is hidden
+        running, ask = problem in self.agents, self.asks.get(problem or "")
         return Snapshot(
             problems=problems,
             versions=store.version_rows(problem) if problem else [],
             problem=problem,
             pending=store.pending_count(),
-            guidance=store.guidance(problem) if problem else [],
-            agent_session=session,
-            agent_events=events,
+            guidance=guidance,
+            agent_lines=agent_lines(problem, session, events, guidance, running, width, ask),
         )
 
     def _selected_problem(self) -> str | None:
@@ -274,13 +277,7 @@ class KernelTUI(App[None]):
             self.load_detail(selected)
 
     def _show_agent(self) -> None:
-        snapshot = self.snapshot
-        running = snapshot.problem in self.agents
-        width = max(60, self.query_one("#detail").size.width - 4)  # known while the Agent tab is hidden
-        ask = self.asks.get(snapshot.problem or "")
-        self.query_one("#agent-view", AgentPane).show(
-            snapshot.problem, snapshot.guidance, snapshot.agent_session, snapshot.agent_events, running, width, ask
-        )
+        self.query_one("#agent-view", AgentPane).show(self.snapshot.agent_lines)
 
     def _detail_stale(self, row: dict[str, Any]) -> bool:
         assert self.detail is not None
@@ -594,7 +591,7 @@ class KernelTUI(App[None]):
             timeout=15,
             markup=False,
         )
-        self._show_agent()
+        self.load_snapshot()
 
     def _pending_ask(self) -> Any:
         tab = self.query_one("#detail", TabbedContent).active
@@ -613,7 +610,7 @@ class KernelTUI(App[None]):
         option = ask.option_for(kinds) or (ask.option_for(("allow_once",)) if kind == "allow_always" else None)
         ask.answer(option)
         self.asks.pop(self.snapshot.problem or "", None)
-        self._show_agent()
+        self.load_snapshot()
 
     def interrupt_agent(self) -> bool:
         """Esc on the Agent pane: ends the ACP agent's running turn so queued guidance goes now."""

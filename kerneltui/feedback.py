@@ -25,10 +25,9 @@ PASTE_PAUSE_S = 0.3
 def feedback_text(store: Store, problem: str) -> str:
     rows = store.version_rows(problem)[:RECENT]
     lines = [f"# kerneltui feedback: {problem}", "", "Rewritten after every evaluation, verdict and guidance.", ""]
-    best = store.best_passing(problem)
+    best = store.best_passing_text(problem)
     if best:
-        pct = f", {best['roofline_pct']:.0f}% of roofline" if best.get("roofline_pct") else ""
-        lines += [f"Best passing version: {best['version']} ({duration_us(best['median_us'])}{pct})", ""]
+        lines += [f"Best passing version: {best}", ""]
     lines += ["## Latest versions", ""]
     for row in rows:
         lines.append(f"- {version_line(row)}")

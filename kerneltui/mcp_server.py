@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12 for nested TypedDicts
 
 from agents.base import Feedback, Judged, render_feedback
-from agents.claude import brief_args, describe_call
-from agents.tools import TOOL_SPECS, Toolbox, ToolError
+from agents.tools import TOOL_SPECS, Toolbox, ToolError, record_call, record_result
 from kerneltui.store import Store, now
 from kerneltui.workspace import Workspace, WorkspaceError, resolve
 
@@ -209,21 +208,13 @@ class Ladder:
         lane = self.lane(problem, client)
         with lane.lock:
             host = lane.host
-            host.record("tool_call", describe_call(tool, args), tool=tool, args=brief_args(args))
+            record_call(host, tool, args)
             try:
                 done = work(lane)
             except Exception as exc:  # a broken history or a kerneltui bug is the tool's error, never the server's end
                 done = Done(f"{tool} failed inside kerneltui: {type(exc).__name__}: {exc}", False)
                 host.record("error", done.text)
-            judged = done.judged if tool == "write_version" else None
-            host.record(
-                "tool_result",
-                done.text,
-                tool=tool,
-                ok=done.ok,
-                version=judged.version if judged else None,
-                status=judged.status if judged else None,
-            )
+            record_result(host, tool, done.text, done.ok, done.judged if tool == "write_version" else None)
             if done.ok and tool != "get_guidance" and waiting_feedback(host):
                 done.text += "\n\n[the person has sent guidance or a verdict since you last asked: call get_guidance]"
         if not done.ok:

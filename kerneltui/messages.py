@@ -27,8 +27,7 @@ class Snapshot:
     problem: str | None = None
     pending: int = 0
     guidance: list[dict[str, Any]] = field(default_factory=list)
-    agent_session: dict[str, Any] | None = None  # the problem's newest agent session
-    agent_events: list[dict[str, Any]] = field(default_factory=list)
+    agent_lines: list[Any] = field(default_factory=list)  # the Agent pane, built in the worker
 
 
 class SnapshotLoaded(Message):

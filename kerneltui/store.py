@@ -723,6 +723,16 @@ class Store:
         )
         return found[0] if found else None
 
+    def best_passing_text(self, problem: str) -> str | None:
+        """'v002 (52 µs, 91% of roofline)': the fastest passing version, as agents and people read it."""
+        from harness.report import duration_us
+
+        best = self.best_passing(problem)
+        if best is None:
+            return None
+        pct = f", {best['roofline_pct']:.0f}% of roofline" if best.get("roofline_pct") else ""
+        return f"{best['version']} ({duration_us(best['median_us'])}{pct})"
+
     def last_approved(self, problem: str) -> dict[str, Any] | None:
         found = self.rows(
             "SELECT v.* FROM verdicts d JOIN versions v ON v.id = d.version_id WHERE d.problem = ? "

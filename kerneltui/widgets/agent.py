@@ -172,17 +172,7 @@ def agent_lines(
 
 
 class AgentPane(TextView):
-    def show(
-        self,
-        problem: str | None,
-        guidance: list[dict[str, Any]],
-        session: dict[str, Any] | None = None,
-        events: list[dict[str, Any]] | None = None,
-        running_here: bool = False,
-        width: int = 100,
-        ask: Any = None,
-    ) -> None:
-        lines = agent_lines(problem, session, events or [], guidance, running_here, width, ask)
+    def show(self, lines: list[Text]) -> None:
         at_end = self.scroll_offset.y >= self.max_scroll_y - 1
         self.set_lines(lines, keep_scroll=True)
         if at_end:  # following the transcript, as a terminal does
