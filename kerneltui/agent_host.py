@@ -1,7 +1,8 @@
 """What an agent works through (agents.base.Host), over the history and the judges; and running one.
 
-Versions an agent writes land in the problem folder atomically (written aside, then renamed in),
-with their author recorded first, and are queued at once; the host then waits for the ladder's
+Versions an agent writes land in the problem folder whole (written aside, then hard-linked to the
+next free vNNN.py, which never replaces another writer's file), with their author recorded, and are
+queued at once; the host then waits for the ladder's
 result in the history, so it works the same whether this process or another kerneltui judges.
 Every transcript event is a row in agent_events, which the dashboard's Agent pane shows.
 """
@@ -57,7 +58,9 @@ def with_notes(code: str, notes: str) -> str:
         has_doc = False
     if has_doc or not notes.strip():
         return code
-    return f'"""{notes.strip().replace(chr(92), chr(92) * 2).replace(chr(34) * 3, chr(39) * 3)}"""\n\n{code}'
+    safe = notes.strip().replace("\\", "\\\\").replace('"""', "'''")  # a docstring the notes cannot end early
+    pad = " " if safe.endswith('"') else ""  # a closing quote would run into the three that end it
+    return f'"""{safe}{pad}"""\n\n{code}'
 
 
 def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
@@ -181,12 +184,12 @@ class StoreHost:
         return self.store.artifacts(found[0]["id"]) if found else []
 
     def feedback(self) -> list[Feedback]:
+        verdicts = self.store.verdicts_after(self.problem.name, self.last_verdict)
+        self.last_verdict = max([self.last_verdict, *(v["id"] for v in verdicts)])
         items = [
             Feedback("verdict", v["reason"] or "", v["who"] or "", v["created"] or "", v["version"], v["verdict"])
-            for v in self.store.verdicts_after(self.problem.name, self.last_verdict)
+            for v in verdicts
         ]
-        newest = self.store.conn.execute("SELECT MAX(id) FROM verdicts WHERE problem = ?", [self.problem.name])
-        self.last_verdict = max(self.last_verdict, newest.fetchone()[0] or 0)
         items += [
             Feedback("guidance", g["text"], g["who"] or "", g["created"] or "")
             for g in self.store.take_guidance(self.problem.name, self.session_id)

@@ -14,11 +14,13 @@ from typing import Any
 
 from harness.report import rung_line
 from harness.results import RUNG_ORDER, RungResult
+from kerneltui import config as config_mod
 from kerneltui import runner
 from kerneltui.store import Store
 from kerneltui.workspace import Workspace, WorkspaceError, for_version, resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
 SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "agent", "mcp", "demo", "dashboard")
 
 
@@ -136,7 +138,7 @@ def tell_agents(
     """What the dashboard does after a verdict or guidance: the feedback file, and a configured tmux pane."""
     from kerneltui.feedback import person_spoke
 
-    config = load_config(config_path)
+    config = config_mod.load(config_path)
     said = person_spoke(store, folder, config.tmux_panes, config.agent.feedback_file, guidance, guidance_id)
     if said:
         print(said, file=sys.stderr if said.startswith("warning") else sys.stdout)
@@ -159,25 +161,16 @@ def cmd_guide(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def load_config(path: str | None) -> Any:
-    from kerneltui import config as config_mod
-
-    try:
-        return config_mod.load(Path(path) if path else None)
-    except config_mod.ConfigError as exc:
-        raise WorkspaceError(str(exc)) from None
-
-
 def cmd_agent(args: argparse.Namespace) -> int:
     """An agent on one problem, headless: judged here (or by the kerneltui already judging the workspace)."""
     import threading
 
     from kerneltui.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
-    from kerneltui.scheduler import Scheduler, SchedulerEvent
+    from kerneltui.scheduler import SchedulerEvent, start_headless
 
     workspace = resolve(args.workspace)
     workspace.problem_dir(args.problem)
-    config = load_config(args.config)
+    config = config_mod.load(args.config)
     agent_config = config.agent
     for name in (
         "backend",
@@ -206,9 +199,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         elif event.kind == "warning":
             print(f"warning: {event.data.get('message')}", file=sys.stderr)
 
-    scheduler = Scheduler(workspace, config.ladder, scheduler_said)
-    scheduler.start()
-    scheduler.started.wait(120)
+    scheduler = start_headless(workspace, config, scheduler_said)
     run = AgentRun(agent, args.problem)
     context = find_context(workspace, agent_config.context)
     thread = threading.Thread(
@@ -284,7 +275,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from kerneltui.app import KernelTUI
 
     workspace = resolve(args.workspace)
-    config = load_config(args.config)
+    config = config_mod.load(args.config)
     KernelTUI(workspace, config, run_judges=not args.no_judge).run()
     return EXIT_OK
 
@@ -326,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         verdict.add_argument("version", help="kernels/<problem>/vNNN.py")
         verdict.add_argument("--reason", required=verb == "reject", help="why (shown to the agent)")
         verdict.add_argument("--who", default=who)
-        verdict.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+        verdict.add_argument("--config", help=CONFIG_HELP)
         verdict.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
         verdict.set_defaults(func=cmd_verdict)
 
@@ -335,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     guide.add_argument("text", nargs="+")
     guide.add_argument("--workspace")
     guide.add_argument("--who", default=who)
-    guide.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    guide.add_argument("--config", help=CONFIG_HELP)
     guide.set_defaults(func=cmd_guide)
 
     agent = sub.add_parser("agent", help="run an agent on a problem, headless (guidance from `kerneltui guide`)")
@@ -359,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--recording", help="replay: a recording folder (default: the one shipped for the problem)")
     agent.add_argument("--pace", type=float, help="replay: multiply the recorded waits (0: no waits)")
-    agent.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    agent.add_argument("--config", help=CONFIG_HELP)
     agent.set_defaults(func=cmd_agent)
 
     from kerneltui.mcp_server import add_parser as add_mcp_parser
@@ -373,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dash = sub.add_parser("dashboard", help="the dashboard (what `kerneltui [WORKSPACE]` opens)")
     dash.add_argument("workspace", nargs="?")
-    dash.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    dash.add_argument("--config", help=CONFIG_HELP)
     dash.add_argument("--no-judge", action="store_true", help="show the history without judging anything")
     dash.set_defaults(func=cmd_dashboard)
     return parser
@@ -393,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         code: int = args.func(args)
-    except WorkspaceError as exc:
+    except (WorkspaceError, config_mod.ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -101,8 +101,8 @@ class Config:
     path: Path | None = None
 
 
-def load(path: Path | None = None) -> Config:
-    path = path or config_file()
+def load(path: str | Path | None = None) -> Config:
+    path = Path(path) if path else config_file()
     if not path.is_file():
         return Config(path=path)
     try:

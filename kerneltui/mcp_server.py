@@ -38,10 +38,9 @@ if TYPE_CHECKING:
     from mcp_types import CallToolResult
 
     from kerneltui.agent_host import StoreHost
-    from kerneltui.config import Config
-    from kerneltui.scheduler import Scheduler, SchedulerEvent
+    from kerneltui.scheduler import SchedulerEvent
 
-EXIT_OK, EXIT_USAGE = 0, 2
+EXIT_OK = 0
 BACKEND = "mcp"
 UNNAMED_CLIENT = "mcp client"
 CLOSE_WAIT_S = 10.0  # how long closing waits for a tool call in flight (a stopped write returns within 0.2 s)
@@ -453,17 +452,6 @@ def note(event: "SchedulerEvent") -> None:
         print(f"warning: {event.data.get('message')}", file=sys.stderr)
 
 
-def load_config(path: str | None) -> "Config":
-    from pathlib import Path
-
-    from kerneltui import config
-
-    try:
-        return config.load(Path(path) if path else None)
-    except config.ConfigError as exc:
-        raise WorkspaceError(str(exc)) from None
-
-
 def joined_session(workspace: Workspace, session_id: int | None) -> tuple[int, str] | None:
     """(id, problem) of the agent session named by --session, which must exist."""
     if session_id is None:
@@ -476,15 +464,6 @@ def joined_session(workspace: Workspace, session_id: int | None) -> tuple[int, s
     if not rows:
         raise WorkspaceError(f"no agent session {session_id} in {workspace.db_path}")
     return session_id, str(rows[0]["problem"])
-
-
-def start_scheduler(workspace: Workspace, config: "Config") -> "Scheduler":
-    from kerneltui.scheduler import Scheduler
-
-    scheduler = Scheduler(workspace, config.ladder, note)
-    scheduler.start()
-    scheduler.started.wait(120)
-    return scheduler
 
 
 def stop_now(ladder: Ladder, signum: int, frame: Any) -> None:
@@ -502,11 +481,13 @@ def stop_now(ladder: Ladder, signum: int, frame: Any) -> None:
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serves MCP on stdin/stdout until the client closes stdin; judges here unless another kerneltui does."""
     from kerneltui.agent_host import find_context
+    from kerneltui.config import load
+    from kerneltui.scheduler import start_headless
 
     workspace = resolve(args.workspace)
-    config = load_config(args.config)
+    config = load(args.config)
     joined = joined_session(workspace, args.session)
-    scheduler = start_scheduler(workspace, config)
+    scheduler = start_headless(workspace, config, note)
     ladder = Ladder(workspace, find_context(workspace, config.agent.context), scheduler.enqueue, joined)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, functools.partial(stop_now, ladder))
@@ -537,16 +518,3 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_arguments(parser)
     return parser
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`kerneltui mcp` on its own: `python -c 'from kerneltui.mcp_server import main; ...' --workspace W`."""
-    parser = argparse.ArgumentParser(prog="kerneltui mcp", description=__doc__.splitlines()[0] if __doc__ else None)
-    add_arguments(parser)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return int(args.func(args))
-    except WorkspaceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130

@@ -25,7 +25,7 @@ from typing import IO, Any
 from harness.results import Evaluation, RungResult
 from harness.source import defines
 from harness.workers import cuda_device_count
-from kerneltui.config import LadderConfig
+from kerneltui.config import Config, LadderConfig
 from kerneltui.feedback import write_feedback
 from kerneltui.runner import harness_env, harness_python, record_version
 from kerneltui.store import Store
@@ -432,6 +432,16 @@ class Scheduler:
             self.store.close()
         if self.lock:
             self.lock.release()
+
+
+def start_headless(
+    workspace: Workspace, config: Config, notify: Callable[[SchedulerEvent], None]
+) -> Scheduler:
+    """Judging for a process with no dashboard (a headless agent, the MCP server); waits for its start."""
+    scheduler = Scheduler(workspace, config.ladder, notify, feedback_file=config.agent.feedback_file)
+    scheduler.start()
+    scheduler.started.wait(120)
+    return scheduler
 
 
 class JudgeLock:

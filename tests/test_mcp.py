@@ -23,7 +23,6 @@ from mcp_types import CallToolResult, Implementation, TextContent
 from kerneltui.store import Store
 from tests.conftest import REPO, VERSIONS, kerneltui, make_workspace, run
 
-SERVER = "import sys; from kerneltui.mcp_server import main; sys.exit(main(sys.argv[1:]))"
 TOOLS = {"write_version", "read_results", "read_file", "search_context", "read_dump", "get_guidance"}
 CLIENT = "pytest-agent"
 RUNGS = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
@@ -33,7 +32,16 @@ pytestmark = pytest.mark.timeout(180)
 
 def server_args(workspace: Path, *extra: str) -> list[str]:
     """The server on `workspace`, with no user config (a config file that does not exist)."""
-    return ["-c", SERVER, "--workspace", str(workspace), "--config", str(workspace / "no-config.toml"), *extra]
+    return [
+        "-m",
+        "kerneltui",
+        "mcp",
+        "--workspace",
+        str(workspace),
+        "--config",
+        str(workspace / "no-config.toml"),
+        *extra,
+    ]
 
 
 @asynccontextmanager
