@@ -210,17 +210,17 @@ class AcpAgent:
         while True:
             new = host.finished()
             judged += new
-            best = best_roofline(judged)
+            reason = budget_reason(budget, len(judged), 0.0, best_roofline(judged))
+            if reason:
+                return "", reason
+            if self._cancel.is_set() or host.stop_requested():
+                return "", "stopped by the person"
+            # Taken only now: guidance taken is marked delivered, so it must reach an agent that goes on.
             feedback: list[Feedback] = host.feedback()
             parts = [results_text(new)] if new else []
             if feedback:
                 host.record("feedback", render_feedback(feedback), count=len(feedback))
                 parts.append("The person says:\n" + render_feedback(feedback))
-            reason = budget_reason(budget, len(judged), 0.0, best)
-            if reason:
-                return "", reason
-            if self._cancel.is_set() or host.stop_requested():
-                return "", "stopped by the person"
             if parts:
                 return "\n\n".join(parts), None
             await asyncio.sleep(POLL_S)

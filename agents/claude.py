@@ -166,6 +166,11 @@ class ClaudeAgent:
                     host.record("text", block.text)
             calls = [block for block in message.content if block.type == "tool_use"]
             results = [self._use_tool(toolbox, host, call, budget) for call in calls]
+            reason = self._stop_reason(
+                host, budget, len(toolbox.written), usage.cost(price) or 0.0, best_roofline(toolbox.written)
+            )
+            if reason:
+                break  # before taking guidance: what is taken is marked delivered, and no turn would carry it
             feedback = host.feedback()
             if feedback:
                 host.record("feedback", render_feedback(feedback), count=len(feedback))
@@ -290,4 +295,3 @@ def error_message(exc: Any) -> str:
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])
     return str(getattr(exc, "message", exc))
-

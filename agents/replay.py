@@ -111,8 +111,6 @@ class ReplayAgent:
             if step.say:
                 host.record("text", step.say)
             self._write(toolbox, step)
-        else:
-            self._acknowledge(host)
         host.record("stop", reason, versions=len(toolbox.written), turns=len(toolbox.written))
         return reason
 

@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from agents.acp import AcpAgent
 from kerneltui.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
 from kerneltui.commands import KernelCommands
 from kerneltui.config import Config
@@ -90,10 +91,11 @@ class KernelTUI(App[None]):
         run_scheduler: bool = True,
         run_judges: bool = True,
         autostart: list[str] | None = None,
+        note: str | None = None,
     ) -> None:
         super().__init__()
         self.autostart = list(autostart or [])  # problems to start an agent on once judging is up (the demo)
-        self.demo_note: str | None = None
+        self.note = note  # shown once the screen is up (the demo says what is going on)
         self.agents: dict[str, AgentRun] = {}
         self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
         self.deferred_to: int | None = None
@@ -149,8 +151,8 @@ class KernelTUI(App[None]):
         self._update_status()
         self.start_up()
         self.set_interval(POLL_S, self.poll_history)
-        if self.demo_note:
-            self.notify(self.demo_note, timeout=30, markup=False)
+        if self.note:
+            self.notify(self.note, timeout=30, markup=False)
 
     @work(thread=True, group="startup", exit_on_error=False)
     def start_up(self) -> None:
@@ -615,10 +617,9 @@ class KernelTUI(App[None]):
     def interrupt_agent(self) -> bool:
         """Esc on the Agent pane: ends the ACP agent's running turn so queued guidance goes now."""
         run = self.agents.get(self.snapshot.problem or "")
-        interrupt = getattr(run.agent, "interrupt", None) if run else None
-        if interrupt is None or not getattr(run.agent if run else None, "busy", False):
-            return False
-        interrupt()
+        if run is None or not isinstance(run.agent, AcpAgent) or not run.agent.busy:
+            return False  # only an ACP agent has turns to interrupt, and only while one runs
+        run.agent.interrupt()
         self.notify("interrupting the agent's turn: queued guidance goes next", timeout=4)
         return True
 

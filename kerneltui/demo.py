@@ -31,18 +31,19 @@ def run_demo(pace: float = 1.0, keep: bool = False) -> int:
     try:
         config = load()
     except ConfigError:
-        config = Config()  # the demo runs on defaults whatever the user's file says
+        config = Config()  # a broken config file does not stop the demo
+    config.tmux_panes = {}  # the person's agent panes are not the demo's
     config.agent.backend = "replay"
     config.agent.recording = None
     config.agent.pace = pace
     config.ladder.judges = max(config.ladder.judges, 2)  # two problems at once: two judges with no GPU
     workspace = make_demo_workspace()
     problems = sorted(builtin_recordings())
-    app = KernelTUI(workspace, config, autostart=problems)
-    app.demo_note = (
+    note = (
         f"demo: recorded agents write versions into {workspace.root}. "
         "a approves, r rejects, i sends guidance, s restarts an agent, q quits"
     )
+    app = KernelTUI(workspace, config, autostart=problems, note=note)
     try:
         app.run()
     finally:

@@ -11,7 +11,9 @@ Queued evaluations are rows in the history, so the queue survives a restart.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import queue
 import subprocess
 import threading
@@ -456,9 +458,6 @@ class JudgeLock:
         self.fd: int | None = None
 
     def acquire(self) -> bool:
-        import fcntl
-        import os
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -478,8 +477,6 @@ class JudgeLock:
             return None
 
     def release(self) -> None:
-        import os
-
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None

@@ -154,12 +154,15 @@ def test_budgets_stop_the_agent(tmp_path: Path) -> None:
 
     def script(number: int, body: dict[str, Any]) -> Reply:
         assert not body.get("stream")
+        if number == 1:  # guidance that arrives as the budget runs out waits for the next agent
+            assert kerneltui("guide", "vadd", "try 8 warps", "--workspace", str(folder.parent)).returncode == 0
         return Reply([tool_use(f"t{number}", "write_version", code=GOOD, notes="add")], "tool_use")
 
     with MessagesAPI(script) as api:
         done = agent_cli(folder.parent, api, config, "--max-versions", "1")
     assert done.returncode == 0 and "stopped: wrote 1 version (the budget)" in done.stdout
     assert len(api.requests) == 1
+    assert rows(folder.parent, "SELECT text, delivered FROM guidance") == [("try 8 warps", None)]
     with MessagesAPI(script) as api:  # one turn costs $0.0285 at opus prices
         done = agent_cli(folder.parent, api, config, "--max-cost", "0.01")
     assert done.returncode == 0 and "stopped: spent $0.03 (budget $0.01)" in done.stdout, done.stdout
