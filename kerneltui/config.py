@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.claude import DEFAULT_MODEL
 from kerneltui.locations import config_file
 
 
@@ -65,7 +66,7 @@ class LadderConfig:
 @dataclass
 class AgentConfig:
     backend: str = "claude"
-    model: str = "claude-opus-4-6"
+    model: str = DEFAULT_MODEL
     max_versions: int | None = 20
     max_cost_usd: float | None = None
     target_roofline_pct: float | None = None

@@ -34,9 +34,11 @@ def session_header(session: dict[str, Any], events: list[dict[str, Any]], runnin
         line.append(f" · ${session['cost_usd']:.2f}")
     if session.get("ended"):
         line.append(f"  ■ ended: {session.get('stop_reason') or '?'}", style="dim")
-    elif running_here or alive(session.get("pid")):
+    elif running_here:
         line.append("  ● running", style="green")
         line.append("   x stops it", style="dim")
+    elif alive(session.get("pid")):  # a headless agent or an MCP client: its own process stops it
+        line.append(f"  ● running in pid {session.get('pid')}", style="green")
     else:
         line.append(f"  ended without a word (pid {session.get('pid')} is gone)", style="dim")
     return line
