@@ -27,7 +27,7 @@ class Workspace:
         return self.state / "history.db"
 
     def problems(self) -> list[Path]:
-        return sorted(p.parent for p in self.root.glob("*/problem.py"))
+        return sorted(p.parent for p in self.root.glob("*/problem.py") if is_problem_dir(p.parent))
 
     def problem_dir(self, name: str) -> Path:
         folder = self.root / name
@@ -46,8 +46,13 @@ def version_number(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
+def is_problem_dir(folder: Path) -> bool:
+    """A folder holding problem.py, unless it is a Python package (a project's own problem module, such as harness/)."""
+    return (folder / "problem.py").is_file() and not (folder / "__init__.py").exists()
+
+
 def is_workspace(folder: Path) -> bool:
-    return (folder / STATE_DIR).is_dir() or any(folder.glob("*/problem.py"))
+    return (folder / STATE_DIR).is_dir() or any(is_problem_dir(p.parent) for p in folder.glob("*/problem.py"))
 
 
 def resolve(workspace: str | Path | None, cwd: Path | None = None) -> Workspace:
