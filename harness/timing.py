@@ -1,15 +1,18 @@
 """GPU timing: CUDA events around each call, an L2 flush before it, and a stop on a noise criterion.
 
 The same code times the kernel (in its worker) and the reference (in the judge). CUDA primitives are
-bound when this module is imported, before any version is, so a version that patches
-torch.cuda.Event or torch.cuda.synchronize afterwards does not change how it is timed.
+bound when this module is imported, and the worker imports it and takes frozen() copies of its
+functions before it imports a version, so a version that patches torch.cuda.Event,
+torch.cuda.synchronize or this module afterwards does not change how it is timed.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -108,3 +111,22 @@ def summarize(samples_ms: list[float]) -> Timing:
         n=n,
         noise_pct=100.0 * median_ci_halfwidth(samples_ms) if n >= 5 else 100.0,
     )
+
+
+def frozen() -> Any:
+    """Private copies of this module's functions, bound to a snapshot of its globals.
+
+    The kernel's worker takes them before it imports a version: a version that then patches
+    harness.timing (its event functions, time_calls, the stop criterion) changes what a later
+    `import harness.timing` sees, not how the worker times it.
+    """
+    snapshot = dict(globals())
+    copies = {
+        name: types.FunctionType(f.__code__, snapshot, name, f.__defaults__, f.__closure__)
+        for name, f in snapshot.items()
+        if isinstance(f, types.FunctionType) and f.__module__ == __name__ and name != "frozen"
+    }
+    for name, copy in copies.items():
+        copy.__kwdefaults__ = snapshot[name].__kwdefaults__
+    snapshot.update(copies)  # the copies call each other, never the module's (patchable) names
+    return collections.namedtuple("FrozenTiming", list(copies))(**copies)  # no attribute can be set on it

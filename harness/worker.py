@@ -27,7 +27,10 @@ import torch
 if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
-from harness import wire
+from harness import timing, wire
+
+# Taken before any version is imported: patching harness.timing later cannot change how calls are timed.
+TIMING = timing.frozen()
 
 try:
     import triton  # imported ahead of need: a version should not wait for it
@@ -133,19 +136,17 @@ class Worker:
             return
         wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start})
 
-    def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
-        from harness import timing
-
+    def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
         inputs = self.materialize(header["inputs"], tensors)
         if self.flush is None:
-            self.flush = timing.flush_buffer(self.device)
+            self.flush = timer.flush_buffer(self.device)
         last: list[Any] = [None]
 
         def call() -> None:
             last[0] = self.entry(*inputs)
 
         try:
-            samples = timing.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
+            samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
             torch.cuda.synchronize()
         except BaseException as exc:
             self.reply_error(exc, "bench")

@@ -25,6 +25,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = make_workspace(tmp_path_factory.mktemp("gpu") / "ws")
     paths = [add_version(folder, "good")]
     paths += [add_version(folder, name) for name in EXPECTED]
+    paths.append(add_version(folder, "patches_timing"))
     paths.append(add_version(folder, "good", "good_again.py"))
     return judge_many(paths, timeout=10)
 
@@ -48,6 +49,13 @@ def test_gpu_failures_are_named(judged: dict[str, dict], fixture: str) -> None:
     failed_rung, words = EXPECTED[fixture]
     assert evaluation["failed_rung"] == failed_rung, [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
     assert words in rung(evaluation, failed_rung)["err"]
+
+
+def test_patching_the_timers_does_not_make_a_version_faster(judged: dict[str, dict]) -> None:
+    cheat, good = judged["patches_timing"], judged["good"]
+    assert cheat["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in cheat["rungs"]]
+    ratio = rung(cheat, "benchmark")["metrics"]["median_us"] / rung(good, "benchmark")["metrics"]["median_us"]
+    assert ratio > 0.9, f"the patched timers were believed: {ratio:.2f}x the honest version's median"
 
 
 def test_device_recovers_for_the_next_version(judged: dict[str, dict]) -> None:
