@@ -126,7 +126,5 @@ def frozen() -> Any:
         for name, f in snapshot.items()
         if isinstance(f, types.FunctionType) and f.__module__ == __name__ and name != "frozen"
     }
-    for name, copy in copies.items():
-        copy.__kwdefaults__ = snapshot[name].__kwdefaults__
     snapshot.update(copies)  # the copies call each other, never the module's (patchable) names
     return collections.namedtuple("FrozenTiming", list(copies))(**copies)  # no attribute can be set on it

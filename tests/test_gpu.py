@@ -52,10 +52,12 @@ def test_gpu_failures_are_named(judged: dict[str, dict], fixture: str) -> None:
 
 
 def test_patching_the_timers_does_not_make_a_version_faster(judged: dict[str, dict]) -> None:
-    cheat, good = judged["patches_timing"], judged["good"]
+    cheat = judged["patches_timing"]
     assert cheat["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in cheat["rungs"]]
-    ratio = rung(cheat, "benchmark")["metrics"]["median_us"] / rung(good, "benchmark")["metrics"]["median_us"]
-    assert ratio > 0.9, f"the patched timers were believed: {ratio:.2f}x the honest version's median"
+    # It runs the reference's own code, which the judge times in its own process: no faster than that.
+    bench = rung(cheat, "benchmark")["metrics"]
+    ratio = bench["median_us"] / bench["ref_median_us"]
+    assert ratio > 0.9, f"the patched timers were believed: {ratio:.2f}x the reference's median"
 
 
 def test_device_recovers_for_the_next_version(judged: dict[str, dict]) -> None:
