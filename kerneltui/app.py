@@ -6,9 +6,11 @@ workers and the scheduler's own thread); results come back as messages.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,18 @@ from kerneltui.workspace import Workspace
 
 TABS = ("rungs", "diff", "trends", "asm", "agent")
 POLL_S = 0.5
+
+
+
+def while_running(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """For messages from background work: one still queued when shutdown has removed the widgets is dropped."""
+
+    @functools.wraps(handler)
+    def guarded(app: Any, message: Any) -> None:
+        if app.is_running:
+            handler(app, message)
+
+    return guarded
 
 
 class KernelTUI(App[None]):
@@ -252,6 +266,7 @@ class KernelTUI(App[None]):
         """Read from worker threads: the UI thread keeps `wanted_problem` current, no widget is touched."""
         return self.wanted_problem or self.snapshot.problem
 
+    @while_running
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         snapshot = message.snapshot
         changed_problem = snapshot.problem != self.snapshot.problem
@@ -347,6 +362,7 @@ class KernelTUI(App[None]):
         approved_row = next((r for r in rows if approved and r["version_id"] == approved["id"]), None)
         return {"previous": previous, "best": best_row, "approved": approved_row}
 
+    @while_running
     def on_detail_loaded(self, message: DetailLoaded) -> None:
         detail = message.detail
         same = self.detail is not None and detail is not None and self.detail.version["name"] == detail.version["name"]
@@ -409,6 +425,7 @@ class KernelTUI(App[None]):
 
     # --- what the scheduler says ----------------------------------------------------------------
 
+    @while_running
     def on_scheduler_changed(self, message: SchedulerChanged) -> None:
         event = message.event
         if event.kind == "judge":
@@ -489,6 +506,7 @@ class KernelTUI(App[None]):
         if said:
             self.post_message(Recorded("tmux", said))
 
+    @while_running
     def on_recorded(self, message: Recorded) -> None:
         if message.what == "tmux":
             warning = message.text.startswith("warning: ")
@@ -584,6 +602,7 @@ class KernelTUI(App[None]):
 
         return ask
 
+    @while_running
     def on_permission_asked(self, message: PermissionAsked) -> None:
         self.asks[message.problem] = message.ask
         if self.config.bell:
@@ -631,6 +650,7 @@ class KernelTUI(App[None]):
         reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue)
         self.post_message(AgentFinished(run.problem, reason, run.failed))
 
+    @while_running
     def on_agent_finished(self, message: AgentFinished) -> None:
         self.agents.pop(message.problem, None)
         self.asks.pop(message.problem, None)

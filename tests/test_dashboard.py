@@ -11,6 +11,7 @@ import pytest
 
 from kerneltui.app import KernelTUI
 from kerneltui.config import Config, LadderConfig
+from kerneltui.messages import DetailLoaded, SnapshotLoaded
 from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
 from kerneltui.widgets.asm import AsmPane
 from kerneltui.widgets.rungs import RungsPane
@@ -253,3 +254,15 @@ async def test_queue_survives_a_restart_and_files_written_while_away_are_judged(
     with db(folder.parent) as conn:
         counts = conn.execute("SELECT version, COUNT(*) FROM evaluations GROUP BY version ORDER BY version").fetchall()
     assert counts == [("v001", 1), ("v002", 1), ("v003", 1)]
+
+
+async def test_work_finished_after_shutdown_began_is_dropped(history: Workspace) -> None:
+    # A snapshot or detail worker can post just before quit; shutdown removes the widgets before it
+    # drains the queue. Handling such a message then must not raise (it once failed a run: NoMatches).
+    app = KernelTUI(history, Config())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: table(app).row_count > 0, pilot)
+        last = app.snapshot
+    assert not app.is_running
+    app.on_snapshot_loaded(SnapshotLoaded(last))
+    app.on_detail_loaded(DetailLoaded(None))
