@@ -10,7 +10,8 @@ import functools
 import getpass
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +175,9 @@ class KernelTUI(App[None]):
         writer (sqlite-utils, and creating a new history) comes after the first screen (open_writer)."""
         if self.workspace.db_path.is_file():
             self._open_readers()
-            self.post_message(SnapshotLoaded(self._read_snapshot(self.stores["snapshot"])))
+            with self.stores["snapshot"].held() as store:
+                if store is not None:
+                    self.post_message(SnapshotLoaded(self._read_snapshot(store)))
         else:
             self.open_writer()
 
@@ -228,22 +231,32 @@ class KernelTUI(App[None]):
 
     def poll_history(self) -> None:
         """Notices writes by other processes (the CLI's approve/reject/guide) within a second."""
-        store = self.stores.get("poll")
-        if store is None:
-            return
-        version = store.data_version()
+        with self.reading("poll") as store:
+            if store is None:
+                return
+            version = store.data_version()
         if version != self.last_version:
             self.last_version = version
             self.load_snapshot()
 
     @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
     def load_snapshot(self) -> None:
-        store = self.stores.get("snapshot")
-        if store is None:
-            return
-        snapshot = self._read_snapshot(store)
+        with self.reading("snapshot") as store:
+            if store is None:
+                return
+            snapshot = self._read_snapshot(store)
         if not get_current_worker().is_cancelled:
             self.post_message(SnapshotLoaded(snapshot))
+
+    @contextmanager
+    def reading(self, name: str) -> Iterator[Store | None]:
+        """The named reader, held while a thread reads it (None before it is opened or once closed)."""
+        store = self.stores.get(name)
+        if store is None:
+            yield None
+            return
+        with store.held() as held:
+            yield held
 
     def _read_snapshot(self, store: Store) -> Snapshot:
         problems = store.problem_rows()
@@ -324,10 +337,10 @@ class KernelTUI(App[None]):
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def _load_detail(self, row: dict[str, Any]) -> None:
-        store = self.stores.get("detail")
-        if store is None:
-            return
-        detail = self._read_detail(store, row)
+        with self.reading("detail") as store:
+            if store is None:
+                return
+            detail = self._read_detail(store, row)
         if not get_current_worker().is_cancelled:
             self.post_message(DetailLoaded(detail))
 
@@ -482,17 +495,21 @@ class KernelTUI(App[None]):
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
-        store = self.open_writer()
-        store.add_verdict(row["version_id"], verdict, reason or None, self.who)
-        self.post_message(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
-        self._person_spoke(store, Path(row["path"]).parent)
+        with self.open_writer().held() as store:  # quitting waits for the verdict to be written
+            if store is None:
+                return
+            store.add_verdict(row["version_id"], verdict, reason or None, self.who)
+            self.post_message(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
+            self._person_spoke(store, Path(row["path"]).parent)
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_guidance(self, problem: str, text: str) -> None:
-        store = self.open_writer()
-        guidance_id = store.add_guidance(problem, text, self.who)
-        self.post_message(Recorded("guidance", text))
-        self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
+        with self.open_writer().held() as store:
+            if store is None:
+                return
+            guidance_id = store.add_guidance(problem, text, self.who)
+            self.post_message(Recorded("guidance", text))
+            self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
 
     def _person_spoke(
         self, store: Store, folder: Path, text: str | None = None, guidance_id: int | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +53,10 @@ class Store:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+        # Held by a thread over a run of queries: closing a connection another thread is reading
+        # crashes the process (SIGSEGV), so close() waits for the holder.
+        self.lock = threading.RLock()
+        self.closed = False
         self.conn.execute("PRAGMA busy_timeout = 30000")
         self._db: sqlite_utils.Database | None = None
         if create:  # readers open an existing history and write nothing
@@ -98,7 +103,15 @@ class Store:
         return self.db.table(name)
 
     def close(self) -> None:
-        self.conn.close()
+        with self.lock:
+            self.closed = True
+            self.conn.close()
+
+    @contextmanager
+    def held(self) -> Iterator[Store | None]:
+        """This store for one thread's run of queries, or None once it is closed."""
+        with self.lock:
+            yield None if self.closed else self
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
