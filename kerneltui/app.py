@@ -58,7 +58,7 @@ POLL_S = 0.5
 
 
 def while_running(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    """For messages from background work: one still queued when shutdown has removed the widgets is dropped."""
+    """A message still queued when shutdown has removed the widgets (background work, a cursor move) is dropped."""
 
     @functools.wraps(handler)
     def guarded(app: Any, message: Any) -> None:
@@ -316,6 +316,7 @@ class KernelTUI(App[None]):
         return any(old.get(k) != row.get(k) for k in keys)
 
     @on(DataTable.RowHighlighted, "#versions")
+    @while_running
     def version_highlighted(self, event: DataTable.RowHighlighted) -> None:
         row = self.query_one("#versions", VersionTable).selected
         if row is not None and (
@@ -324,6 +325,7 @@ class KernelTUI(App[None]):
             self.load_detail(row)
 
     @on(DataTable.RowHighlighted, "#problems")
+    @while_running
     def problem_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value != self.snapshot.problem:
             self.wanted_problem = event.row_key.value
@@ -390,6 +392,7 @@ class KernelTUI(App[None]):
         self._refresh_active_pane()
 
     @on(TabbedContent.TabActivated, "#detail")
+    @while_running
     def tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._refresh_active_pane()
 
@@ -547,8 +550,9 @@ class KernelTUI(App[None]):
             self.notify("no problem selected", severity="warning")
             return
         event.input.value = ""
-        self.record_guidance(problem, text)
-        self.query_one("#versions").focus()  # back to reviewing: a, r, j, k work again
+        self.record_guidance(problem, text)  # kept even when typed at quit: the stores close after this
+        if self.is_running:
+            self.query_one("#versions").focus()  # back to reviewing: a, r, j, k work again
 
     def action_diff(self) -> None:
         tabs = self.query_one("#detail", TabbedContent)
@@ -574,6 +578,7 @@ class KernelTUI(App[None]):
         box.focus()
 
     @on(Input.Submitted, "#search-box")
+    @while_running
     def search_submitted(self, event: Input.Submitted) -> None:
         view = self.active_view()
         event.input.display = False
@@ -736,6 +741,7 @@ class KernelTUI(App[None]):
 
         self.push_screen(QuitScreen(pending, len(self.agents)), answered)
 
+    @while_running
     def on_key(self, event: Any) -> None:
         if event.key == "escape" and self.focused in (self.query_one("#guidance"), self.query_one("#search-box")):
             self.query_one("#search-box").display = False

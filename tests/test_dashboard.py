@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from textual import events
+from textual.widgets import DataTable, Input, TabbedContent
+from textual.widgets.data_table import RowKey
 
 from kerneltui.app import KernelTUI
 from kerneltui.config import Config, LadderConfig
@@ -263,6 +266,17 @@ async def test_work_finished_after_shutdown_began_is_dropped(history: Workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: table(app).row_count > 0, pilot)
         last = app.snapshot
+        versions, problems = table(app), app.query_one("#problems", DataTable)
+        tabs = app.query_one("#detail", TabbedContent)
+        tab_activated = TabbedContent.TabActivated(tabs, tabs.get_tab(tabs.active))
+        search, guidance = app.query_one("#search-box", Input), app.query_one("#guidance", Input)
     assert not app.is_running
     app.on_snapshot_loaded(SnapshotLoaded(last))
     app.on_detail_loaded(DetailLoaded(None))
+    # So are the widgets' own messages: a cursor moved by the last snapshot (seen failing a run), a tab, a key.
+    app.version_highlighted(DataTable.RowHighlighted(versions, 0, RowKey("v001")))
+    app.problem_highlighted(DataTable.RowHighlighted(problems, 0, RowKey("other")))
+    app.tab_activated(tab_activated)
+    app.search_submitted(Input.Submitted(search, "ld.global"))
+    app.guidance_submitted(Input.Submitted(guidance, "try a wider block"))
+    app.on_key(events.Key("escape", None))
