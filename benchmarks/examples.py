@@ -5,7 +5,9 @@
 Needs only the harness's own dependencies (torch, triton; nvidia-cutlass-dsl for CuTeDSL
 versions), so it runs in a GPU box's Python as it is. On a GPU it prints timings, bandwidth and
 % of roofline against the device's measured copy bandwidth and matmul rate (measured in the same
-run when the workspace has none cached yet).
+run when the workspace has none cached yet). "min" is the fastest call timed on the caller's stream,
+"settled" the fastest until the whole device was idle (a synchronize's latency taken off): far apart,
+the version leaves work on a stream nobody waits for.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def row(ev: dict) -> str:
     failed = next((f"{r['name']}: {(r['err'] or '')[:60]}" for r in ev["rungs"] if r["ok"] is False), "")
     return (
         f"{ev['problem']:<9} {ev['version']:<5} {ev['status']:<10} "
-        f"{first.get('median_us', float('nan')):>10.1f} {first.get('ref_median_us', float('nan')):>10.1f} "
+        f"{first.get('median_us', float('nan')):>10.1f} {first.get('min_us', float('nan')):>8.1f} "
+        f"{first.get('settled_us', float('nan')):>8.1f} {first.get('ref_median_us', float('nan')):>10.1f} "
         f"{bench.get('speedup') or float('nan'):>7.2f} {roof_row.get('gbps', float('nan')):>8.0f} "
         f"{roof_row.get('tflops', float('nan')):>8.1f} {roof_row.get('pct', float('nan')):>6.0f}% "
         f"{regs:>5} {ev['seconds']:>6.1f}  {first.get('case', '')} {failed}"
@@ -73,8 +76,8 @@ def main() -> int:
     paths = [p.resolve() for p in args.versions] or sorted(args.workspace.glob("*/v*.py"))
     start = time.perf_counter()
     print(
-        f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'ref µs':>10} {'vs ref':>7} "
-        f"{'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case",
+        f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'min µs':>8} {'settled':>8} {'ref µs':>10} "
+        f"{'vs ref':>7} {'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case",
         flush=True,
     )
     evaluations = []

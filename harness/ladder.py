@@ -42,6 +42,9 @@ NEEDS = {
 # Honest kernels reach a little over the measured copy (a 2:1 read:write mix beats a 1:1 copy);
 # a time this far past the ceiling is not a kernel doing the work.
 IMPLAUSIBLE_ROOFLINE_PCT = 125.0
+# Time until the whole device is idle (less a synchronize's latency) may exceed the time on the caller's
+# stream by this much before the version is taken to leave work on a stream nobody waits for.
+UNAWAITED_RATIO, UNAWAITED_US = 1.05, 5.0
 
 
 @dataclass
@@ -404,6 +407,10 @@ class Ladder:
                     err=f"{case_label(case)}: the timed calls' output is wrong: {err}",
                 )
             kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
+            settled_us, unawaited = _unawaited_work(kernel, reply)
+            if unawaited:
+                err = f"{case_label(case)}: {unawaited}"
+                return RungResult(name="benchmark", ok=False, metrics={"cases": cases}, err=err)
             reference = timing.summarize(
                 timing.time_calls(
                     functools.partial(run.problem.reference, *inputs), flush, budget_s=self.options.bench_budget_s
@@ -412,6 +419,7 @@ class Ladder:
             entry = {
                 "case": case_label(case),
                 **kernel.to_json(),
+                "settled_us": settled_us,
                 "ref_median_us": reference.median_us,
                 "speedup": reference.median_us / kernel.median_us if kernel.median_us > 0 else None,
             }
@@ -500,6 +508,19 @@ def _judge_error(exc: Exception, problem_path: Path) -> str:
         return f"{problem_path.parent.name}/problem.py:{in_problem[-1].lineno} raised {type(exc).__name__}: {exc}"
     where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
     return f"the judge failed ({where}): {type(exc).__name__}: {exc}"
+
+
+def _unawaited_work(kernel: Any, reply: dict[str, Any]) -> tuple[float, str | None]:
+    """Time until the device is idle, less the synchronize's latency (µs), and the error when it is far above
+    the time on the caller's stream. Minima: that latency only ever adds, and varies by microseconds."""
+    settled_ms = min(_checked_samples(reply.get("settled_ms"))) - min(_checked_samples(reply.get("idle_ms")))
+    settled_us = 1000 * settled_ms
+    if settled_us <= kernel.min_us * UNAWAITED_RATIO + UNAWAITED_US:
+        return settled_us, None
+    return settled_us, (
+        f"its work outlasts the call on the caller's stream: {settled_us:.1f} µs until the device is idle against "
+        f"{kernel.min_us:.1f} µs timed on the stream (work on a stream the caller's stream never waits for)"
+    )
 
 
 def _checked_samples(samples: Any) -> list[float]:

@@ -96,6 +96,35 @@ def time_calls(
     return samples
 
 
+def settled_calls(fn: Callable[[], Any], flush: torch.Tensor, reps: int = 30) -> tuple[list[float], list[float]]:
+    """Times fn until the whole device is idle (ms), not just until the caller's stream is.
+
+    A version can launch work on a stream of its own that the caller's stream never waits for: the
+    events of time_calls then stop early. Here the end event is recorded after a device-wide
+    synchronize, so that work counts, and so does the synchronize's wake-up latency: each call is
+    paired with one of nothing, timed the same way, to subtract it. The flush ahead of the begin event
+    keeps the GPU busy while the host launches fn, as in time_calls. Returns (fn's, nothing's).
+    """
+
+    def settle(call: Callable[[], Any]) -> float:
+        begin, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        flush.zero_()
+        _record(begin)
+        call()
+        _synchronize()
+        _record(end)
+        _synchronize()
+        return float(_elapsed(begin, end))
+
+    _synchronize()
+    pairs = [(settle(fn), settle(do_nothing)) for _ in range(reps)]
+    return [work for work, _ in pairs], [idle for _, idle in pairs]
+
+
+def do_nothing() -> None:
+    return None
+
+
 def summarize(samples_ms: list[float]) -> Timing:
     us = sorted(s * 1000.0 for s in samples_ms)
     n = len(us)

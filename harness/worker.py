@@ -147,11 +147,11 @@ class Worker:
 
         try:
             samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
-            torch.cuda.synchronize()
+            settled, idle = timer.settled_calls(call, self.flush)
         except BaseException as exc:
             self.reply_error(exc, "bench")
             return
-        self.send_outputs(last[0], None, {"samples_ms": samples})
+        self.send_outputs(last[0], None, {"samples_ms": samples, "settled_ms": settled, "idle_ms": idle})
 
     def materialize(self, tree: Any, tensors: list[torch.Tensor]) -> tuple[Any, ...]:
         moved = [t if t.device.type == "meta" else t.to(self.device) for t in tensors]

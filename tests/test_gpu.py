@@ -17,6 +17,7 @@ EXPECTED = {
     "gpu_spin": ("correctness", "timed out after 10 s"),
     "memoize": ("roofline", "faster than the device can go"),
     "bench_only_wrong": ("benchmark", "the timed calls' output is wrong"),
+    "side_stream": ("benchmark", "outlasts the call on the caller's stream"),
 }
 
 
@@ -38,6 +39,7 @@ def test_honest_version_passes_every_rung_with_figures(judged: dict[str, dict]) 
     assert bench["median_us"] > 0 and bench["ref_median_us"] > 0 and bench["speedup"] > 0
     case = bench["cases"][0]
     assert case["p20_us"] <= case["median_us"] <= case["p80_us"] and case["n"] >= 10
+    assert case["settled_us"] > 0.5 * case["min_us"], case  # the device-wide timing saw the kernel run
     roof = rung(good, "roofline")["metrics"]
     assert 1 < roof["pct"] <= 125 and roof["peaks"]["copy_gbps"] > 100
     assert rung(good, "compile")["metrics"]["mode"] == "jit"

@@ -12,10 +12,11 @@ import harness.worker as worker
 import harness.timing as timing
 before = worker.TIMING
 timing._elapsed = timing._record = timing._synchronize = None
-timing.time_calls = timing.warm_up = timing.median_ci_halfwidth = None
+timing.time_calls = timing.settled_calls = timing.warm_up = timing.median_ci_halfwidth = timing.do_nothing = None
 g = before.time_calls.__globals__
 assert g["_elapsed"] is not None and g["_record"] is not None and g["_synchronize"] is not None
 assert g["warm_up"] is before.warm_up and g["median_ci_halfwidth"] is before.median_ci_halfwidth
+assert before.settled_calls.__globals__["do_nothing"] is before.do_nothing
 try:
     before.time_calls = None
 except AttributeError:
