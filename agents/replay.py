@@ -127,6 +127,7 @@ class ReplayAgent:
         notes = (step.notes or first_line(step.code)).strip()
         toolbox.use("write_version", {"code": step.code, "notes": notes})
 
+
 def first_line(code: str) -> str:
     from ast import get_docstring, parse
 

@@ -61,24 +61,65 @@ def fill(root: Path, versions: int, problems: int) -> None:
                 evaluation_id += 1
                 passed = v % 4 != 0
                 median = 100.0 / (1 + v / 50) if passed else None
-                version_rows.append({"id": version_id, "problem": name, "name": f"v{v:03d}", "number": v,
-                                     "path": str(path), "hash": digest, "size": len(text), "notes": f"attempt {v}",
-                                     "author": "bench", "created": stamp, "source": text})
-                evaluation_rows.append({
-                    "id": evaluation_id, "version_id": version_id, "problem": name, "version": f"v{v:03d}",
-                    "hash": digest, "status": "pass" if passed else "fail", "ok": int(passed),
-                    "failed_rung": None if passed else "correctness", "device_name": "NVIDIA H200",
-                    "queued": stamp, "started": stamp, "finished": stamp, "seconds": 3.0,
-                    "max_abs": 0.0 if passed else 1.5, "median_us": median, "speedup": 2.0 if passed else None,
-                    "roofline_pct": 50 + v / 10 if passed else None})
+                version_rows.append(
+                    {
+                        "id": version_id,
+                        "problem": name,
+                        "name": f"v{v:03d}",
+                        "number": v,
+                        "path": str(path),
+                        "hash": digest,
+                        "size": len(text),
+                        "notes": f"attempt {v}",
+                        "author": "bench",
+                        "created": stamp,
+                        "source": text,
+                    }
+                )
+                evaluation_rows.append(
+                    {
+                        "id": evaluation_id,
+                        "version_id": version_id,
+                        "problem": name,
+                        "version": f"v{v:03d}",
+                        "hash": digest,
+                        "status": "pass" if passed else "fail",
+                        "ok": int(passed),
+                        "failed_rung": None if passed else "correctness",
+                        "device_name": "NVIDIA H200",
+                        "queued": stamp,
+                        "started": stamp,
+                        "finished": stamp,
+                        "seconds": 3.0,
+                        "max_abs": 0.0 if passed else 1.5,
+                        "median_us": median,
+                        "speedup": 2.0 if passed else None,
+                        "roofline_pct": 50 + v / 10 if passed else None,
+                    }
+                )
                 for idx, rung in enumerate(("load", "compile", "correctness", "benchmark", "roofline", "dumps")):
                     ok = passed or idx < 2
-                    rung_rows.append({"evaluation_id": evaluation_id, "idx": idx, "name": rung, "ok": int(ok),
-                                      "seconds": 0.5, "metrics": json.dumps({}),
-                                      "err": None if ok else "case n=4097: outside atol"})
+                    rung_rows.append(
+                        {
+                            "evaluation_id": evaluation_id,
+                            "idx": idx,
+                            "name": rung,
+                            "ok": int(ok),
+                            "seconds": 0.5,
+                            "metrics": json.dumps({}),
+                            "err": None if ok else "case n=4097: outside atol",
+                        }
+                    )
                 if passed:
-                    timing_rows.append({"evaluation_id": evaluation_id, "case_label": "n=16777216",
-                                        "median_us": median, "roofline_pct": 50 + v / 10, "noise_pct": 0.3})
+                    timing_rows.append(
+                        {
+                            "evaluation_id": evaluation_id,
+                            "case_label": "n=16777216",
+                            "median_us": median,
+                            "roofline_pct": 50 + v / 10,
+                            "noise_pct": 0.3,
+                        }
+                    )
             store.table("versions").insert_all(version_rows)
             store.table("evaluations").insert_all(evaluation_rows)
             store.table("rungs").insert_all(rung_rows)
@@ -95,8 +136,10 @@ def tmux_start_time(root: Path, first_visible: str, repeats: int) -> list[float]
         session = f"kerneltui-bench-{i}"
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
         start = time.perf_counter()
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
-                        f"{kerneltui} {root} --no-judge"], check=True)
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", f"{kerneltui} {root} --no-judge"],
+            check=True,
+        )
         while True:
             capture = ["tmux", "capture-pane", "-t", session, "-p"]
             screen = subprocess.run(capture, capture_output=True, text=True).stdout
@@ -192,8 +235,9 @@ async def write_to_screen(root: Path, repeats: int) -> list[dict[str, float]]:
                 await pilot.pause(0.005)
             on_screen = time.perf_counter() - start
             store = app.stores["detail"]
-            rows = store.rows("SELECT name, seconds FROM rungs WHERE evaluation_id = ? ORDER BY idx",
-                              [row["evaluation_id"]])
+            rows = store.rows(
+                "SELECT name, seconds FROM rungs WHERE evaluation_id = ? ORDER BY idx", [row["evaluation_id"]]
+            )
             ladder = sum(r["seconds"] or 0 for r in rows if r["name"] in ("load", "compile", "correctness"))
             results.append({"on_screen_s": on_screen, "ladder_s": ladder, "added_s": on_screen - ladder})
             while row.get("status") not in ("pass", "fail", "unverified"):
@@ -213,23 +257,33 @@ def main() -> int:
     big = args.dir / "big"
     start = time.perf_counter()
     fill(big, args.versions, args.problems)
-    print(f"filled {args.versions} versions over {args.problems} problems in {time.perf_counter() - start:.1f} s "
-          f"({(big / '.kerneltui' / 'history.db').stat().st_size / 2**20:.1f} MiB history)")
+    print(
+        f"filled {args.versions} versions over {args.problems} problems in {time.perf_counter() - start:.1f} s "
+        f"({(big / '.kerneltui' / 'history.db').stat().st_size / 2**20:.1f} MiB history)"
+    )
     newest = f"v{args.versions // args.problems:03d}"
     starts = tmux_start_time(big, newest, args.repeats)
     if starts:
-        print(f"start-up to first screen (tmux, 160x48): median {statistics.median(starts):.2f} s, "
-              f"max {max(starts):.2f} s over {len(starts)} starts")
+        print(
+            f"start-up to first screen (tmux, 160x48): median {statistics.median(starts):.2f} s, "
+            f"max {max(starts):.2f} s over {len(starts)} starts"
+        )
     redraw, detail = asyncio.run(keypress_times(big, 40))
-    print(f"keypress j to the first frame (cursor moved): median {1000 * statistics.median(redraw):.1f} ms, "
-          f"p90 {1000 * sorted(redraw)[int(0.9 * len(redraw))]:.1f} ms")
+    print(
+        f"keypress j to the first frame (cursor moved): median {1000 * statistics.median(redraw):.1f} ms, "
+        f"p90 {1000 * sorted(redraw)[int(0.9 * len(redraw))]:.1f} ms"
+    )
     p90 = sorted(detail)[int(0.9 * len(detail))]
-    print(f"keypress j to the frame with the Rungs pane showing that version: "
-          f"median {1000 * statistics.median(detail):.1f} ms, p90 {1000 * p90:.1f} ms")
+    print(
+        f"keypress j to the frame with the Rungs pane showing that version: "
+        f"median {1000 * statistics.median(detail):.1f} ms, p90 {1000 * p90:.1f} ms"
+    )
     results = asyncio.run(write_to_screen(args.dir / "small", args.repeats))
     for r in results:
-        print(f"write to correctness on screen {r['on_screen_s']:.2f} s = ladder {r['ladder_s']:.2f} s "
-              f"+ kerneltui {r['added_s']:.2f} s")
+        print(
+            f"write to correctness on screen {r['on_screen_s']:.2f} s = ladder {r['ladder_s']:.2f} s "
+            f"+ kerneltui {r['added_s']:.2f} s"
+        )
     added = [r["added_s"] for r in results]
     print(f"kerneltui adds: median {statistics.median(added):.2f} s, max {max(added):.2f} s")
     return 0

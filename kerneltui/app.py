@@ -56,7 +56,6 @@ TABS = ("rungs", "diff", "trends", "asm", "agent")
 POLL_S = 0.5
 
 
-
 def while_running(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
     """A message still queued when shutdown has removed the widgets (background work, a cursor move) is dropped."""
 

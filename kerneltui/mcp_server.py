@@ -517,4 +517,3 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_arguments(parser)
     return parser
-

@@ -436,9 +436,7 @@ class Scheduler:
             self.lock.release()
 
 
-def start_headless(
-    workspace: Workspace, config: Config, notify: Callable[[SchedulerEvent], None]
-) -> Scheduler:
+def start_headless(workspace: Workspace, config: Config, notify: Callable[[SchedulerEvent], None]) -> Scheduler:
     """Judging for a process with no dashboard (a headless agent, the MCP server); waits for its start."""
     scheduler = Scheduler(workspace, config.ladder, notify, feedback_file=config.agent.feedback_file)
     scheduler.start()

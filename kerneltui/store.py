@@ -594,9 +594,7 @@ class Store:
     def take_guidance(self, problem: str, session_id: int) -> list[dict[str, Any]]:
         """Guidance not yet delivered to any agent, marked delivered to this session."""
         with self.transaction():
-            rows = self.rows(
-                "SELECT * FROM guidance WHERE problem = ? AND delivered IS NULL ORDER BY id", [problem]
-            )
+            rows = self.rows("SELECT * FROM guidance WHERE problem = ? AND delivered IS NULL ORDER BY id", [problem])
             if rows:
                 stamp = f"{now()} session {session_id}"
                 ids = [r["id"] for r in rows]

@@ -1,4 +1,4 @@
-"""The code stays ruff- and mypy-clean (both configured in pyproject.toml)."""
+"""The code stays ruff-clean, ruff-formatted and mypy-clean (all configured in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ from tests.conftest import run
 
 def test_ruff() -> None:
     done = run(["-m", "ruff", "check", "harness", "kerneltui", "agents", "tests", "benchmarks"])
+    assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_ruff_format() -> None:
+    done = run(["-m", "ruff", "format", "--check", "harness", "kerneltui", "agents", "tests", "benchmarks"])
     assert done.returncode == 0, done.stdout[-4000:]
 
 
