@@ -40,6 +40,12 @@ def add_ladder_options(parser: argparse.ArgumentParser) -> None:
         "--state-dir", type=Path, help="where dumps and device peaks go (default <workspace>/.kerneltui)"
     )
     parser.add_argument("--no-sandbox", action="store_true", help="do not confine workers with Landlock")
+    parser.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=512.0,
+        help="largest file the kernel's process may write, its printed output included (default 512)",
+    )
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -122,6 +128,7 @@ def make_options(args: argparse.Namespace, version: Path | None) -> Any:
         seeds_per_case=args.seeds,
         state_dir=state,
         confine=not args.no_sandbox,
+        max_file_mb=args.max_file_mb,
     )
 
 
@@ -171,7 +178,13 @@ def _emit_rung(rid: Any, rung: RungResult) -> None:
 
 
 def _overrides(request: dict[str, Any]) -> dict[str, Any]:
-    known = {"timeout": "timeout", "rungs": "rungs", "seeds": "seeds", "state_dir": "state_dir"}
+    known = {
+        "timeout": "timeout",
+        "rungs": "rungs",
+        "seeds": "seeds",
+        "state_dir": "state_dir",
+        "max_file_mb": "max_file_mb",
+    }
     out: dict[str, Any] = {}
     for key, attr in known.items():
         if key in request:

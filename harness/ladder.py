@@ -161,6 +161,7 @@ class Ladder:
             "path": str(run.path),
             "scratch": str(worker.scratch),
             "confine": self.options.confine,
+            "max_file_bytes": int(self.options.max_file_mb * (1 << 20)),
         }
         reply, _ = worker.request(header, None, self.options.timeout, "while importing the version")
         return reply

@@ -17,3 +17,4 @@ class Options:
     bench_budget_s: float = 1.0
     state_dir: Path | None = None
     confine: bool = True
+    max_file_mb: float = 512.0  # the largest file the kernel's process may write, its log included

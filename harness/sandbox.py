@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import resource
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE, _PR_SET_PDEATHSIG = 38, 4, 1
@@ -61,6 +62,14 @@ def make_undumpable() -> None:
     """Keeps other processes of this user (a kernel's worker) from reading this one's memory."""
     if platform.system() == "Linux":
         _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def limit_file_size(max_bytes: int) -> None:
+    """No file this process (or a child) writes may grow past max_bytes: a version printing without end, or
+    filling a scratch file, is stopped by SIGXFSZ before it fills the disk. Nor does a crash leave a core
+    file. Soft and hard limits both: the version cannot raise them again."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def confine(writable: list[str]) -> str:

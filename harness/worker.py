@@ -12,6 +12,7 @@ Modes: `run` executes kernels (on the GPU, or through the Triton interpreter wit
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import os
 import socket
@@ -82,10 +83,12 @@ class Worker:
         wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, stage)})
 
     def do_load(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
-        from harness.sandbox import confine
+        from harness.sandbox import confine, limit_file_size
 
         scratch = header["scratch"]
         sandbox = confine([scratch, "/dev", "/proc"]) if header.get("confine", True) else "none: disabled"
+        if header.get("max_file_bytes"):
+            limit_file_size(int(header["max_file_bytes"]))
         self.path = Path(header["path"])
         try:
             if self.mode == "compile" and triton is not None:
@@ -221,6 +224,8 @@ def describe_exception(exc: BaseException, path: Path | None, stage: str) -> dic
         )
     else:
         message = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        message += " (a file past the size limit, --max-file-mb; printed output counts)"
     text = f"{where}: {message}" if where else message
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return {"err": text, "kind": kind, "stage": stage, "trace": trace[-MAX_TRACE_CHARS:]}

@@ -169,6 +169,8 @@ class WorkerProcess:
             except ValueError:
                 name = f"signal {-code}"
             reason = _joined(f"crashed: {name}", what)
+            if name == "SIGXFSZ":
+                reason += " (a file past the size limit, --max-file-mb; printed output counts)"
         else:
             reason = _joined(f"the kernel's process exited early (code {code})", what) + ", without answering"
         tail = self.log_tail()
@@ -176,7 +178,9 @@ class WorkerProcess:
 
     def log_tail(self) -> str:
         try:
-            text = self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as log:  # the end only: a log can be hundreds of MiB
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4 * LOG_TAIL_CHARS))
+                text = log.read().decode(errors="replace")
         except OSError:
             return ""
         text = text.strip()
