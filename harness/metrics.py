@@ -21,7 +21,10 @@ class Comparison:
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
-    """Metrics in float64: max abs/rel error, MSE, RMSE, PSNR, cosine; NaN/Inf only where the reference has them."""
+    """Metrics in float64: max abs/rel error, MSE, RMSE, PSNR, cosine; NaN/Inf only where the reference has them.
+    Complex tensors compare as their (real, imaginary) pairs; integers under a zero tolerance, value for value."""
+    if out.is_complex() or ref.is_complex():
+        out, ref = _as_real(out), _as_real(ref)
     out_d = out.detach().to(device=ref.device, dtype=torch.float64).reshape(-1)
     ref_d = ref.detach().to(dtype=torch.float64).reshape(-1)
     shape = tuple(ref.shape)
@@ -37,6 +40,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
     diff = torch.where(both, (out_d - ref_d).abs(), torch.zeros_like(ref_d))
     metrics = _error_metrics(out_d, ref_d, diff, both, tol)
     finite_bad = both & ~(diff <= tol.atol + tol.rtol * ref_d.abs())
+    if tol.atol == tol.rtol == 0 and not ref.is_floating_point() and out.dtype == ref.dtype:
+        finite_bad |= out.detach().to(ref.device).reshape(-1) != ref.detach().reshape(-1)  # beyond float64's 2**53
     metrics["mismatched"] = int((finite_bad | nonfinite_wrong | special_wrong).sum())
     metrics["elements"] = int(ref_d.numel())
 
@@ -54,6 +59,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
         problems.append(_mismatch_text(finite_bad, out_d, ref_d, diff, shape, tol))
     problems += _floor_failures(metrics, tol)
     return Comparison(ok=not problems, metrics=metrics, err="; ".join(problems) or None)
+
+
+def _as_real(t: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else torch.stack([t, torch.zeros_like(t)], dim=-1)
 
 
 def _same_special(out_d: torch.Tensor, ref_d: torch.Tensor) -> torch.Tensor:
@@ -107,6 +116,8 @@ def _mismatch_text(
     total = bad.numel()
     flat = torch.nonzero(bad).reshape(-1)[:MAX_MISMATCHES_SHOWN].tolist()
     shown = ", ".join(f"{_unravel(i, shape)} got {float(out_d[i]):.6g} expected {float(ref_d[i]):.6g}" for i in flat)
+    if tol.atol == tol.rtol == 0:
+        return f"{n_bad} of {total} elements ({100.0 * n_bad / total:.3g}%) differ (compared exactly); first at {shown}"
     return (
         f"{n_bad} of {total} elements ({100.0 * n_bad / total:.3g}%) outside atol {tol.atol:g} + "
         f"rtol {tol.rtol:g}·|ref| (max abs error {float(diff[bad].max()):.3g}); first at {shown}"

@@ -43,6 +43,10 @@ class Tolerance:
         return ", ".join(parts)
 
 
+EXACT = Tolerance(atol=0.0, rtol=0.0)
+EXACT_DTYPES = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"})
+
+
 @dataclass
 class Problem:
     name: str
@@ -58,8 +62,11 @@ class Problem:
     hash: str = ""
 
     def tolerance_for(self, dtype_name: str) -> Tolerance:
-        """The tolerance for an output of this dtype ("float32", "bfloat16", ...)."""
-        return self.tolerances.get(dtype_name) or self.tolerances["*"]
+        """The tolerance for an output of this dtype ("float32", "bfloat16", ...). Integer and bool outputs
+        (indices, counts, masks) must match exactly unless the problem gives a tolerance for their dtype."""
+        if dtype_name in self.tolerances:
+            return self.tolerances[dtype_name]
+        return EXACT if dtype_name in EXACT_DTYPES else self.tolerances["*"]
 
     def cost_of(self, case: dict[str, Any]) -> dict[str, float]:
         raw = self.cost(dict(case))

@@ -77,3 +77,18 @@ def test_bf16_compared_in_float64() -> None:
 
 def test_empty_tensors_pass() -> None:
     assert compare(torch.empty(0), torch.empty(0), TIGHT).ok
+
+
+def test_complex_outputs_compare_their_imaginary_parts() -> None:
+    ref = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    out = torch.tensor([1 + 2j, 3 + 1j], dtype=torch.complex64)
+    result = compare(out, ref, TIGHT)
+    assert not result.ok and "[1, 1] got 1 expected -1" in result.err
+    assert compare(ref.clone(), ref, TIGHT).ok
+
+
+def test_integers_under_a_zero_tolerance_match_value_for_value() -> None:
+    ref = torch.tensor([2**60, 7], dtype=torch.int64)
+    out = torch.tensor([2**60 + 1, 7], dtype=torch.int64)  # the same number in float64
+    result = compare(out, ref, Tolerance(atol=0.0, rtol=0.0))
+    assert not result.ok and "1 of 2 elements (50%) differ (compared exactly)" in result.err

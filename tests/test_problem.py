@@ -94,6 +94,18 @@ def test_tolerance_per_dtype_and_floors(tmp_path: Path) -> None:
     assert problem.tolerance_for("float16").atol == 1e-5  # unknown dtypes take the strictest
 
 
+def test_integer_outputs_are_exact_unless_their_dtype_is_named(tmp_path: Path) -> None:
+    flat = load_problem(write_problem(tmp_path, "flat", GOOD))
+    assert flat.tolerance_for("float32").rtol == 1e-6
+    assert (flat.tolerance_for("int64").atol, flat.tolerance_for("bool").rtol) == (0.0, 0.0)
+    text = GOOD.replace(
+        'tolerance = {"atol": 1e-6, "rtol": 1e-6}',
+        'tolerance = {"float32": {"atol": 1e-6, "rtol": 1e-6}, "int64": {"atol": 1, "rtol": 0}}',
+    )
+    named = load_problem(write_problem(tmp_path, "named", text))
+    assert named.tolerance_for("int64").atol == 1 and named.tolerance_for("int32").atol == 0
+
+
 def test_no_problem_file(tmp_path: Path) -> None:
     (tmp_path / "nothing").mkdir()
     with pytest.raises(ProblemError, match=r"no problem\.py"):
