@@ -27,7 +27,7 @@ from harness import source, wire
 from harness.aot import parse_arch
 from harness.metrics import compare
 from harness.options import Options
-from harness.problem import Problem, case_label, file_hash, load_problem
+from harness.problem import Problem, ProblemError, case_label, file_hash, load_problem
 from harness.results import RUNG_ORDER, Evaluation, RungResult
 from harness.sandbox import make_undumpable
 from harness.workers import WorkerFailure, WorkerPool, WorkerProcess
@@ -123,7 +123,10 @@ class Ladder:
             result: RungResult = rung(run, text) if name == "load" else rung(run)
         except WorkerFailure as exc:
             result = RungResult(name=name, ok=False, err=str(exc).split("\n")[0], log=str(exc))
-        except Exception as exc:  # a bug here or in problem.py must not lose the evaluation
+        except Exception as exc:  # a bug here must not lose the evaluation
+            if _raised_by_problem(exc, run.problem.path) and not _device_trouble(exc):
+                # make_inputs, reference or cost raised: the problem is broken, whatever the version did
+                raise ProblemError(_judge_error(exc, run.problem.path)) from exc
             result = RungResult(
                 name=name,
                 ok=False,
@@ -191,7 +194,9 @@ class Ladder:
             metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
         failures: list[dict[str, Any]] = []
         for case, where in plan:
-            inputs = run.problem.make_inputs(dict(case), secrets.randbelow(2**31), where)
+            inputs = _make_inputs(run.problem, case, where)
+            if inputs is None:
+                continue  # make_inputs cannot build this case on the meta device: the CPU cases still compile
             tensors: list[torch.Tensor] = []
             tree = wire.encode_tree(list(inputs), tensors)
             what = "in the first call (JIT compile)" if mode == "jit" else "while compiling ahead of time"
@@ -499,6 +504,27 @@ class Ladder:
             return RungResult(name="dumps", ok=False, err=f"cannot write dumps to {dest}: {exc.strerror or exc}")
         kinds = sorted({f["kind"] for f in files})
         return RungResult(name="dumps", ok=True, metrics={"dir": str(dest), "files": files, "kinds": kinds})
+
+
+def _make_inputs(problem: Problem, case: dict[str, Any], where: torch.device) -> tuple[Any, ...] | None:
+    """A case's inputs; None when shape-only (meta) inputs are what make_inputs cannot build."""
+    try:
+        return tuple(problem.make_inputs(dict(case), secrets.randbelow(2**31), where))
+    except Exception:
+        if where.type == "meta":
+            return None
+        raise
+
+
+def _raised_by_problem(exc: Exception, problem_path: Path) -> bool:
+    return any(Path(f.filename) == problem_path for f in traceback.extract_tb(exc.__traceback__))
+
+
+def _device_trouble(exc: Exception) -> bool:
+    """Out of memory or a CUDA error: the device's state (a version can hog or break it), not the problem's code."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    text = str(exc)
+    return bool(names & {"OutOfMemoryError", "AcceleratorError"}) or "CUDA error" in text or "out of memory" in text
 
 
 def _judge_error(exc: Exception, problem_path: Path) -> str:

@@ -264,6 +264,15 @@ class Scheduler:
         self.store.set_problem_error(folder.name, error)
         if announce:
             self.notify(SchedulerEvent("problem", problem=folder.name, data={"error": error}))
+        if announce and error is None:
+            self._rejudge_errors(folder.name)
+
+    def _rejudge_errors(self, problem: str) -> None:
+        """problem.py changed and reads well: versions it broke (status error) are judged again."""
+        assert self.store is not None
+        for row in self.store.version_rows(problem):
+            if row.get("status") == "error" and not row.get("deleted") and row.get("path"):
+                self._enqueue(Path(row["path"]), force=True)
 
     def _enqueue(self, path: Path, force: bool, announce: bool = True) -> None:
         assert self.store is not None

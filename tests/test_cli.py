@@ -136,6 +136,21 @@ def test_problem_code_that_raises_is_named(workspace: Path) -> None:
     problem = workspace / "problem.py"
     problem.write_text(problem.read_text().replace("    return a + b\n", "    raise ValueError('reference broke')\n"))
     done = kerneltui("eval", str(version), "--json", "--rungs", "load,compile,correctness")
-    assert done.returncode == 1
-    correctness = next(r for r in json.loads(done.stdout)["rungs"] if r["name"] == "correctness")
-    assert "vadd/problem.py:" in correctness["err"] and "reference broke" in correctness["err"]
+    # A broken problem, not a failing version: exit 2, and the history says so.
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "vadd/problem.py:" in done.stderr and "reference broke" in done.stderr
+    latest = json.loads(kerneltui("history", "--json", "--workspace", str(workspace.parent)).stdout)[0]
+    assert latest["status"] == "error" and "reference broke" in latest["error"]
+
+
+def test_make_inputs_unable_to_build_shape_only_inputs_still_compiles(workspace: Path) -> None:
+    # Shape-only (meta) inputs are the judge's shortcut for the bench case: make_inputs need not support them.
+    problem = workspace / "problem.py"
+    problem.write_text(
+        problem.read_text().replace(
+            '    n = case["n"]\n', "    n = case[\"n\"]\n    assert str(device) != 'meta', 'no meta here'\n"
+        )
+    )
+    version = add_version(workspace, "good", "v001.py")
+    done = kerneltui("eval", str(version), "--json", "--rungs", "load,compile,correctness")
+    assert done.returncode == 0, done.stdout + done.stderr

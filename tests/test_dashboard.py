@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from kerneltui.widgets.rungs import RungsPane
 from kerneltui.widgets.versions import VersionTable
 from kerneltui.workspace import Workspace
 from tests import dashboard_fixtures
-from tests.conftest import VERSIONS, add_version, kerneltui, make_workspace
+from tests.conftest import FIXTURES, VERSIONS, add_version, kerneltui, make_workspace
 
 SIZE = (160, 48)
 
@@ -142,6 +143,8 @@ async def test_broken_problem_shows_an_error_and_the_app_keeps_running(tmp_path:
         await wait_for(lambda: "missing make_inputs" in rungs.plain, pilot)
         await pilot.press("4", "1", "j", "k")  # still answering keys
         assert app.is_running
+        shutil.copy(FIXTURES / "vadd" / "problem.py", folder / "problem.py")  # fixed: judged again
+        await wait_for(lambda: status_of(app, "v001") == "pass", pilot, timeout=120)
 
 
 async def test_keys_remapped_from_the_config(history: Workspace, tmp_path: Path) -> None:
