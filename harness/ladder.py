@@ -307,7 +307,7 @@ class Ladder:
     def _check_case(self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], seed: int) -> dict[str, Any]:
         outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
         inputs = tuple(run.problem.make_inputs(dict(case), seed, self.device))
-        pristine = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+        pristine = [_clone_inputs(t) for t in inputs]
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(inputs), tensors)
         budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
@@ -332,7 +332,7 @@ class Ladder:
             outcome.update(err=f"malformed reply from the kernel's process: {exc}", fatal=True)
             return outcome
         # The reference runs only now, after the kernel's outputs are in hand.
-        expected = run.problem.reference(*[t.clone() if isinstance(t, torch.Tensor) else t for t in pristine])
+        expected = run.problem.reference(*[_clone_inputs(t) for t in pristine])
         devices_seen = [spec.get("device") for spec in reply.get("tensors", [])]
         err, metrics = self._judge_outputs(run, outputs, expected, devices_seen)
         mutated = _mutated_inputs(pristine, after)
@@ -557,18 +557,55 @@ def _checked_samples(samples: Any) -> list[float]:
 
 
 def _mutated_inputs(pristine: list[Any], after: Any) -> str | None:
+    """What the version changed in its inputs, nested ones included (a list of tensors, an options dict)."""
     after = list(after) if isinstance(after, (list, tuple)) else [after]
     for i, (before, now) in enumerate(zip(pristine, after, strict=False)):
-        if not isinstance(before, torch.Tensor):
-            continue
+        changed = _changed(before, now, f"input {i}")
+        if changed:
+            return changed
+    return None
+
+
+def _changed(before: Any, now: Any, where: str) -> str | None:
+    if isinstance(before, torch.Tensor):
         if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
-            return f"custom_kernel changed input {i}'s shape or dtype"
+            return f"custom_kernel changed {where}'s shape or dtype"
         a = before.detach().cpu().contiguous().view(-1).view(torch.uint8)
         b = now.detach().cpu().contiguous().view(-1).view(torch.uint8)
-        if not torch.equal(a, b):
-            changed = int((before.cpu().reshape(-1) != now.cpu().reshape(-1)).sum())
-            return f"custom_kernel modified its input {i} in place ({changed} of {before.numel()} elements changed)"
-    return None
+        if torch.equal(a, b):
+            return None
+        count = int((before.cpu().reshape(-1) != now.cpu().reshape(-1)).sum())
+        return f"custom_kernel modified its {where} in place ({count} of {before.numel()} elements changed)"
+    if isinstance(before, (list, tuple)):  # the wire hands tuples back as lists
+        if not isinstance(now, (list, tuple)) or len(now) != len(before):
+            return f"custom_kernel changed {where} (a {type(before).__name__} of {len(before)})"
+        for j, (b, n) in enumerate(zip(before, now, strict=True)):
+            changed = _changed(b, n, f"{where}[{j}]")
+            if changed:
+                return changed
+        return None
+    if isinstance(before, dict):
+        if not isinstance(now, dict) or now.keys() != before.keys():
+            return f"custom_kernel changed {where}'s keys"
+        for key in before:
+            changed = _changed(before[key], now[key], f"{where}[{key!r}]")
+            if changed:
+                return changed
+        return None
+    if before == now or (before != before and now != now):  # NaN stays NaN
+        return None
+    return f"custom_kernel changed {where} from {before!r} to {now!r}"
+
+
+def _clone_inputs(value: Any) -> Any:
+    """A deep copy of the tensors, nested ones too: the reference runs on one, the other stays pristine."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clone_inputs(v) for v in value) if type(value) in (list, tuple) else value
+    if isinstance(value, dict):
+        return {k: _clone_inputs(v) for k, v in value.items()}
+    return value
 
 
 def _merge_metrics(into: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness import device, timing
 from harness.dumps import Kernel, smem_limit
-from harness.ladder import Ladder, VersionRun
+from harness.ladder import Ladder, VersionRun, _mutated_inputs
 from harness.options import Options
 from harness.problem import load_problem
 from harness.results import Evaluation
@@ -98,3 +99,14 @@ def test_rung_lines_survive_partial_metrics() -> None:
     for name in RUNG_ORDER:
         for metrics in ({}, {"cases": []}, {"kernels": [{}]}, {"cases": [{}], "peaks": {}}):
             assert name in rung_line(RungResult(name, ok=True, metrics=metrics))
+
+
+def test_changes_to_nested_inputs_are_named() -> None:
+    pristine = [torch.ones(3), [torch.zeros(2), torch.zeros(2)], {"scale": 0.5, "dims": (1, 2)}]
+    assert _mutated_inputs(pristine, [torch.ones(3), [torch.zeros(2)] * 2, {"scale": 0.5, "dims": [1, 2]}]) is None
+    in_list = [torch.ones(3), [torch.zeros(2), torch.tensor([0.0, 7.0])], {"scale": 0.5, "dims": [1, 2]}]
+    assert (
+        _mutated_inputs(pristine, in_list) == "custom_kernel modified its input 1[1] in place (1 of 2 elements changed)"
+    )
+    in_dict = [torch.ones(3), [torch.zeros(2)] * 2, {"scale": 0.0, "dims": [1, 2]}]
+    assert _mutated_inputs(pristine, in_dict) == "custom_kernel changed input 2['scale'] from 0.5 to 0.0"
