@@ -123,6 +123,8 @@ class Ladder:
             result: RungResult = rung(run, text) if name == "load" else rung(run)
         except WorkerFailure as exc:
             result = RungResult(name=name, ok=False, err=str(exc).split("\n")[0], log=str(exc))
+        except ProblemError:
+            raise
         except Exception as exc:  # a bug here must not lose the evaluation
             if _raised_by_problem(exc, run.problem.path) and not _device_trouble(exc):
                 # make_inputs, reference or cost raised: the problem is broken, whatever the version did
@@ -345,6 +347,10 @@ class Ladder:
         self, run: VersionRun, outputs: Any, expected: Any, devices_seen: list[Any]
     ) -> tuple[str | None, dict[str, Any]]:
         want = expected if isinstance(expected, (tuple, list)) else (expected,)
+        wrong = next((type(w).__name__ for w in want if not isinstance(w, torch.Tensor)), None)
+        if wrong:
+            problem = run.problem.path.parent.name
+            raise ProblemError(f"{problem}: reference returned a {wrong}; it must return torch tensors (or a tuple)")
         have = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
         if len(have) != len(want):
             return f"returned {len(have)} output(s); the reference returns {len(want)}", {}

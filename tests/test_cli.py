@@ -143,6 +143,14 @@ def test_problem_code_that_raises_is_named(workspace: Path) -> None:
     assert latest["status"] == "error" and "reference broke" in latest["error"]
 
 
+def test_reference_returning_no_tensor_is_a_problem_error(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    problem = workspace / "problem.py"
+    problem.write_text(problem.read_text().replace("    return a + b\n", "    return float((a + b).sum())\n"))
+    done = kerneltui("eval", str(version), "--rungs", "load,correctness")
+    assert done.returncode == 2 and "reference returned a float; it must return torch tensors" in done.stderr
+
+
 def test_make_inputs_unable_to_build_shape_only_inputs_still_compiles(workspace: Path) -> None:
     # Shape-only (meta) inputs are the judge's shortcut for the bench case: make_inputs need not support them.
     problem = workspace / "problem.py"
