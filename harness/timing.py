@@ -96,14 +96,17 @@ def time_calls(
     return samples
 
 
-def settled_calls(fn: Callable[[], Any], flush: torch.Tensor, reps: int = 30) -> tuple[list[float], list[float]]:
+def settled_calls(
+    fn: Callable[[], Any], flush: torch.Tensor, reps: int = 30, budget_s: float = 0.5, min_reps: int = 3
+) -> tuple[list[float], list[float]]:
     """Times fn until the whole device is idle (ms), not just until the caller's stream is.
 
     A version can launch work on a stream of its own that the caller's stream never waits for: the
     events of time_calls then stop early. Here the end event is recorded after a device-wide
     synchronize, so that work counts, and so does the synchronize's wake-up latency: each call is
     paired with one of nothing, timed the same way, to subtract it. The flush ahead of the begin event
-    keeps the GPU busy while the host launches fn, as in time_calls. Returns (fn's, nothing's).
+    keeps the GPU busy while the host launches fn, as in time_calls. Up to `reps` pairs, fewer (not under
+    min_reps) past budget_s: a slow kernel's minimum needs few. Returns (fn's, nothing's).
     """
 
     def settle(call: Callable[[], Any]) -> float:
@@ -117,7 +120,10 @@ def settled_calls(fn: Callable[[], Any], flush: torch.Tensor, reps: int = 30) ->
         return float(_elapsed(begin, end))
 
     _synchronize()
-    pairs = [(settle(fn), settle(do_nothing)) for _ in range(reps)]
+    pairs: list[tuple[float, float]] = []
+    start = time.perf_counter()
+    while len(pairs) < reps and (len(pairs) < min_reps or time.perf_counter() - start < budget_s):
+        pairs.append((settle(fn), settle(do_nothing)))
     return [work for work, _ in pairs], [idle for _, idle in pairs]
 
 
