@@ -110,11 +110,13 @@ class Ladder:
 
     def _climb(self, run: VersionRun, name: str, text: str) -> RungResult:
         needed = NEEDS.get(name)
+        if needed == "compile" and needed not in self.options.rungs:
+            needed = "load"  # correctness and dumps run without the compile rung, never without a loaded version
         prior = run.ev.rung(needed) if needed else None
         if prior is not None and prior.ok is False:
             return RungResult.skip(name, f"{needed} failed")
-        if needed == "benchmark" and prior is not None and prior.ok is None:
-            return RungResult.skip(name, prior.skipped or "no benchmark")
+        if needed == "benchmark" and (prior is None or prior.ok is None):
+            return RungResult.skip(name, (prior.skipped if prior else None) or "needs benchmark")
         if needed == "correctness" and (prior is None or prior.ok is not True):
             return RungResult.skip(name, "correctness did not pass" if prior else "needs correctness")
         start = time.perf_counter()

@@ -162,3 +162,14 @@ def test_make_inputs_unable_to_build_shape_only_inputs_still_compiles(workspace:
     version = add_version(workspace, "good", "v001.py")
     done = kerneltui("eval", str(version), "--json", "--rungs", "load,compile,correctness")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_subset_of_rungs_skips_what_a_failed_load_leaves_nothing_for(workspace: Path) -> None:
+    broken = add_version(workspace, "syntax_error", "v001.py")
+    done = kerneltui("eval", str(broken), "--json", "--rungs", "load,correctness")
+    rungs = {r["name"]: r for r in json.loads(done.stdout)["rungs"]}
+    assert done.returncode == 1 and rungs["correctness"]["skipped"] == "load failed"
+    good = add_version(workspace, "good", "v002.py")
+    done = kerneltui("eval", str(good), "--json", "--rungs", "load,roofline")
+    rungs = {r["name"]: r for r in json.loads(done.stdout)["rungs"]}
+    assert done.returncode == 0 and rungs["roofline"]["skipped"] == "needs benchmark"
