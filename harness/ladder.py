@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -31,6 +31,9 @@ from harness.problem import Problem, ProblemError, case_label, file_hash, load_p
 from harness.results import RUNG_ORDER, Evaluation, RungResult
 from harness.sandbox import make_undumpable
 from harness.workers import WorkerFailure, WorkerPool, WorkerProcess
+
+if TYPE_CHECKING:
+    from harness import timing
 
 NEEDS = {
     "compile": "load",
@@ -128,7 +131,7 @@ class Ladder:
         except ProblemError:
             raise
         except Exception as exc:  # a bug here must not lose the evaluation
-            if _raised_by_problem(exc, run.problem.path) and not _device_trouble(exc):
+            if _problem_line(exc, run.problem.path) is not None and not _device_trouble(exc):
                 # make_inputs, reference or cost raised: the problem is broken, whatever the version did
                 raise ProblemError(_judge_error(exc, run.problem.path)) from exc
             result = RungResult(
@@ -524,8 +527,10 @@ def _make_inputs(problem: Problem, case: dict[str, Any], where: torch.device) ->
         raise
 
 
-def _raised_by_problem(exc: Exception, problem_path: Path) -> bool:
-    return any(Path(f.filename) == problem_path for f in traceback.extract_tb(exc.__traceback__))
+def _problem_line(exc: Exception, problem_path: Path) -> int | None:
+    """The innermost line of problem.py the exception passed through, if it did."""
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == problem_path]
+    return lines[-1] if lines else None
 
 
 def _device_trouble(exc: Exception) -> bool:
@@ -537,15 +542,15 @@ def _device_trouble(exc: Exception) -> bool:
 
 def _judge_error(exc: Exception, problem_path: Path) -> str:
     """Says whose code raised: the problem's (make_inputs, reference, cost) or the judge's."""
+    line = _problem_line(exc, problem_path)
+    if line is not None:
+        return f"{problem_path.parent.name}/problem.py:{line} raised {type(exc).__name__}: {exc}"
     frames = traceback.extract_tb(exc.__traceback__)
-    in_problem = [f for f in frames if Path(f.filename) == problem_path]
-    if in_problem:
-        return f"{problem_path.parent.name}/problem.py:{in_problem[-1].lineno} raised {type(exc).__name__}: {exc}"
     where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
     return f"the judge failed ({where}): {type(exc).__name__}: {exc}"
 
 
-def _unawaited_work(kernel: Any, reply: dict[str, Any]) -> tuple[float, str | None]:
+def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float, str | None]:
     """Time until the device is idle, less the synchronize's latency (µs), and the error when it is far above
     the time on the caller's stream. Minima: that latency only ever adds, and varies by microseconds."""
     settled_ms = min(_checked_samples(reply.get("settled_ms"))) - min(_checked_samples(reply.get("idle_ms")))
@@ -609,8 +614,8 @@ def _clone_inputs(value: Any) -> Any:
     """A deep copy of the tensors, nested ones too: the reference runs on one, the other stays pristine."""
     if isinstance(value, torch.Tensor):
         return value.clone()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_clone_inputs(v) for v in value) if type(value) in (list, tuple) else value
+    if type(value) in (list, tuple):  # a namedtuple is passed as it is
+        return type(value)(_clone_inputs(v) for v in value)
     if isinstance(value, dict):
         return {k: _clone_inputs(v) for k, v in value.items()}
     return value

@@ -64,6 +64,9 @@ def make_undumpable() -> None:
         _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
+FILE_LIMIT_HINT = "a file past the size limit, --max-file-mb; printed output counts"
+
+
 def limit_file_size(max_bytes: int) -> None:
     """No file this process (or a child) writes may grow past max_bytes: a version printing without end, or
     filling a scratch file, is stopped by SIGXFSZ before it fills the disk. Nor does a crash leave a core

@@ -29,6 +29,7 @@ if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_a
     os.environ["TRITON_INTERPRET"] = "1"
 
 from harness import timing, wire
+from harness.sandbox import FILE_LIMIT_HINT
 
 # Taken before any version is imported: patching harness.timing later cannot change how calls are timed.
 TIMING = timing.frozen()
@@ -225,7 +226,7 @@ def describe_exception(exc: BaseException, path: Path | None, stage: str) -> dic
     else:
         message = f"{type(exc).__name__}: {exc}".strip()
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        message += " (a file past the size limit, --max-file-mb; printed output counts)"
+        message += f" ({FILE_LIMIT_HINT})"
     text = f"{where}: {message}" if where else message
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return {"err": text, "kind": kind, "stage": stage, "trace": trace[-MAX_TRACE_CHARS:]}

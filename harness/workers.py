@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.sandbox import FILE_LIMIT_HINT  # ctypes and the standard library only
+
 if TYPE_CHECKING:
     import torch
 
@@ -170,7 +172,7 @@ class WorkerProcess:
                 name = f"signal {-code}"
             reason = _joined(f"crashed: {name}", what)
             if name == "SIGXFSZ":
-                reason += " (a file past the size limit, --max-file-mb; printed output counts)"
+                reason += f" ({FILE_LIMIT_HINT})"
         else:
             reason = _joined(f"the kernel's process exited early (code {code})", what) + ", without answering"
         tail = self.log_tail()

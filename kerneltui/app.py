@@ -174,7 +174,7 @@ class KernelTUI(App[None]):
         writer (sqlite-utils, and creating a new history) comes after the first screen (open_writer)."""
         if self.workspace.db_path.is_file():
             self._open_readers()
-            with self.stores["snapshot"].held() as store:
+            with self.reading("snapshot") as store:
                 if store is not None:
                     self.post_message(SnapshotLoaded(self._read_snapshot(store)))
         else:
