@@ -13,8 +13,10 @@ workspace and the context folder, writes to the workspace.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shlex
+import shutil
 import sys
 import threading
 import time
@@ -112,10 +114,15 @@ class AcpAgent:
         folder = host.problem.folder
         host.record("start", f"{shlex.join(self.command)} on {host.problem.name}", model=self.model, backend="acp")
         try:
+            if shutil.which(self.command[0]) is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.command[0])
             async with spawn_agent_process(
                 client,
-                self.command[0],
-                *self.command[1:],
+                sys.executable,
+                "-P",  # the cwd (the problem folder, the agent's to write) is not put on sys.path
+                "-m",
+                "agents.reaper",  # the agent's whole process tree ends with the session
+                *self.command,
                 cwd=folder,
                 env=dict(os.environ),
                 transport_kwargs={"stderr": stderr},
@@ -329,7 +336,7 @@ class _Client:
         from acp.schema import ReadTextFileResponse
 
         try:
-            real = confine(path, self.host.problem.roots, self.host.problem.folder)
+            real = confine(path, self.host.problem.roots, self.host.problem.folder, self.host.problem.private)
             text = real.read_text(errors="replace")[:MAX_FILE_CHARS]
         except (ToolError, OSError) as exc:
             raise RequestError.invalid_params({"path": path, "reason": str(exc)}) from None
@@ -344,7 +351,8 @@ class _Client:
         from acp.schema import WriteTextFileResponse
 
         try:  # writes: the workspace only (the context folder is reference material)
-            real = confine(path, (self.host.problem.workspace,), self.host.problem.folder)
+            problem = self.host.problem
+            real = confine(path, (problem.workspace,), problem.folder, problem.private)
             real.parent.mkdir(parents=True, exist_ok=True)
             real.write_text(content)
         except (ToolError, OSError) as exc:

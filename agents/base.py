@@ -20,6 +20,9 @@ class ProblemInfo:
     workspace: Path
     context: Path | None  # the context folder agents may read and search
     source: str  # problem.py as written
+    # Folders inside the roots that no agent tool opens: kerneltui's state (the history database, whose
+    # locks a stray open and close inside kerneltui's process would drop, and the dumps).
+    private: tuple[Path, ...] = ()
 
     @property
     def roots(self) -> tuple[Path, ...]:

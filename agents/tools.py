@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import Host, Judged
+from harness.source import MAX_VERSION_KB
 
 MAX_OUTPUT_CHARS = 16_000
 MAX_FILE_BYTES = 4_000_000
@@ -113,8 +114,9 @@ def cut(text: str, limit: int = MAX_OUTPUT_CHARS, hint: str = "") -> str:
     return f"{kept}{note}{'; ' + hint if hint else ''}]"
 
 
-def confine(raw: str, roots: tuple[Path, ...], base: Path) -> Path:
-    """The real path of `raw` (relative to `base`), if it lies inside one of `roots`; else ToolError."""
+def confine(raw: str, roots: tuple[Path, ...], base: Path, private: tuple[Path, ...] = ()) -> Path:
+    """The real path of `raw` (relative to `base`), if it lies inside one of `roots` and none of `private`;
+    else ToolError."""
     if not raw or "\x00" in raw:
         raise ToolError("give a path")
     candidate = Path(os.path.expanduser(raw))
@@ -125,6 +127,13 @@ def confine(raw: str, roots: tuple[Path, ...], base: Path) -> Path:
     if not any(real == r or r in real.parents for r in real_roots):
         allowed = " and ".join(str(r) for r in real_roots)
         raise ToolError(f"{raw} is outside the folders this agent may read ({allowed})")
+    for folder in private:
+        hidden = Path(os.path.realpath(folder))
+        if real == hidden or hidden in real.parents:
+            raise ToolError(
+                f"{raw} is kerneltui's own state ({hidden}): agents read results and dumps through "
+                "read_results and read_dump"
+            )
     return real
 
 
@@ -159,6 +168,8 @@ class Toolbox:
     def tool_write_version(self, code: str, notes: str = "") -> str:
         if not isinstance(code, str) or "custom_kernel" not in code:
             raise ToolError("code must be a whole Python module that defines custom_kernel(*inputs)")
+        if len(code.encode()) > MAX_VERSION_KB * 1024:
+            raise ToolError(f"code is {len(code.encode()):,} bytes; a version may be {MAX_VERSION_KB:g} KiB at most")
         judged = self.host.write_version(code, notes if isinstance(notes, str) else "", self.author)
         self.written.append(judged)
         return cut(judged.summary)
@@ -184,11 +195,11 @@ class Toolbox:
     def _resolve(self, raw: str) -> Path:
         """Relative paths: the workspace's first, then the context folder's ('context/x' or 'x')."""
         problem = self.host.problem
-        real = confine(raw, problem.roots, problem.workspace)
+        real = confine(raw, problem.roots, problem.workspace, problem.private)
         if real.exists() or problem.context is None or Path(raw).is_absolute():
             return real
         inside = raw.split("/", 1)[1] if raw.startswith(f"{problem.context.name}/") else raw
-        in_context = confine(inside, problem.roots, problem.context)
+        in_context = confine(inside, problem.roots, problem.context, problem.private)
         return in_context if in_context.exists() else real
 
     def tool_search_context(self, query: str) -> str:

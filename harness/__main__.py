@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results import DEFAULT_RUNGS, RUNG_ORDER, RungResult
+from harness.source import MAX_VERSION_KB
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -39,7 +40,15 @@ def add_ladder_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir", type=Path, help="where dumps and device peaks go (default <workspace>/.kerneltui)"
     )
-    parser.add_argument("--no-sandbox", action="store_true", help="do not confine workers with Landlock")
+    parser.add_argument(
+        "--no-sandbox", action="store_true", help="run workers unconfined (no bubblewrap, Landlock or seccomp)"
+    )
+    parser.add_argument(
+        "--max-memory-mb", type=float, help="memory for the kernel's processes (default half the machine's)"
+    )
+    parser.add_argument(
+        "--max-version-kb", type=float, default=MAX_VERSION_KB, help="a larger version file is refused (default 1024)"
+    )
     parser.add_argument(
         "--max-file-mb",
         type=float,
@@ -75,15 +84,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    from harness.aot import parse_arch
+    from harness.ladder import spawn_for
     from harness.workers import WorkerPool
 
-    pool = WorkerPool(arch=options.arch, cute_arch=parse_arch(options.arch)[1])
+    pool = WorkerPool(spawn_for(options), reap=True)
     pool.prestart()  # before torch is imported here, so the two imports overlap
 
     from harness.ladder import Ladder
     from harness.problem import ProblemError
-    from harness.report import evaluation_text, rung_line
+    from harness.report import evaluation_text, rung_line, trust_lines
+    from harness.source import VersionTooLarge
 
     def on_rung(rung: RungResult) -> None:
         if args.stream:
@@ -94,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     ladder = Ladder(options, pool)
     try:
         ev = ladder.evaluate(args.version, on_rung)
-    except ProblemError as exc:
+    except (ProblemError, VersionTooLarge) as exc:
         if args.stream:
-            emit({"event": "error", "error": str(exc), "problem": True})
+            emit({"event": "error", "error": str(exc), "problem": isinstance(exc, ProblemError)})
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:
@@ -106,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.json:
         print(ev.dumps())
     else:
-        print(evaluation_text(ev).split("\n", 1)[0])
+        print("\n".join([*trust_lines(ev), evaluation_text(ev).split("\n", 1)[0]]))
     return EXIT_OK if ev.ok else EXIT_FAILED
 
 
@@ -129,6 +139,8 @@ def make_options(args: argparse.Namespace, version: Path | None) -> Any:
         state_dir=state,
         confine=not args.no_sandbox,
         max_file_mb=args.max_file_mb,
+        max_memory_mb=args.max_memory_mb,
+        max_version_kb=args.max_version_kb,
     )
 
 
@@ -137,15 +149,16 @@ def serve(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness serve")
     add_ladder_options(parser)
     args = parser.parse_args(argv)
-    from harness.aot import parse_arch
+    from harness.ladder import spawn_for
     from harness.workers import WorkerPool
 
     base = make_options(args, None)
-    pool = WorkerPool(arch=args.arch, cute_arch=parse_arch(args.arch)[1], keep_spare=True)
+    pool = WorkerPool(spawn_for(base), keep_spare=True, reap=True)
     pool.prestart()
 
     from harness.ladder import Ladder
     from harness.problem import ProblemError
+    from harness.source import VersionTooLarge
 
     ladder = Ladder(base, pool)
     emit({"event": "ready", "device": ladder.device_info})
@@ -164,8 +177,8 @@ def serve(argv: list[str]) -> int:
             emit({"event": "start", "id": rid, "path": str(path)})
             try:
                 ev = ladder.evaluate(path, functools.partial(_emit_rung, rid))
-            except ProblemError as exc:
-                emit({"event": "error", "id": rid, "error": str(exc), "problem": True})
+            except (ProblemError, VersionTooLarge) as exc:
+                emit({"event": "error", "id": rid, "error": str(exc), "problem": isinstance(exc, ProblemError)})
                 continue
             emit({"event": "done", "id": rid, "evaluation": ev.to_json()})
     finally:

@@ -1,7 +1,8 @@
 """Compiled kernels' artifacts: collected from a worker's caches, resources read, SASS disassembled.
 
-The worker wrote these files, so they are treated as data: copied, size-capped, and read only by
-NVIDIA's own tools (cuobjdump, nvdisasm, ptxas: from the CUDA toolkit or Triton's wheel).
+The worker wrote these files, so they are treated as data: copied out of its scratch folder through
+harness.scratch (no links followed, regular files only, size-capped) into files the judge names, and
+read only by NVIDIA's own tools (cuobjdump, nvdisasm, ptxas: from the CUDA toolkit or Triton's wheel).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import scratch as scratch_mod
+
 TRITON_KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin")
 MAX_ARTIFACT_BYTES = 64 << 20
+MAX_META_BYTES = 1 << 20
 SMEM_LIMITS = {90: 232448, 100: 232448, 89: 101376, 86: 101376, 80: 166912, 75: 65536}
 
 
@@ -69,38 +73,78 @@ def _run_tool(args: list[str], timeout: float = 60) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def collect_triton(cache_dir: Path) -> list[Kernel]:
-    """One Kernel per compiled specialization in a Triton cache folder."""
-    kernels: list[Kernel] = []
-    if not cache_dir.is_dir():
-        return kernels
-    for meta_path in sorted(cache_dir.glob("*/*.json")):
-        if meta_path.name.startswith("__grp__"):
+def collect_triton(scratch: Path, into: Path, subdir: str = "triton") -> list[Kernel]:
+    """One Kernel per compiled specialization in the worker's Triton cache (scratch/subdir), copied into `into`.
+
+    The worker wrote that cache, so it is read through harness.scratch (no links, regular files, capped)
+    and every name the judge writes with is its own: a kernel's name from its metadata is only a label.
+    """
+    kernels: list[tuple[int, Kernel]] = []
+    for group in scratch_mod.entries(scratch, subdir):
+        if group.kind != "dir":
             continue
-        try:
-            meta = json.loads(meta_path.read_text()) if meta_path.stat().st_size < 1 << 20 else {}
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if not isinstance(meta, dict) or "name" not in meta:
-            continue
-        stem = meta_path.with_suffix("")
-        files = {kind: stem.with_suffix(f".{kind}") for kind in TRITON_KINDS}
-        files = {k: p for k, p in files.items() if p.is_file()}
-        if "cubin" in files:
-            kernels.append(Kernel(name=str(meta["name"]), dsl="triton", files=files, meta=meta))
-    return sorted(kernels, key=lambda k: (k.name, k.files["cubin"].stat().st_mtime))
+        for item in scratch_mod.entries(scratch, f"{subdir}/{group.name}"):
+            if item.kind != "file" or not item.name.endswith(".json") or item.name.startswith("__grp__"):
+                continue
+            meta = _read_meta(scratch, f"{subdir}/{group.name}/{item.name}")
+            if meta is None:
+                continue
+            stem = item.name[: -len(".json")]
+            local = into / scratch_mod.safe_name(group.name, "group") / scratch_mod.safe_name(stem)
+            files = _copy_artifacts(scratch, f"{subdir}/{group.name}/{stem}", local, TRITON_KINDS)
+            if "cubin" in files:
+                name = scratch_mod.safe_name(meta["name"])
+                kernels.append((item.mtime_ns, Kernel(name=name, dsl="triton", files=files, meta=meta)))
+    return [kernel for _, kernel in sorted(kernels, key=lambda pair: (pair[1].name, pair[0]))]
 
 
-def collect_cutedsl(dump_dir: Path) -> list[Kernel]:
-    """CuTeDSL's CUTE_DSL_KEEP output: one .ptx/.cubin pair per compiled function."""
+def _read_meta(scratch: Path, relative: str) -> dict[str, Any] | None:
+    """A Triton cache entry's metadata, kept to plain values (it is shown, and written back out as JSON)."""
+    try:
+        meta = json.loads(scratch_mod.read_file(scratch, relative, MAX_META_BYTES))
+    except (scratch_mod.Untrusted, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    plain = (str, int, float, bool, type(None), list, dict)
+    kept = {str(k): v for k, v in meta.items() if isinstance(v, plain)}
+    for key in ("num_warps", "num_stages", "shared"):
+        if key in kept and not isinstance(kept[key], int):
+            kept.pop(key)
+    return kept
+
+
+def _copy_artifacts(scratch: Path, stem: str, local: Path, kinds: tuple[str, ...]) -> dict[str, Path]:
+    """Copies stem.<kind> for each kind out of the scratch folder into judge-owned files local.<kind>."""
+    files: dict[str, Path] = {}
+    for kind in kinds:
+        target = local.with_name(f"{local.name}.{kind}")
+        if not target.exists():
+            try:
+                data = scratch_mod.read_file(scratch, f"{stem}.{kind}", MAX_ARTIFACT_BYTES)
+            except scratch_mod.Untrusted:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        files[kind] = target
+    return files
+
+
+def collect_cutedsl(scratch: Path, into: Path, subdir: str = "cute") -> list[Kernel]:
+    """CuTeDSL's CUTE_DSL_KEEP output (scratch/subdir): one .ptx/.cubin pair per compiled function, copied."""
     kernels: list[Kernel] = []
-    if not dump_dir.is_dir():
-        return kernels
-    for cubin in sorted(dump_dir.rglob("*.cubin")):
-        ptx = cubin.with_suffix(".ptx")
-        files = {"cubin": cubin, **({"ptx": ptx} if ptx.is_file() else {})}
-        name = _ptx_entry(ptx) if ptx.is_file() else None
-        kernels.append(Kernel(name=name or cubin.stem.split(".")[0], dsl="cutedsl", files=files))
+    for relative, _ in scratch_mod.walk_files(scratch, subdir):
+        if not relative.endswith(".cubin"):
+            continue
+        stem = relative[: -len(".cubin")]
+        local = into / "cute" / scratch_mod.safe_name(stem.replace("/", "_"))
+        files = _copy_artifacts(scratch, stem, local, ("cubin", "ptx"))
+        if "cubin" not in files:
+            continue
+        name = _ptx_entry(files["ptx"]) if "ptx" in files else None
+        fallback = scratch_mod.safe_name(Path(stem).name.split(".")[0])
+        label = scratch_mod.safe_name(name, fallback) if name else fallback
+        kernels.append(Kernel(name=label, dsl="cutedsl", files=files))
     return kernels
 
 

@@ -8,9 +8,11 @@ Rungs: load, compile, correctness, benchmark, roofline, dumps. A failed rung ski
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import secrets
 import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -27,10 +29,13 @@ from harness import source, wire
 from harness.aot import parse_arch
 from harness.metrics import compare
 from harness.options import Options
-from harness.problem import Problem, ProblemError, case_label, file_hash, load_problem
-from harness.results import RUNG_ORDER, Evaluation, RungResult
+from harness.problem import Problem, ProblemError, case_label, load_problem
+from harness.results import RUNG_ORDER, Evaluation, Flag, RungResult
 from harness.sandbox import make_undumpable
-from harness.workers import WorkerFailure, WorkerPool, WorkerProcess
+from harness.source import read_version
+from harness.text import printable, printable_tree
+from harness.trust import Observed
+from harness.workers import Spawn, WorkerFailure, WorkerPool, WorkerProcess
 
 if TYPE_CHECKING:
     from harness import timing
@@ -58,10 +63,14 @@ class VersionRun:
     path: Path
     ev: Evaluation
     dsls: list[str]
+    source: bytes = b""
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    observed: Observed = field(default_factory=Observed)
     kernels: list[dumps_mod.Kernel] = field(default_factory=list)
     warmup_error: str | None = None
     timings: list[dict[str, Any]] = field(default_factory=list)
+    # The judge's own folder for copies of what the workers compiled; workers cannot write there.
+    private: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kerneltui-judge-")))
 
 
 class Ladder:
@@ -70,9 +79,9 @@ class Ladder:
         self.options = options
         self.cuda = torch.cuda.is_available()
         self.device = torch.device("cuda" if self.cuda else "cpu")
-        capability, cute_arch = parse_arch(options.arch)
+        capability, _ = parse_arch(options.arch)
         self.aot_arch = f"sm_{capability}"
-        self.pool = pool or WorkerPool(arch=options.arch, cute_arch=cute_arch)
+        self.pool = pool or WorkerPool(spawn_for(options))
         self.pool.prestart()
         self.device_info = devices.describe()
 
@@ -83,17 +92,18 @@ class Ladder:
         """Judges one version file; a ProblemError escapes (a bad problem is not the version's fault)."""
         path = path.resolve()
         problem = load_problem(path.parent)
-        text = path.read_text(errors="replace")
+        data = read_version(path, self.options.max_version_bytes)  # once: what is hashed is what is judged
+        text = data.decode(errors="replace")
         ev = Evaluation(
             problem=problem.name,
             version=path.stem,
             path=str(path),
-            hash=file_hash(path),
+            hash=hashlib.sha256(data).hexdigest(),
             device=self.device_info,
             started=datetime.now(UTC).isoformat(timespec="seconds"),
             problem_hash=problem.hash,
         )
-        run = VersionRun(problem=problem, path=path, ev=ev, dsls=source.dsls(text))
+        run = VersionRun(problem=problem, path=path, ev=ev, dsls=source.dsls(text), source=data)
         start = time.perf_counter()
         try:
             for name in RUNG_ORDER:
@@ -105,8 +115,14 @@ class Ladder:
                     on_rung(result)
         finally:
             for worker in run.workers.values():
-                worker.close()
-                worker.remove_scratch()
+                self.pool.release(worker)
+            shutil.rmtree(run.private, ignore_errors=True)
+            escaped = self.pool.sweep()
+            if escaped:
+                ev.flags.append(
+                    Flag("escaped-process", f"{escaped} process(es) it started left its worker (daemons): killed")
+                )
+        ev.flags += run.observed.flags(run.problem, _dumped_names(ev))
         ev.seconds = time.perf_counter() - start
         ev.finish()
         return ev
@@ -141,7 +157,7 @@ class Ladder:
                 log="".join(traceback.format_exception(exc)),
             )
         result.seconds = round(time.perf_counter() - start, 3)
-        return result
+        return _shown_safely(result)
 
     # --- load ---------------------------------------------------------------------------------
 
@@ -154,7 +170,7 @@ class Ladder:
         }
         worker = self._worker(run, "run")
         reply = self._load_into(worker, run)
-        run.ev.sandbox = reply.get("sandbox", "")
+        run.ev.sandbox = worker.containment
         metrics["sandbox"] = run.ev.sandbox
         if not reply.get("ok"):
             return RungResult(name="load", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
@@ -166,14 +182,16 @@ class Ladder:
         return run.workers[mode]
 
     def _load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
+        worker.wait_ready()
         header = {
             "op": "load",
-            "path": str(run.path),
-            "scratch": str(worker.scratch),
-            "confine": self.options.confine,
+            "path": str(worker.copy_in(run.source, run.path.name)),
             "max_file_bytes": int(self.options.max_file_mb * (1 << 20)),
+            "dsls": run.dsls,
         }
         reply, _ = worker.request(header, None, self.options.timeout, "while importing the version")
+        if reply.get("ok"):
+            run.observed.add_sources(worker.mode, reply.get("kernels"))
         return reply
 
     # --- compile ------------------------------------------------------------------------------
@@ -210,6 +228,8 @@ class Ladder:
             reply = self._compile_call(worker, {"op": op, "inputs": tree}, tensors, what)
             self._collect_kernels(run, worker, case_label(case))
             if reply.get("ok"):
+                if op == "compile":
+                    run.observed.add(reply.get("recorded"), "compile", case_label(case))
                 continue
             if reply.get("kind") == "compile":
                 metrics["kernels"] = [k.summary() for k in run.kernels]
@@ -236,7 +256,8 @@ class Ladder:
     def _collect_kernels(self, run: VersionRun, worker: WorkerProcess, label: str) -> None:
         """Adds kernels compiled since the last look, each labelled with the case that compiled it."""
         known = {k.files["cubin"] for k in run.kernels}
-        found = dumps_mod.collect_triton(worker.scratch / "triton") + dumps_mod.collect_cutedsl(worker.scratch / "cute")
+        into = run.private / worker.mode
+        found = dumps_mod.collect_triton(worker.scratch, into) + dumps_mod.collect_cutedsl(worker.scratch, into)
         for kernel in found:
             if kernel.files["cubin"] not in known:
                 kernel.case = label
@@ -329,6 +350,7 @@ class Ladder:
             outcome.update(err=reply.get("err"), log=reply.get("trace"), fatal=reply.get("kind") in ("cuda",))
             return outcome
         outcome["call_s"] = round(float(reply.get("seconds", 0.0)), 4)
+        run.observed.add(reply.get("recorded"), "run", f"case {case_label(case)}")
         try:
             outputs = wire.decode_tree(reply["outputs"], got)
             after = wire.decode_tree(reply["inputs_after"], got)
@@ -423,6 +445,7 @@ class Ladder:
                     metrics={"cases": cases},
                     err=f"{case_label(case)}: the timed calls' output is wrong: {err}",
                 )
+            run.observed.add(reply.get("recorded"), "run", f"bench case {case_label(case)}")
             kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
             settled_us, unawaited = _unawaited_work(kernel, reply)
             if unawaited:
@@ -515,6 +538,38 @@ class Ladder:
             return RungResult(name="dumps", ok=False, err=f"cannot write dumps to {dest}: {exc.strerror or exc}")
         kinds = sorted({f["kind"] for f in files})
         return RungResult(name="dumps", ok=True, metrics={"dir": str(dest), "files": files, "kinds": kinds})
+
+
+def spawn_for(options: Options) -> Spawn:
+    """How a pool starts workers for these options."""
+    from harness.containment import Limits
+
+    _, cute_arch = parse_arch(options.arch)
+    return Spawn(
+        arch=options.arch,
+        cute_arch=cute_arch,
+        confine=options.confine,
+        max_file_bytes=int(options.max_file_mb * (1 << 20)),
+        limits=Limits.default(options.max_memory_mb, options.max_file_mb),
+    )
+
+
+def _dumped_names(ev: Evaluation) -> set[str] | None:
+    """The kernels the dumps rung wrote (what the Asm pane shows), or None where it did not run (or with no GPU,
+    where the interpreter runs the kernels and the compiling worker's record is compared instead)."""
+    dumps = ev.rung("dumps")
+    if dumps is None or dumps.ok is not True or ev.device.get("kind") == "cpu":
+        return None
+    return {str(f.get("kernel", "")).rsplit("-", 1)[0] for f in dumps.metrics.get("files", []) if isinstance(f, dict)}
+
+
+def _shown_safely(result: RungResult) -> RungResult:
+    """Text that came from the version (errors, traces, its notes) with control characters written out."""
+    result.err = printable(result.err) if result.err else result.err
+    result.log = printable(result.log) if result.log else result.log
+    result.skipped = printable(result.skipped) if result.skipped else result.skipped
+    result.metrics = printable_tree(result.metrics)  # type: ignore[assignment]
+    return result
 
 
 def _make_inputs(problem: Problem, case: dict[str, Any], where: torch.device) -> tuple[Any, ...] | None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.results import DEFAULT_RUNGS
+from harness.source import MAX_VERSION_KB
 
 
 @dataclass
@@ -18,3 +19,9 @@ class Options:
     state_dir: Path | None = None
     confine: bool = True
     max_file_mb: float = 512.0  # the largest file the kernel's process may write, its log included
+    max_memory_mb: float | None = None  # the worker's memory; None: half the machine's (at least 4 GiB)
+    max_version_kb: float = MAX_VERSION_KB  # a version file larger than this is refused, not judged
+
+    @property
+    def max_version_bytes(self) -> int:
+        return int(self.max_version_kb * 1024)

@@ -60,6 +60,11 @@ class Problem:
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     description: str = ""
     hash: str = ""
+    allowed_ops: frozenset[str] = frozenset()  # torch ops a version may use without a uses-library flag
+
+    def allows(self, op: str) -> bool:
+        """'aten::mm' is allowed by "aten::mm" or "mm" in the problem's allowed_ops."""
+        return op in self.allowed_ops or op.removeprefix("aten::") in self.allowed_ops
 
     def tolerance_for(self, dtype_name: str) -> Tolerance:
         """The tolerance for an output of this dtype ("float32", "bfloat16", ...). Integer and bool outputs
@@ -111,8 +116,15 @@ def load_problem(folder: Path) -> Problem:
         tolerances=parse_tolerance(module.tolerance, path),
         description=(inspect.getdoc(module) or "").strip(),
         hash=file_hash(path),
+        allowed_ops=_check_allowed_ops(getattr(module, "allowed_ops", ()), path),
     )
     return problem
+
+
+def _check_allowed_ops(value: Any, path: Path) -> frozenset[str]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise ProblemError(f"{path.parent.name}: allowed_ops in problem.py must be a list of torch op names")
+    return frozenset(str(op) for op in value)
 
 
 def _import_problem(path: Path, name: str) -> ModuleType:

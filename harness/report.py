@@ -140,6 +140,21 @@ def rung_line(rung: RungResult) -> str:
     return f"{MARKS[rung.ok]} {rung.name:<12} {seconds:>8}   {rung_detail(rung)}"
 
 
+def containment_summary(sandbox: str) -> str:
+    """'bwrap + landlock ABI 7 + seccomp + no capabilities' from the worker's full description."""
+    parts = [p.strip() for p in sandbox.split(";") if p.strip()]
+    short = [p.split(":")[0] for p in parts if not p.startswith("files up to")]
+    return " + ".join(short) or "unknown"
+
+
+def trust_lines(ev: Evaluation) -> list[str]:
+    """What a reviewer checks before believing the verdict: each flag with its reason, and the containment."""
+    lines = [f"⚑ {flag.name}: {flag.reason}" for flag in ev.flags]
+    if ev.sandbox:
+        lines.append(f"contained: {containment_summary(ev.sandbox)}")
+    return lines
+
+
 def evaluation_text(ev: Evaluation) -> str:
     device = ev.device.get("name", "?")
     if ev.device.get("arch"):

@@ -36,6 +36,24 @@ class RungResult:
 
 
 @dataclass
+class Flag:
+    """Something a sceptical reviewer must know before trusting a passing version (it never fails one by
+    itself, but a flagged version is not "best" until the person approves it)."""
+
+    name: str  # uses-library, no-kernel, kernel-mismatch, escaped-process, timing-mismatch, unconfirmed...
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Flag:
+        if isinstance(data, dict):
+            return cls(name=str(data.get("name", "?")), reason=str(data.get("reason", "")))
+        return cls(name=str(data), reason="")
+
+
+@dataclass
 class Evaluation:
     """A version judged by the ladder. `ok` means no rung failed; `status` says how far it got."""
 
@@ -53,6 +71,7 @@ class Evaluation:
     seeds: list[int] = field(default_factory=list)
     sandbox: str = ""
     error: str | None = None
+    flags: list[Flag] = field(default_factory=list)
 
     @property
     def failed_rung(self) -> str | None:
@@ -82,7 +101,8 @@ class Evaluation:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Evaluation:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "rungs"}
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k not in ("rungs", "flags")}
         ev = cls(**known)
         ev.rungs = [RungResult.from_json(r) for r in data.get("rungs", [])]
+        ev.flags = [Flag.from_json(f) for f in data.get("flags", []) or []]
         return ev

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
+
+MAX_VERSION_KB = 1024.0  # a kernel's source is kilobytes; a larger "version" is refused, not judged or stored
 
 SUSPICIOUS_MODULES = {
     "ctypes": "uses ctypes",
@@ -19,6 +22,21 @@ SUSPICIOUS_ATTRIBUTES = {
     "torch.testing",
     "sys.exit",
 }
+
+
+class VersionTooLarge(Exception):
+    """A version file past the size limit: refused before anything reads it whole."""
+
+
+def read_version(path: Path, limit: int) -> bytes:
+    """The version's bytes, read once; a file past `limit` is refused (a 200 MB 'kernel' is not judged)."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise VersionTooLarge(
+            f"{path.name} is larger than {limit >> 10} KiB (--max-version-kb): refused, not judged or stored"
+        )
+    return data
 
 
 def parse(source: str) -> ast.Module | None:

@@ -29,6 +29,7 @@ if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_a
     os.environ["TRITON_INTERPRET"] = "1"
 
 from harness import timing, wire
+from harness.recorder import Recorder, kernel_sources
 from harness.sandbox import FILE_LIMIT_HINT
 
 # Taken before any version is imported: patching harness.timing later cannot change how calls are timed.
@@ -46,6 +47,7 @@ if triton is not None and os.environ.get("TRITON_INTERPRET") == "1":
 
 ENTRY = "custom_kernel"
 MAX_TRACE_CHARS = 4000
+RECORDER = Recorder()
 
 
 class VersionError(Exception):
@@ -65,7 +67,10 @@ class Worker:
         self.flush: torch.Tensor | None = None
 
     def serve(self) -> None:
-        wire.send(self.sock, {"op": "ready", "pid": os.getpid(), "cuda": self.cuda, "mode": self.mode})
+        from harness.sandbox import APPLIED  # what harness.sandbox did before this module ran
+
+        ready = {"op": "ready", "pid": os.getpid(), "cuda": self.cuda, "mode": self.mode, "sandbox": APPLIED}
+        wire.send(self.sock, ready)
         while True:
             try:
                 header, tensors = wire.recv(self.sock)
@@ -84,20 +89,26 @@ class Worker:
         wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, stage)})
 
     def do_load(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
-        from harness.sandbox import confine, limit_file_size
+        from harness.sandbox import limit_file_size
 
-        scratch = header["scratch"]
-        sandbox = confine([scratch, "/dev", "/proc"]) if header.get("confine", True) else "none: disabled"
         if header.get("max_file_bytes"):
-            limit_file_size(int(header["max_file_bytes"]))
+            limit_file_size(int(header["max_file_bytes"]))  # only ever lowers the limit set at start
         self.path = Path(header["path"])
         try:
             if self.mode == "compile" and triton is not None:
                 from harness import aot
 
                 aot.install_triton(aot.parse_arch(self.arch)[0])
+            cutedsl = "cutedsl" in header.get("dsls", [])
+            if self.mode == "compile" and cutedsl:
+                from harness import aot
+
+                aot.install_cutedsl()
+            RECORDER.install()  # after the compile-only stand-ins: launches are recorded either way
+            if cutedsl:
+                RECORDER.install_cutedsl()
             self.module = import_version(self.path)
-            if self.mode == "compile" and "cutlass" in sys.modules:
+            if self.mode == "compile" and "cutlass" in sys.modules and not cutedsl:  # imported some other way
                 from harness import aot
 
                 aot.install_cutedsl()
@@ -113,32 +124,35 @@ class Worker:
         except BaseException as exc:  # SystemExit too: a version may call sys.exit at import
             self.reply_error(exc, "load")
             return
-        wire.send(self.sock, {"ok": True, "sandbox": sandbox, "cuda": self.cuda})
+        wire.send(self.sock, {"ok": True, "cuda": self.cuda, "kernels": kernel_sources(self.module)})
 
     def do_call(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         inputs = self.materialize(header["inputs"], tensors)
         poison(inputs, self.device)
         start = time.perf_counter()
         try:
-            out = self.entry(*inputs)
-            if self.cuda:
-                torch.cuda.synchronize()
+            with RECORDER.recording(inputs):
+                out = self.entry(*inputs)
+                if self.cuda:
+                    torch.cuda.synchronize()
         except BaseException as exc:
             self.reply_error(exc, "call")
             return
         seconds = time.perf_counter() - start
-        self.send_outputs(out, inputs, {"seconds": seconds})
+        self.send_outputs(out, inputs, {"seconds": seconds}, recorded=True)
 
     def do_compile(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         """Compile-only call (mode `compile`): launches become compiles; outputs are meaningless."""
         inputs = self.materialize(header["inputs"], tensors)
         start = time.perf_counter()
         try:
-            self.entry(*inputs)
+            with RECORDER.recording(inputs):
+                self.entry(*inputs)
         except BaseException as exc:
             self.reply_error(exc, "compile")
             return
-        wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start})
+        recorded = RECORDER.report(())
+        wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start, "recorded": recorded})
 
     def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
         inputs = self.materialize(header["inputs"], tensors)
@@ -150,19 +164,25 @@ class Worker:
             last[0] = self.entry(*inputs)
 
         try:
+            with RECORDER.recording(inputs):  # one call on the bench case, recorded, ahead of the timed ones
+                outputs = check_outputs(self.entry(*inputs))
+            recorded = RECORDER.report(outputs)
             samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
             settled, idle = timer.settled_calls(call, self.flush)
         except BaseException as exc:
             self.reply_error(exc, "bench")
             return
-        self.send_outputs(last[0], None, {"samples_ms": samples, "settled_ms": settled, "idle_ms": idle})
+        extra = {"samples_ms": samples, "settled_ms": settled, "idle_ms": idle, "recorded": recorded}
+        self.send_outputs(last[0], None, extra)
 
     def materialize(self, tree: Any, tensors: list[torch.Tensor]) -> tuple[Any, ...]:
         moved = [t if t.device.type == "meta" else t.to(self.device) for t in tensors]
         inputs = wire.decode_tree(tree, moved)
         return tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
 
-    def send_outputs(self, out: Any, inputs: tuple[Any, ...] | None, extra: dict[str, Any]) -> None:
+    def send_outputs(
+        self, out: Any, inputs: tuple[Any, ...] | None, extra: dict[str, Any], recorded: bool = False
+    ) -> None:
         try:
             outputs = check_outputs(out)
         except TypeError as exc:
@@ -170,6 +190,8 @@ class Worker:
             return
         tensors: list[torch.Tensor] = []
         header = {"ok": True, "outputs": wire.encode_tree(outputs, tensors), **extra}
+        if recorded:
+            header["recorded"] = RECORDER.report(outputs)
         if inputs is not None:
             header["inputs_after"] = wire.encode_tree(list(inputs), tensors)
         try:

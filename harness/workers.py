@@ -16,10 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.sandbox import FILE_LIMIT_HINT  # ctypes and the standard library only
+from harness import containment  # ctypes and the standard library only
+from harness.sandbox import FILE_LIMIT_HINT
+from harness.text import printable
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +62,7 @@ def link_harness(folder: Path) -> str:
     """A folder holding only a link to this harness package: the worker's PYTHONPATH entry.
 
     Pointing PYTHONPATH at the harness's parent instead could put a whole site-packages (and its
-    torch) in front of the worker Python's own.
+    torch) in front of the worker Python's own, and would let the worker read kerneltui's checkout.
     """
     folder.mkdir(parents=True, exist_ok=True)
     link = folder / "harness"
@@ -68,11 +71,27 @@ def link_harness(folder: Path) -> str:
     return str(folder)
 
 
-def worker_env(scratch: Path, mode: str, interpret: bool, cute_arch: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(("TRITON_", "CUTE_DSL_"))}
-    env = {k: v for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+def passed_env(extra_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+    """The variables a judge or worker may inherit: a fixed list and tool prefixes, never a secret."""
+    prefixes = ("TRITON_", "CUTE_DSL_", *extra_prefixes)
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(prefixes)}
+    return {k: v for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+
+
+def judge_env() -> dict[str, str]:
+    """What a judge inherits from kerneltui: what the ladder, CUDA and the tools read, and no secret."""
+    env = passed_env(("KERNELTUI_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "PYTORCH_"))
+    if "TMPDIR" in os.environ:
+        env["TMPDIR"] = os.environ["TMPDIR"]
+    return env
+
+
+def worker_env(root: Path, mode: str, interpret: bool, cute_arch: str) -> dict[str, str]:
+    scratch = root / "scratch"
+    env = passed_env()
     env.update(
-        PYTHONPATH=os.pathsep.join(p for p in (link_harness(scratch / "pkg"), env.get("PYTHONPATH")) if p),
+        HOME=str(scratch),
+        PYTHONPATH=os.pathsep.join(p for p in (link_harness(root / "pkg"), env.get("PYTHONPATH")) if p),
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
         TMPDIR=str(scratch / "tmp"),
@@ -93,27 +112,55 @@ def worker_env(scratch: Path, mode: str, interpret: bool, cute_arch: str) -> dic
     return env
 
 
+@dataclass(frozen=True)
+class Spawn:
+    """How a pool starts its workers."""
+
+    python: str = sys.executable
+    arch: str = "sm_90"
+    cute_arch: str = "sm_90a"
+    confine: bool = True
+    max_file_bytes: int = 512 << 20
+    limits: containment.Limits = field(default_factory=containment.Limits.default)
+
+
 class WorkerProcess:
-    def __init__(self, mode: str, python: str, arch: str, cute_arch: str, interpret: bool) -> None:
+    """One worker: a judge-owned folder holding `scratch` (the worker's to write), `inbox` (the version the
+    judge copies in; read-only to the worker) and `pkg` (the harness link), and the worker's log, which the
+    judge reads through its own descriptor, never by a name the worker could swap."""
+
+    def __init__(self, mode: str, spawn: Spawn, interpret: bool) -> None:
         self.mode = mode
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-"))
+        self.root = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-"))
+        self.scratch = self.root / "scratch"
+        self.inbox = self.root / "inbox"
         for sub in ("tmp", "triton", "nv", "cute", "cute-cache"):
-            (self.scratch / sub).mkdir()
-        self.log_path = self.scratch / "worker.log"
+            (self.scratch / sub).mkdir(parents=True)
+        self.inbox.mkdir()
+        env = worker_env(self.root, mode, interpret, spawn.cute_arch)
+        offer = containment.probe() if spawn.confine else None
+        self.level = offer.level if offer else "none"
+        argv = [spawn.python, "-m", "harness.sandbox", "--scratch", str(self.scratch)]
+        argv += ["--read", str(self.inbox), "--read", str(self.root / "pkg")]
+        argv += ["--max-file-bytes", str(spawn.max_file_bytes)] + ([] if spawn.confine else ["--off"])
         parent, child = socket.socketpair()
         self.sock = parent
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [python, "-m", "harness.worker", "--fd", str(child.fileno()), "--mode", mode, "--arch", arch],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(child.fileno(),),
-                start_new_session=True,
-                env=worker_env(self.scratch, mode, interpret, cute_arch),
-                cwd=self.scratch,
-            )
+        argv += ["harness.worker", "--fd", str(child.fileno()), "--mode", mode, "--arch", spawn.arch]
+        if offer and offer.bwrap:
+            argv = containment.bwrap_prefix(offer.bwrap, self.root, sandbox_read_roots(), spawn.limits) + argv
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (unnamed: the worker cannot point it elsewhere)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(child.fileno(),),
+            start_new_session=True,
+            env=env,
+            cwd=self.scratch,
+        )
         child.close()
+        self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, offer.cgroup if offer else None)
         self.ready: dict[str, Any] | None = None
         self.started = time.monotonic()
 
@@ -123,7 +170,22 @@ class WorkerProcess:
             if header.get("op") != "ready":
                 raise WorkerFailure("the worker did not start properly")
             self.ready = header
+            self.watch.adopt()
         return self.ready
+
+    @property
+    def containment(self) -> str:
+        """What contains this worker: the judge's launch level and what the worker applied to itself
+        before it read a version (reported in its ready message, sent before any version code ran)."""
+        applied = (self.ready or {}).get("sandbox") or []
+        parts = [p for p in applied if isinstance(p, str)]
+        return "; ".join([f"{self.level}", *parts]) if parts else self.level
+
+    def copy_in(self, source: bytes, name: str) -> Path:
+        """The version as the judge read it (and hashed it), where the worker imports it from."""
+        target = self.inbox / name
+        target.write_bytes(source)
+        return target
 
     def request(
         self,
@@ -165,6 +227,11 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return _joined("the kernel's process stopped answering", what)
+        note = self.watch.death_note()
+        if note:
+            return _joined(f"killed: it {note}", what)
+        if self.level == "bwrap" and code > 128:
+            code = -(code - 128)  # bubblewrap exits 128+N for a child killed by signal N
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -179,25 +246,22 @@ class WorkerProcess:
         return f"{reason}\n{tail}" if tail else reason
 
     def log_tail(self) -> str:
+        """The end of what the worker printed (a log can be hundreds of MiB), control characters removed."""
         try:
-            with open(self.log_path, "rb") as log:  # the end only: a log can be hundreds of MiB
-                log.seek(max(0, log.seek(0, os.SEEK_END) - 4 * LOG_TAIL_CHARS))
-                text = log.read().decode(errors="replace")
+            size = os.fstat(self.log.fileno()).st_size
+            data = os.pread(self.log.fileno(), 4 * LOG_TAIL_CHARS, max(0, size - 4 * LOG_TAIL_CHARS))
         except OSError:
             return ""
-        text = text.strip()
+        text = printable(data.decode(errors="replace")).strip()
         return text[-LOG_TAIL_CHARS:] if text else ""
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=10)
-        else:
-            # the worker is gone; anything it started in its session goes too
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+        """The worker and everything it started, wherever in its tree (its own sessions included)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.watch.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
 
     def close(self, grace: float = 2.0) -> None:
         if self.proc.poll() is None:
@@ -208,10 +272,18 @@ class WorkerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
         self.kill()
+        self.watch.close()
         self.sock.close()
+        self.log.close()
 
     def remove_scratch(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def sandbox_read_roots() -> list[str]:
+    from harness.sandbox import read_roots
+
+    return read_roots()
 
 
 def _joined(text: str, what: str) -> str:
@@ -233,21 +305,19 @@ def cuda_device_count() -> int:
 
 
 class WorkerPool:
-    """Hands out workers started ahead of need; each serves one version, then is thrown away."""
+    """Hands out workers started ahead of need; each serves one version, then is thrown away.
 
-    def __init__(
-        self,
-        python: str = sys.executable,
-        arch: str = "sm_90",
-        cute_arch: str = "sm_90a",
-        keep_spare: bool = False,
-    ) -> None:
-        self.python = python
-        self.arch = arch
-        self.cute_arch = cute_arch
+    `reap`: this process is a judge of its own (python -m harness), so it may be the subreaper of its
+    workers' trees and end at once any process that leaves one (a daemon). Not in a process that starts
+    other children in sessions of their own (a test runner): those would look escaped.
+    """
+
+    def __init__(self, spawn: Spawn | None = None, keep_spare: bool = False, reap: bool = False) -> None:
+        self.spawn = spawn or Spawn()
         self.keep_spare = keep_spare
         self.cuda = cuda_device_count() > 0
         self.spares: dict[str, WorkerProcess] = {}
+        self.watcher = containment.Watcher(reap=reap)
 
     def modes(self) -> list[str]:
         """GPU: one worker runs everything. No GPU: one interprets, another compiles ahead of time."""
@@ -265,10 +335,24 @@ class WorkerPool:
         return worker
 
     def _spawn(self, mode: str) -> WorkerProcess:
-        return WorkerProcess(mode, self.python, self.arch, self.cute_arch, interpret=mode == "run")
+        worker = WorkerProcess(mode, self.spawn, interpret=mode == "run")
+        self.watcher.add(worker.watch)
+        return worker
+
+    def release(self, worker: WorkerProcess) -> None:
+        """Closes a worker that served its version, with everything it started, and removes its folder."""
+        worker.close()
+        self.watcher.remove(worker.watch)
+        worker.remove_scratch()
+
+    def sweep(self) -> int:
+        """Ends processes that escaped the workers' trees; how many did since the last sweep."""
+        return self.watcher.sweep()
 
     def close(self) -> None:
         for worker in self.spares.values():
             worker.close(grace=0.5)
+            self.watcher.remove(worker.watch)
             worker.remove_scratch()
         self.spares.clear()
+        self.watcher.stop()

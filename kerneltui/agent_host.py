@@ -47,7 +47,9 @@ def find_context(workspace: Workspace, configured: str | None = None) -> Path | 
 def problem_info(workspace: Workspace, name: str, context: Path | None) -> ProblemInfo:
     folder = workspace.problem_dir(name)
     source = (folder / "problem.py").read_text(errors="replace")
-    return ProblemInfo(name, folder.resolve(), workspace.root.resolve(), context, source)
+    return ProblemInfo(
+        name, folder.resolve(), workspace.root.resolve(), context, source, private=(workspace.state.resolve(),)
+    )
 
 
 def with_notes(code: str, notes: str) -> str:

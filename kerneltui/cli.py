@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.report import rung_line
+from harness.report import rung_line, trust_lines
 from harness.results import RUNG_ORDER, RungResult
+from harness.source import VersionTooLarge
 from kerneltui import config as config_mod
 from kerneltui import runner
 from kerneltui.store import Store
@@ -50,6 +51,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     try:
         outcome = runner.evaluate(store, workspace, Path(args.version), options, on_rung=show)
+    except VersionTooLarge as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         store.close()
     if outcome.problem_error:
@@ -62,6 +66,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(eval_json(ev.to_json(), outcome.evaluation_id), default=str))
     else:
+        for line in trust_lines(ev):
+            print(line)
         print(
             f"{ev.problem} {ev.version}: {ev.status} ({ev.device.get('name')}; {ev.seconds:.1f} s; "
             f"recorded as evaluation {outcome.evaluation_id} in {workspace.db_path})"

@@ -15,10 +15,12 @@ from typing import Any
 
 from harness import source
 from harness.results import Evaluation, RungResult
+from harness.workers import judge_env
 from kerneltui.store import Store
 from kerneltui.workspace import Workspace
 
 STDERR_TAIL = 3000
+MAX_VERSION_BYTES = int(source.MAX_VERSION_KB * 1024)
 
 
 @dataclass
@@ -53,8 +55,9 @@ def harness_python() -> str:
 
 
 def harness_env(python: str, state: Path) -> dict[str, str]:
-    """Environment for the judge; another Python gets a path holding only our harness package."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", KERNELTUI_WATCH_PARENT="1")
+    """Environment for the judge: no secret (API keys live only in the agent's process), only what the
+    ladder and CUDA read; another Python gets a path holding only our harness package."""
+    env = dict(judge_env(), PYTHONUNBUFFERED="1", KERNELTUI_WATCH_PARENT="1")
     if Path(python).resolve() != Path(sys.executable).resolve():
         link_dir = state / "runtime"
         link_dir.mkdir(parents=True, exist_ok=True)
@@ -69,11 +72,12 @@ def harness_env(python: str, state: Path) -> dict[str, str]:
 
 
 def record_version(store: Store, workspace: Workspace, path: Path, author: str = "") -> tuple[int, str, str]:
-    """Problem and version rows for a file, from its bytes now; returns (version_id, hash, problem)."""
+    """Problem and version rows for a file, from its bytes now; returns (version_id, hash, problem).
+    A file past the size limit raises VersionTooLarge: nothing of it is read whole or stored."""
     import hashlib
 
     stat = path.stat()
-    data = path.read_bytes()
+    data = source.read_version(path, MAX_VERSION_BYTES)
     digest = hashlib.sha256(data).hexdigest()
     problem_dir = path.parent
     problem_file = problem_dir / "problem.py"
@@ -91,6 +95,25 @@ def record_version(store: Store, workspace: Workspace, path: Path, author: str =
     if stat.st_size == len(data):  # unchanged while read: the stamp describes these bytes
         store.set_file_stamp(version_id, stat.st_size, stat.st_mtime_ns)
     return version_id, digest, problem_dir.name
+
+
+def record_refusal(store: Store, path: Path, reason: str) -> int:
+    """A version refused unread (too large): a row saying so, with its size and hash but not its text."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    problem = path.parent.name
+    store.ensure_problem(problem, str(path.parent), "")
+    version_id = store.ensure_version(problem, path.stem, path, digest.hexdigest(), "", "", path.stat().st_size)
+    evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest.hexdigest())
+    ev = Evaluation(problem=problem, version=path.stem, path=str(path), hash=digest.hexdigest())
+    ev.rungs.append(RungResult(name="load", ok=False, err=reason))
+    ev.finish()
+    store.finish_evaluation(evaluation_id, ev)
+    return evaluation_id
 
 
 def evaluate(
@@ -125,6 +148,7 @@ def evaluate(
         text=True,
         env=harness_env(python, workspace.state),
         start_new_session=True,
+        cwd=workspace.state,  # `-m` puts the cwd first on sys.path: kerneltui's folder, not an agent's
     )
     assert proc.stdout is not None and proc.stderr is not None
     try:

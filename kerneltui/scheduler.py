@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.results import Evaluation, RungResult
-from harness.source import defines
+from harness.source import VersionTooLarge, defines
 from harness.workers import cuda_device_count
 from kerneltui.config import Config, LadderConfig
 from kerneltui.feedback import write_feedback
-from kerneltui.runner import harness_env, harness_python, record_version
+from kerneltui.runner import harness_env, harness_python, record_refusal, record_version
 from kerneltui.store import Store
 from kerneltui.watcher import WorkspaceWatcher
 from kerneltui.workspace import Workspace
@@ -83,6 +83,7 @@ class Judge:
             env=env,
             bufsize=1,
             start_new_session=True,
+            cwd=self.log_path.parent,  # `-m` puts the cwd first on sys.path: kerneltui's folder, not an agent's
         )
         self.ready = False
         proc = self.proc
@@ -278,7 +279,12 @@ class Scheduler:
         assert self.store is not None
         if not path.is_file():
             return
-        version_id, digest, problem = record_version(self.store, self.workspace, path)
+        try:
+            version_id, digest, problem = record_version(self.store, self.workspace, path)
+        except VersionTooLarge as exc:
+            record_refusal(self.store, path, str(exc))
+            self.notify(SchedulerEvent("warning", data={"message": f"{path.parent.name}/{exc}"}))
+            return
         self.store.mark_present(problem, path.stem)
         judged = self.store.rows("SELECT id FROM evaluations WHERE version_id = ? LIMIT 1", [version_id])
         if judged and not force:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-VERSIONS = FIXTURES / "versions"
+VERSIONS = FIXTURES / "versions"  # honest versions, and ones that break (hang, crash, do not compile)
+EXPLOITS = Path(__file__).parent / "exploits"  # versions that cheat the judge or attack its box
 REPO = Path(__file__).parent.parent
 HAS_CUDA = os.path.exists("/dev/nvidiactl")
 
@@ -27,7 +28,8 @@ def make_workspace(root: Path, problem: str = "vadd") -> Path:
 
 def add_version(folder: Path, fixture: str, name: str | None = None) -> Path:
     target = folder / (name or f"{fixture}.py")
-    shutil.copy(VERSIONS / f"{fixture}.py", target)
+    source = VERSIONS / f"{fixture}.py"
+    shutil.copy(source if source.exists() else EXPLOITS / f"{fixture}.py", target)
     return target
 
 

@@ -1,41 +1,87 @@
-"""The worker's confinement, checked in a real subprocess."""
+"""The worker's own confinement (harness.sandbox), checked in a real subprocess started as the judge does."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from harness.sandbox import landlock_abi
+from harness.sandbox import landlock_abi, seccomp_program
 from tests.conftest import run
 
 PROBE = """
 import os, socket, sys
-from harness.sandbox import confine
-print(confine([sys.argv[1], "/dev", "/proc"]))
-open(os.path.join(sys.argv[1], "ok"), "w").write("x")
-for target in sys.argv[2:]:
+from harness.sandbox import APPLIED
+print("APPLIED", APPLIED)
+scratch, secret, outside = sys.argv[1:4]
+open(os.path.join(scratch, "ok"), "w").write("x")
+for name, action in [
+    ("write", lambda: open(outside, "w").write("pwned")),
+    ("read", lambda: open(secret).read()),
+    ("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1)),
+    ("unix", lambda: socket.socket(socket.AF_UNIX)),
+    ("environ", lambda: open(f"/proc/{os.getppid()}/environ").read()),
+]:
     try:
-        open(target, "w").write("pwned")
-        print("WROTE", target)
-    except OSError:
-        print("BLOCKED", target)
-try:
-    socket.create_connection(("127.0.0.1", 9), timeout=1)
-except OSError as exc:
-    print("TCP", exc.errno)
+        action()
+        print("ALLOWED", name)
+    except OSError as exc:
+        print("BLOCKED", name, exc.errno)
 """
 
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="Landlock is not available on this kernel")
-def test_confined_process_writes_only_to_its_scratch(tmp_path: Path) -> None:
-    scratch = tmp_path / "scratch"
+def test_confined_process_reads_and_writes_only_what_it_needs(tmp_path: Path) -> None:
+    scratch, probe_dir = tmp_path / "scratch", tmp_path / "inbox"
     scratch.mkdir()
+    probe_dir.mkdir()
+    (probe_dir / "probe_module.py").write_text(PROBE)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("ANTHROPIC_API_KEY=sk-ant-xyz")
     outside = tmp_path / "history.db"
-    done = run(["-c", PROBE, str(scratch), str(outside)])
+    argv = ["-m", "harness.sandbox", "--scratch", str(scratch), "--read", str(probe_dir), "probe_module"]
+    done = run([*argv, str(scratch), str(secret), str(outside)], env={"PYTHONPATH": str(probe_dir)})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("landlock ABI")
-    assert f"BLOCKED {outside}" in done.stdout and not outside.exists()
+    assert "landlock ABI" in done.stdout and "seccomp" in done.stdout and "no capabilities" in done.stdout
     assert (scratch / "ok").read_text() == "x"
+    assert "BLOCKED write" in done.stdout and not outside.exists()
+    assert "BLOCKED read 13" in done.stdout  # the person's files are out of reach, not only out of writing
+    assert "BLOCKED unix 13" in done.stdout  # seccomp: no new sockets (no tmux or X11 socket)
+    assert "BLOCKED environ 13" in done.stdout  # the judge's environment, through /proc
     if landlock_abi() >= 4:
-        assert "TCP 13" in done.stdout  # EACCES: connect refused by the sandbox, not by the network
+        assert "BLOCKED tcp 13" in done.stdout
+
+
+TIOCSTI_PROBE = """
+import fcntl, sys, termios
+try:
+    fcntl.ioctl(int(sys.argv[1]), termios.TIOCSTI, b"x")
+    print("INJECTED")
+except OSError as exc:
+    print("BLOCKED", exc.errno)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
+def test_no_keystrokes_into_a_terminal_it_holds(tmp_path: Path) -> None:
+    """A version handed a terminal (an inherited descriptor of the person's tmux pane) cannot type into it."""
+    import os
+    import subprocess
+
+    (tmp_path / "tiocsti_probe.py").write_text(TIOCSTI_PROBE)
+    master, pty = os.openpty()
+    argv = [sys.executable, "-m", "harness.sandbox", "--scratch", str(tmp_path), "--read", str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{Path(__file__).parent.parent}")
+    done = subprocess.run(
+        [*argv, "tiocsti_probe", str(pty)], pass_fds=(pty,), capture_output=True, text=True, env=env, timeout=60
+    )
+    os.close(master)
+    os.close(pty)
+    assert "BLOCKED 1" in done.stdout, done.stdout + done.stderr  # EPERM from the seccomp filter
+
+
+def test_seccomp_program_fits_one_byte_jumps() -> None:
+    for machine in ("x86_64", "aarch64"):
+        program = seccomp_program(machine)
+        assert len(program) < 255 and all(jt < 256 and jf < 256 for _, jt, jf, _ in program)

@@ -1,0 +1,412 @@
+"""How the judge contains a kernel's worker, and what this box offers for it.
+
+Levels, best first: `bwrap` (bubblewrap: new user, pid, ipc, net, uts namespaces, a new session, read-only
+binds of the Python environment and system libraries, a private scratch and /tmp, no home, only the
+GPU's device nodes, dies with the judge), then `landlock` (harness.sandbox alone: reads and writes
+confined by the kernel, seccomp, no capabilities), then `none`. Inside bubblewrap harness.sandbox runs
+too. At every level a Watch follows the worker's processes (memory, count, the scratch folder's size;
+through a cgroup v2 folder where one is delegated) and kills all of them when the version's
+evaluation ends, daemons included: the judge is their subreaper, so nothing escapes its tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import sandbox
+
+_PR_SET_CHILD_SUBREAPER = 36
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int
+    processes: int = 256  # processes, not threads (torch alone starts one thread per core)
+    scratch_bytes: int = 2 << 30
+    shm_bytes: int = 1 << 30
+
+    @classmethod
+    def default(cls, memory_mb: float | None = None, file_mb: float = 512.0) -> Limits:
+        memory = int(memory_mb * (1 << 20)) if memory_mb else max(4 << 30, physical_memory() // 2)
+        return cls(memory_bytes=memory, scratch_bytes=max(int(4 * file_mb * (1 << 20)), 256 << 20))
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 << 30
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What this box offers for containing workers, and why not more."""
+
+    bwrap: str | None
+    bwrap_note: str
+    landlock_abi: int
+    cgroup: str | None
+    cgroup_note: str
+
+    @property
+    def level(self) -> str:
+        return "bwrap" if self.bwrap else "landlock" if self.landlock_abi else "none"
+
+
+@functools.cache
+def probe() -> Offer:
+    bwrap, bwrap_note = _probe_bwrap()
+    cgroup, cgroup_note = _probe_cgroup()
+    return Offer(bwrap, bwrap_note, sandbox.landlock_abi(), cgroup, cgroup_note)
+
+
+def _probe_bwrap() -> tuple[str | None, str]:
+    path = os.environ.get("KERNELTUI_BWRAP") or shutil.which("bwrap")
+    if not path:
+        return None, "bubblewrap is not installed (apt-get install bubblewrap, dnf install bubblewrap)"
+    argv = [*bwrap_prefix(path, Path("/"), [], Limits(memory_bytes=1 << 30), probe=True), "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"bubblewrap did not run: {exc}"
+    if done.returncode != 0:
+        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        hint = " (user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
+        return None, f"bubblewrap cannot make a sandbox here: {why}{hint}"
+    return path, "new user, pid, ipc, net and uts namespaces"
+
+
+def bwrap_prefix(bwrap: str, root: Path, readable: list[str], limits: Limits, probe: bool = False) -> list[str]:
+    """bubblewrap's argv up to the command: a new root holding only what the worker needs."""
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+    if os.geteuid() == 0:
+        argv += ["--cap-drop", "ALL"]
+    argv += ["--size", str(limits.shm_bytes), "--tmpfs", "/tmp"]  # first: the scratch folder lies beneath /tmp
+    argv += ["--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm", "--proc", "/proc"]
+    if probe:
+        return [*argv, "--ro-bind", "/", "/"]
+    for path in readable:
+        argv += ["--ro-bind-try", path, path]
+    for device in sandbox.gpu_devices():
+        argv += ["--dev-bind-try", device, device]
+    scratch, inbox, pkg = (str(root / name) for name in ("scratch", "inbox", "pkg"))
+    argv += ["--bind", scratch, scratch, "--ro-bind", inbox, inbox, "--ro-bind", pkg, pkg, "--chdir", scratch]
+    return [*argv, "--"]
+
+
+# --- cgroup v2 ----------------------------------------------------------------------------------
+
+
+def _probe_cgroup() -> tuple[str | None, str]:
+    mount = _cgroup2_mount()
+    if mount is None:
+        return None, "no cgroup v2 hierarchy is mounted"
+    try:
+        own = next(line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines() if line[:3] == "0::")
+    except (OSError, StopIteration):
+        return None, "this process's cgroup v2 folder is unknown"
+    folder = Path(mount) / own.lstrip("/")
+    try:
+        enabled = set((folder / "cgroup.subtree_control").read_text().split())
+        if not {"memory", "pids"} <= enabled:
+            (folder / "cgroup.subtree_control").write_text("+memory +pids")
+        trial = folder / f"kerneltui-probe-{os.getpid()}"
+        trial.mkdir()
+        ok = (trial / "memory.max").exists() and (trial / "pids.max").exists()
+        trial.rmdir()
+    except OSError as exc:
+        return None, f"cgroup v2 folder {folder} is not delegated to this user ({exc.strerror or exc})"
+    if not ok:
+        return None, f"cgroup v2 folder {folder} lacks the memory and pids controllers"
+    return str(folder), f"memory and process limits in {folder}"
+
+
+def _cgroup2_mount() -> str | None:
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            if right.split()[:1] == ["cgroup2"]:
+                return left.split()[4]
+    except OSError:
+        return None
+    return None
+
+
+class Cgroup:
+    """One worker's cgroup: memory (no swap) and task limits; killing it kills every process in it."""
+
+    def __init__(self, parent: str, limits: Limits) -> None:
+        self.path = Path(parent) / f"kerneltui-{os.getpid()}-{time.monotonic_ns()}"
+        self.path.mkdir()
+        self._write("memory.max", str(limits.memory_bytes))
+        self._write("memory.swap.max", "0")
+        self._write("pids.max", str(16 * limits.processes))  # threads count here
+
+    def _write(self, name: str, value: str) -> None:
+        with contextlib.suppress(OSError):
+            (self.path / name).write_text(value)
+
+    def adopt(self, pids: list[int]) -> None:
+        for pid in pids:
+            self._write("cgroup.procs", str(pid))
+
+    def oom_killed(self) -> bool:
+        try:
+            events = dict(line.split() for line in (self.path / "memory.events").read_text().splitlines())
+        except (OSError, ValueError):
+            return False
+        return int(events.get("oom_kill", "0")) > 0
+
+    def kill(self) -> None:
+        if (self.path / "cgroup.kill").exists():
+            self._write("cgroup.kill", "1")
+            return
+        with contextlib.suppress(OSError, ValueError):
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                self.kill()
+                time.sleep(0.02)
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    sid: int
+    rss_bytes: int
+    zombie: bool
+
+
+def processes() -> dict[int, Proc]:
+    """Every process this one can see, from /proc/<pid>/stat."""
+    found: dict[int, Proc] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                text = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
+        if len(fields) > 21:
+            pid = int(name)
+            found[pid] = Proc(pid, int(fields[1]), int(fields[3]), int(fields[21]) * PAGE, fields[0] == "Z")
+    return found
+
+
+def tree(root: int, table: dict[int, Proc]) -> list[int]:
+    """root and all its living descendants in table (zombies are only waiting to be reaped)."""
+    children: dict[int, list[int]] = {}
+    for proc in table.values():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table and not table[pid].zombie:
+            out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants (a version's daemon) are reparented here, not to init,
+    so they stay findable and killable."""
+    if sandbox._linux():
+        sandbox._libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def escaped(known_children: set[int], table: dict[int, Proc]) -> list[int]:
+    """Processes reparented to this judge (it is their subreaper) from a worker's tree: not children it
+    started, and not in its own session (a worker's tree runs in sessions of its own)."""
+    me, own_session = os.getpid(), os.getsid(0)
+    return [p.pid for p in table.values() if p.ppid == me and p.pid not in known_children and p.sid != own_session]
+
+
+def end_escaped(known_children: set[int]) -> int:
+    """Kills what escaped (and what it started) and reaps it; returns how many there were."""
+    count = 0
+    for _ in range(20):
+        table = processes()
+        found = escaped(known_children, table)
+        if not found:
+            break
+        for pid in found:
+            kill_all(tree(pid, table))
+        for pid in found:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+        count += len([pid for pid in found if not table[pid].zombie])
+    return count
+
+
+# --- the watch ----------------------------------------------------------------------------------
+
+
+class Watch:
+    """One worker's limits, checked from the judge (by the pool's Watcher) against its process tree."""
+
+    def __init__(self, pid: int, scratch: Path, limits: Limits, cgroup_parent: str | None) -> None:
+        self.pid, self.scratch, self.limits = pid, scratch, limits
+        self.reason: str | None = None
+        self.cgroup: Cgroup | None = None
+        if cgroup_parent:
+            with contextlib.suppress(OSError):
+                self.cgroup = Cgroup(cgroup_parent, limits)
+
+    def adopt(self) -> None:
+        """Moves the worker's whole tree into its cgroup: called before the version is loaded."""
+        if self.cgroup is not None:
+            self.cgroup.adopt(tree(self.pid, processes()))
+
+    def check(self, table: dict[int, Proc], check_disk: bool) -> None:
+        """Kills the tree, noting why, once it is past a limit."""
+        if self.reason is None:
+            reason = self._over_limit(table, check_disk)
+            if reason:
+                self.reason = reason
+                self.kill()
+
+    def _over_limit(self, table: dict[int, Proc], check_disk: bool) -> str | None:
+        pids = tree(self.pid, table)
+        if not pids:
+            return None
+        rss = sum(table[p].rss_bytes for p in pids)
+        if rss > self.limits.memory_bytes:
+            return f"used {rss / (1 << 30):.1f} GiB of memory (limit {self.limits.memory_bytes / (1 << 30):.1f} GiB)"
+        if len(pids) > self.limits.processes:
+            return f"started {len(pids)} processes (limit {self.limits.processes})"
+        if check_disk:
+            used = folder_bytes(self.scratch)
+            if used > self.limits.scratch_bytes:
+                return f"wrote {used >> 20} MiB to its scratch folder (limit {self.limits.scratch_bytes >> 20} MiB)"
+        return None
+
+    def death_note(self) -> str | None:
+        if self.reason:
+            return self.reason
+        if self.cgroup is not None and self.cgroup.oom_killed():
+            return f"ran out of memory (limit {self.limits.memory_bytes / (1 << 30):.1f} GiB)"
+        return None
+
+    def kill(self) -> None:
+        """Every process of the tree, repeatedly until none is left (a fork loop races a single pass)."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        for _ in range(20):
+            pids = tree(self.pid, processes())
+            if not pids:
+                break
+            kill_all(pids)
+            time.sleep(0.005)
+
+    def close(self) -> None:
+        self.kill()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+class Watcher:
+    """One thread for all of a judge's workers: each tick reads /proc once, checks every worker's limits,
+    and ends at once any process that escaped a worker's tree (counted, for the evaluation's flags)."""
+
+    INTERVAL_S = 0.2
+
+    def __init__(self, reap: bool) -> None:
+        self.reap = reap
+        self.watches: dict[int, Watch] = {}
+        self.escaped = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, watch: Watch) -> None:
+        with self._lock:
+            self.watches[watch.pid] = watch
+        if self._thread is None:
+            if self.reap:
+                become_subreaper()
+            self._thread = threading.Thread(target=self._run, name="kerneltui-watch", daemon=True)
+            self._thread.start()
+
+    def remove(self, watch: Watch) -> None:
+        with self._lock:
+            self.watches.pop(watch.pid, None)
+
+    def known(self) -> set[int]:
+        with self._lock:
+            return set(self.watches)
+
+    def sweep(self) -> int:
+        """Ends whatever escaped so far; returns how many escaped since the last sweep."""
+        if not self.reap:
+            return 0
+        with self._lock:
+            count = self.escaped + end_escaped(set(self.watches))
+            self.escaped = 0
+        return count
+
+    def _run(self) -> None:
+        ticks = 0
+        while not self._stop.wait(self.INTERVAL_S):
+            ticks += 1
+            table = processes()
+            with self._lock:
+                watches = list(self.watches.values())
+                known = set(self.watches)
+            for watch in watches:
+                watch.check(table, check_disk=ticks % 5 == 0)
+            if self.reap and escaped(known, table):
+                with self._lock:
+                    self.escaped += end_escaped(set(self.watches))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def folder_bytes(root: Path, limit_entries: int = 100_000) -> int:
+    """Bytes allocated beneath root, without following links."""
+    total, seen = 0, 0
+    stack = [str(root)]
+    while stack and seen < limit_entries:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    seen += 1
+                    with contextlib.suppress(OSError):
+                        info = entry.stat(follow_symlinks=False)
+                        total += info.st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+        except OSError:
+            continue
+    return total

@@ -1,0 +1,289 @@
+"""What a version really runs while it is judged: its kernel launches, the torch ops, where outputs came from.
+
+Installed in the worker before a version is imported. During a recorded call it notes each Triton launch
+(kernel, a hash of its source, its constexprs and launch options) and each CuTeDSL launch, and runs a
+TorchDispatchMode that counts torch's ops and follows, storage by storage, who last wrote each buffer: a
+kernel of the version, a torch op, a copy of something else, the caller's input, or nobody (host code
+such as numpy leaves no trace here, which is itself telling). The judge turns this into flags: torch
+computing what the kernels should (`uses-library`), outputs no kernel wrote (`no-kernel`), kernels run
+under test that are not the ones compiled and shown (`kernel-mismatch`). It lives in the version's
+process, so a version can tamper with it; `intact()` notices the plain ways of doing so.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Ops that only allocate, fill with a constant, reshape or move data: they compute nothing a kernel should.
+CREATION = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "scalar_tensor",
+    "arange", "lift_fresh", "resize_", "set_", "_local_scalar_dense", "record_stream", "detach", "alias",
+    "_unsafe_view", "view", "reshape", "_reshape_alias", "as_strided", "t", "expand", "permute", "transpose",
+    "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind", "narrow",
+    "unflatten", "flatten", "view_as", "is_nonzero", "_to_dense", "contiguous", "is_same_size", "size", "stride",
+}  # fmt: skip
+MOVEMENT = {"copy_", "_to_copy", "clone", "_copy_from", "_copy_from_and_resize", "lift_fresh_copy", "to"}
+ALLOCATED = "allocated"
+INPUT = "input"
+
+
+def _key(tensor: torch.Tensor) -> tuple[str, int] | None:
+    try:
+        ptr = tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    return (tensor.device.type, ptr) if ptr else None
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if not self.recorder.paused:
+            self.recorder.saw_op(func, args, kwargs or {}, out)
+        return out
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.paused = 0
+        self.mode: _Ops | None = None
+        self.installed: dict[str, Any] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.launches: list[dict[str, Any]] = []
+        self.ops: collections.Counter[str] = collections.Counter()
+        self.writers: dict[tuple[str, int], set[str]] = {}
+        self.dlpacked: list[torch.Tensor] = []
+
+    # --- hooks -------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Wraps Triton's launch paths (JIT, interpreter, autotuner's inner calls go through them) and CuTeDSL's
+        compiled-function calls. Before any version is imported."""
+        try:
+            from triton.runtime.jit import JITFunction
+
+            self._wrap(JITFunction, "run", self._triton_launch)
+        except ImportError:
+            pass
+        with contextlib.suppress(ImportError):
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self._wrap(InterpretedFunction, "run", self._triton_launch)
+
+    def install_cutedsl(self) -> None:
+        """Imports CuTeDSL and wraps its compiled functions' calls and from_dlpack: before a CuTeDSL version is
+        imported, so the names it imports are the wrapped ones."""
+        with contextlib.suppress(ImportError):
+            from cutlass.base_dsl import jit_executor
+            from cutlass.cute import runtime
+
+            for name in ("JitCompiledFunction", "JitExecutor"):
+                cls = getattr(jit_executor, name, None)
+                if cls is not None and "__call__" in vars(cls):
+                    self._wrap(cls, "__call__", self._cute_launch)
+            original = runtime.from_dlpack
+            recorder = self
+
+            def from_dlpack(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                if isinstance(tensor, torch.Tensor) and recorder.mode is not None:
+                    recorder.dlpacked.append(tensor)
+                return original(tensor, *args, **kwargs)
+
+            runtime.from_dlpack = from_dlpack  # type: ignore[assignment]
+
+    def _wrap(self, cls: type, name: str, hook: Any) -> None:
+        original = getattr(cls, name)
+        recorder = self
+
+        def wrapper(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
+            recorder.paused += 1  # the launch's own data movement (the interpreter copies) is not the version's
+            try:
+                return original(fn_self, *args, **kwargs)
+            finally:
+                recorder.paused -= 1
+                hook(fn_self, args, kwargs)
+
+        setattr(cls, name, wrapper)
+        self.installed[f"{cls.__module__}.{cls.__qualname__}.{name}"] = (cls, name, wrapper)
+
+    def intact(self) -> list[str]:
+        """Hooks the version replaced or removed, by name (empty: as installed)."""
+        broken = [label for label, (cls, name, wrapper) in self.installed.items() if getattr(cls, name) is not wrapper]
+        if self.mode is not None:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+            if self.mode not in _get_current_dispatch_mode_stack():
+                broken.append("the torch op recorder (a TorchDispatchMode)")
+        return broken
+
+    # --- recording -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def recording(self, inputs: tuple[Any, ...]) -> Iterator[None]:
+        self.reset()
+        for tensor in _tensors(inputs):
+            key = _key(tensor)
+            if key:
+                self.writers[key] = {INPUT}
+        self.mode = _Ops(self)
+        try:
+            with self.mode:
+                yield
+        finally:
+            self.mode = None
+
+    def saw_op(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
+        if getattr(func, "is_view", False):
+            return  # a view shares its base's storage: nothing new was written
+        name = getattr(getattr(func, "overloadpacket", None), "__name__", str(func))
+        if name in MOVEMENT:
+            copied = args[1] if name.startswith(("copy_", "_copy_from")) and len(args) > 1 else args
+            made_by = self.made_by(next(_tensors(copied), None))
+        elif name in CREATION:
+            made_by = {ALLOCATED}
+        else:
+            self.ops[f"aten::{name}"] += 1
+            made_by = {f"aten::{name}"}
+        written = _written_args(getattr(func, "_schema", None), args, kwargs)
+        for tensor in written:  # in place, perhaps in part: earlier writers may still own some of it
+            key = _key(tensor)
+            if key:
+                self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | made_by
+        for tensor in _tensors(out):
+            key = _key(tensor)
+            if key and not any(tensor is w for w in written):
+                self.writers[key] = set(made_by)
+
+    def _triton_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        name = str(getattr(fn, "__name__", "?"))
+        self.launches.append({"dsl": "triton", "name": name, **_triton_signature(fn, args, kwargs)})
+        self._mark_written(f"kernel:{name}", _tensors(list(args) + list(kwargs.values())))
+
+    def _cute_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        name = str(getattr(fn, "function_name", None) or getattr(fn, "__name__", None) or type(fn).__name__)
+        self.launches.append({"dsl": "cutedsl", "name": name})
+        # cute tensors hide the torch tensors they view: from_dlpack noted those as they were wrapped
+        self._mark_written(f"kernel:{name}", iter(self.dlpacked))
+
+    def _mark_written(self, label: str, tensors: Iterator[torch.Tensor]) -> None:
+        """A kernel got these buffers: it may have written any of them (which, only its code says)."""
+        for tensor in tensors:
+            key = _key(tensor)
+            if key:
+                self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
+
+    # --- the report ------------------------------------------------------------------------------
+
+    def made_by(self, tensor: torch.Tensor | None) -> set[str]:
+        """Who wrote this tensor's storage: kernel:<name>, aten::<op>, input, allocated, or host code (a buffer
+        no op or kernel made under the recorder: numpy's, a pointer's)."""
+        if tensor is None:
+            return {ALLOCATED}
+        key = _key(tensor)
+        return set(self.writers.get(key, {"host code"})) if key else {ALLOCATED}
+
+    def origins(self, outputs: tuple[torch.Tensor, ...]) -> list[list[str]]:
+        return [sorted(self.made_by(t)) for t in outputs]
+
+    def report(self, outputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+        return {
+            "launches": _distinct(self.launches),
+            "ops": dict(self.ops),
+            "origins": self.origins(outputs),
+            "tampered": self.intact(),
+        }
+
+
+def _writes_arg(schema: Any, args: Any, tensor: torch.Tensor) -> bool:
+    return any(t is tensor for t in _written_args(schema, args, {}))
+
+
+def _written_args(schema: Any, args: Any, kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors an op writes in place (self of add_, the out= of an out variant)."""
+    if schema is None:
+        return []
+    written = []
+    for index, argument in enumerate(schema.arguments):
+        info = argument.alias_info
+        if info is None or not info.is_write:
+            continue
+        value = args[index] if index < len(args) else kwargs.get(argument.name)
+        written += list(_tensors(value))
+    return written
+
+
+def source_hash(fn: Any) -> str:
+    """A short hash of a Triton kernel's Python source (the same in the interpreter and the compiler)."""
+    target = getattr(fn, "fn", fn)
+    try:
+        text = inspect.getsource(target)
+    except (OSError, TypeError):
+        text = getattr(fn, "src", "") or repr(target)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _triton_signature(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The kernel's identity as compiled: source hash, constexpr values, launch options."""
+    target = getattr(fn, "fn", fn)
+    constexprs: dict[str, Any] = {}
+    try:
+        signature = inspect.signature(target)
+        bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+        bound.apply_defaults()
+        for name, param in signature.parameters.items():
+            if "constexpr" in str(param.annotation) and name in bound.arguments:
+                value = bound.arguments[name]
+                constexprs[name] = value if isinstance(value, (int, float, bool, str)) or value is None else repr(value)
+    except (TypeError, ValueError):
+        pass
+    options = {k: kwargs[k] for k in ("num_warps", "num_stages", "num_ctas") if isinstance(kwargs.get(k), int)}
+    return {"source": source_hash(fn), "constexprs": constexprs, **options}
+
+
+def _distinct(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen, out = set(), []
+    for launch in launches:
+        key = repr(sorted(launch.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(launch)
+    return out
+
+
+def kernel_sources(module: Any) -> dict[str, str]:
+    """Every Triton kernel a version module defines, by name, with its source hash."""
+    found = {}
+    for name, value in vars(module).items():
+        kind = type(value).__name__
+        if kind in ("JITFunction", "InterpretedFunction", "Autotuner", "Heuristics"):
+            inner = value
+            while hasattr(inner, "fn") and type(inner).__name__ in ("Autotuner", "Heuristics"):
+                inner = inner.fn
+            found[name] = source_hash(inner)
+    return found

@@ -1,0 +1,135 @@
+"""From what the workers recorded (harness.recorder) to the flags a sceptical reviewer needs.
+
+The records come from the version's own process, so they are parsed as untrusted JSON: wrong shapes are
+dropped, sizes capped. Flags never fail a version; they say why its verdict should not be believed as
+it stands, and keep it from being "best" until the person approves it.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.problem import Problem
+from harness.results import Flag
+
+MAX_LAUNCHES = 256
+MAX_NOTES = 3
+
+
+@dataclass
+class Observed:
+    """Everything the workers recorded while one version was judged."""
+
+    ops: collections.Counter[str] = field(default_factory=collections.Counter)
+    launches: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"run": [], "compile": []})
+    kernel_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    not_from_kernel: list[str] = field(default_factory=list)
+    tampered: set[str] = field(default_factory=set)
+    calls: int = 0
+
+    def add_sources(self, mode: str, kernels: Any) -> None:
+        if isinstance(kernels, dict):
+            self.kernel_sources[mode] = {str(k): str(v) for k, v in list(kernels.items())[:MAX_LAUNCHES]}
+
+    def add(self, recorded: Any, mode: str, where: str) -> None:
+        """One recorded call's report: {"launches", "ops", "origins", "tampered"}."""
+        if not isinstance(recorded, dict):
+            if mode == "run":
+                self.tampered.add("the call's record (the worker sent none)")
+            return
+        self.calls += mode == "run"
+        ops = recorded.get("ops")
+        if isinstance(ops, dict):
+            for name, count in list(ops.items())[:MAX_LAUNCHES]:
+                if isinstance(count, int) and count > 0:
+                    self.ops[str(name)] += count
+        launches = recorded.get("launches")
+        if isinstance(launches, list):
+            known = self.launches.setdefault(mode, [])
+            for launch in launches[:MAX_LAUNCHES]:
+                if isinstance(launch, dict) and launch not in known and len(known) < MAX_LAUNCHES:
+                    known.append(launch)
+        tampered = recorded.get("tampered")
+        if isinstance(tampered, list):
+            self.tampered |= {str(t) for t in tampered[:MAX_NOTES]}
+        origins = recorded.get("origins")
+        if mode == "run" and isinstance(origins, list):
+            self._check_origins(origins, where)
+
+    def _check_origins(self, origins: list[Any], where: str) -> None:
+        for index, writers in enumerate(origins):
+            if not isinstance(writers, list) or not writers:
+                continue  # an empty output: nothing to write
+            names = [str(w) for w in writers]
+            if any(n.startswith("kernel:") for n in names) or len(self.not_from_kernel) >= MAX_NOTES:
+                continue
+            label = "the output" if len(origins) == 1 else f"output {index}"
+            self.not_from_kernel.append(f"{label} of {where} {describe_writers(names)}")
+
+    def flags(self, problem: Problem, dumped: set[str] | None) -> list[Flag]:
+        """The flags this record earns. `dumped`: names of the kernels shown (None when there were no dumps)."""
+        flags: list[Flag] = []
+        used = {op: n for op, n in self.ops.items() if not problem.allows(op)}
+        if used:
+            top = ", ".join(f"{op} ×{n}" for op, n in sorted(used.items(), key=lambda kv: -kv[1])[:5])
+            flags.append(Flag("uses-library", f"torch computes under test what the kernels should: {top}"))
+        ran = [launch for launch in self.launches.get("run", []) if launch.get("name")]
+        if self.calls and not ran:
+            flags.append(Flag("no-kernel", "launches no Triton or CuTeDSL kernel of its own"))
+        elif self.not_from_kernel:
+            flags.append(Flag("no-kernel", "; ".join(self.not_from_kernel)))
+        mismatch = self._mismatch(ran, dumped)
+        if mismatch:
+            flags.append(Flag("kernel-mismatch", mismatch))
+        if self.tampered:
+            flags.append(
+                Flag("tampered", "the version replaced what records its work: " + ", ".join(sorted(self.tampered)))
+            )
+        return flags
+
+    def _mismatch(self, ran: list[dict[str, Any]], dumped: set[str] | None) -> str | None:
+        """Kernels run under test that are not what was compiled (and what the Asm pane shows)."""
+        compiled = self.launches.get("compile", [])
+        sources = self.kernel_sources
+        if "compile" in sources and "run" in sources and sources["compile"] != sources["run"]:
+            differ = sorted(set(sources["compile"].items()) ^ set(sources["run"].items()))
+            return f"its kernels differ between the compiling and the running process: {differ[0][0]}"
+        if compiled:
+            for launch in ran:
+                if launch.get("dsl") == "triton" and not any(_same_kernel(launch, c) for c in compiled):
+                    return f"{_launch_text(launch)} ran under test but was never compiled for the GPU, so not shown"
+        if dumped is not None:
+            for launch in ran:
+                if launch.get("dsl") == "triton" and str(launch.get("name")) not in dumped:
+                    return f"{_launch_text(launch)} ran under test but is not among the dumped kernels"
+        return None
+
+
+def _same_kernel(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("name", "source", "constexprs", "num_warps", "num_stages", "num_ctas")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _launch_text(launch: dict[str, Any]) -> str:
+    raw = launch.get("constexprs")
+    constexprs: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    settings = [f"{k}={v}" for k, v in list(constexprs.items())[:4]]
+    settings += [f"{k} {launch[k]}" for k in ("num_warps", "num_stages") if k in launch]
+    return f"kernel {launch.get('name')} ({', '.join(settings) or 'defaults'})"
+
+
+def describe_writers(writers: list[str]) -> str:
+    """'was computed by aten::_softmax', 'is an input', 'was never written', 'came from host code'."""
+    ops = [w for w in writers if w.startswith("aten::")]
+    parts = []
+    if ops:
+        parts.append(f"was computed by {', '.join(ops[:3])}")
+    if "input" in writers:
+        parts.append("is (a copy of) an input")
+    if "host code" in writers:
+        parts.append("came from host code (numpy, a raw pointer: memory no torch op or kernel wrote)")
+    if "allocated" in writers and not parts:
+        parts.append("was never written by a kernel (only allocated or filled with a constant)")
+    return ", ".join(parts) + ", not by a kernel of the version"
