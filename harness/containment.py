@@ -72,6 +72,8 @@ def probe() -> Offer:
 
 def _probe_bwrap() -> tuple[str | None, str]:
     path = os.environ.get("KERNELTUI_BWRAP") or shutil.which("bwrap")
+    if path == "none":
+        return None, "bubblewrap is turned off (KERNELTUI_BWRAP=none)"
     if not path:
         return None, "bubblewrap is not installed (apt-get install bubblewrap, dnf install bubblewrap)"
     argv = [*bwrap_prefix(path, Path("/"), [], Limits(memory_bytes=1 << 30), probe=True), "true"]

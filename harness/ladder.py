@@ -134,6 +134,8 @@ class Ladder:
         prior = run.ev.rung(needed) if needed else None
         if prior is not None and prior.ok is False:
             return RungResult.skip(name, f"{needed} failed")
+        if prior is not None and prior.ok is None and (prior.skipped or "").endswith(" failed"):
+            return RungResult.skip(name, prior.skipped or "")  # compile skipped because load failed: so is this
         if needed == "benchmark" and (prior is None or prior.ok is None):
             return RungResult.skip(name, (prior.skipped if prior else None) or "needs benchmark")
         if needed == "correctness" and (prior is None or prior.ok is not True):

@@ -79,6 +79,7 @@ class Recorder:
         self.ops: collections.Counter[str] = collections.Counter()
         self.writers: dict[tuple[str, int], set[str]] = {}
         self.dlpacked: list[torch.Tensor] = []
+        self.popped = False
 
     # --- hooks -------------------------------------------------------------------------------
 
@@ -135,11 +136,8 @@ class Recorder:
     def intact(self) -> list[str]:
         """Hooks the version replaced or removed, by name (empty: as installed)."""
         broken = [label for label, (cls, name, wrapper) in self.installed.items() if getattr(cls, name) is not wrapper]
-        if self.mode is not None:
-            from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
-            if self.mode not in _get_current_dispatch_mode_stack():
-                broken.append("the torch op recorder (a TorchDispatchMode)")
+        if self.popped:
+            broken.append("the torch op recorder (a TorchDispatchMode)")
         return broken
 
     # --- recording -----------------------------------------------------------------------------
@@ -151,11 +149,17 @@ class Recorder:
             key = _key(tensor)
             if key:
                 self.writers[key] = {INPUT}
-        self.mode = _Ops(self)
+        mode = self.mode = _Ops(self)
+        mode.__enter__()
         try:
-            with self.mode:
-                yield
+            yield
         finally:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+            if mode in _get_current_dispatch_mode_stack():
+                mode.__exit__(None, None, None)
+            else:
+                self.popped = True  # the version took it off the stack itself
             self.mode = None
 
     def saw_op(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:

@@ -57,16 +57,20 @@ def kerneltui(*args: str, cwd: Path | None = None, timeout: float = 600) -> subp
     return run(["-m", "kerneltui", *args], cwd=cwd, timeout=timeout)
 
 
-def judge_many(paths: list[Path], **request: object) -> dict[str, dict]:
-    """Runs `python -m harness serve` once over many versions; returns their evaluations by path and stem."""
+def judge_many(
+    paths: list[Path], serve_args: tuple[str, ...] = (), env: dict[str, str] | None = None, **request: object
+) -> dict[str, dict]:
+    """Runs `python -m harness serve` once over many versions; returns their evaluations by path and stem
+    (a refused version: {"error": ...})."""
     lines = "".join(json.dumps({"path": str(p), "id": str(p), **request}) + "\n" for p in paths)
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "serve"],
+        [sys.executable, "-m", "harness", "serve", *serve_args],
         input=lines,
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=1800,
+        env=dict(os.environ, **(env or {})),
     )
     results: dict[str, dict] = {}
     for line in done.stdout.splitlines():

@@ -1,5 +1,5 @@
-"""Versions that break or cheat, judged one after another by one judge: each fails with a plain reason,
-and the next evaluation still works (a fresh worker each time)."""
+"""Versions that break, judged one after another by one judge: each fails with a plain reason, and the next
+evaluation still works (a fresh worker each time). Versions that cheat or attack are tests/test_exploits.py's."""
 
 from __future__ import annotations
 
@@ -22,15 +22,6 @@ EXPECTED_FAILURES = {
     "nan_output": ("correctness", "NaN"),
     "hang": ("correctness", "timed out after 5 s"),
     "segfault": ("correctness", "crashed: SIGSEGV"),
-    "modifies_inputs": ("correctness", "modified its input 0"),
-    "uninitialised": ("correctness", "outside atol|NaN"),  # poisoned memory reads as NaN on a GPU
-    "patches_torch": ("correctness", "outside atol"),
-    "fake_success": ("correctness", "exited early (code 0)"),
-    "writes_fds": ("correctness", "malformed reply"),
-    "memory_scan": ("correctness", "outside atol"),
-    "rewrites_problem": ("correctness", "outside atol"),
-    "subclass": ("correctness", "Tensor subclass"),
-    "floods_output": ("correctness", "File too large (a file past the size limit"),
 }
 
 
@@ -71,9 +62,14 @@ def test_the_next_evaluation_still_works(judged: tuple[dict[str, dict], Path]) -
     assert rung(good, "correctness")["metrics"]["max_abs"] == 0.0
 
 
-def test_a_version_cannot_rewrite_its_problem(judged: tuple[dict[str, dict], Path]) -> None:
-    _, folder = judged
-    assert "return a + b" in (folder / "problem.py").read_text()
+def test_rungs_after_a_skipped_rung_are_skipped_when_the_skip_was_a_failure(
+    judged: tuple[dict[str, dict], Path],
+) -> None:
+    """Load failed, so compile was skipped: correctness is skipped too, not run on a version never loaded."""
+    results, _ = judged
+    for name in ("syntax_error", "no_entry", "exits_at_import"):
+        correctness = rung(results[name], "correctness")
+        assert correctness["ok"] is None and correctness["skipped"] == "load failed", correctness
 
 
 def test_workers_are_contained_as_well_as_this_box_allows(judged: tuple[dict[str, dict], Path]) -> None:
@@ -87,9 +83,9 @@ def test_workers_are_contained_as_well_as_this_box_allows(judged: tuple[dict[str
 
 def test_seeds_are_fresh_for_every_evaluation(judged: tuple[dict[str, dict], Path]) -> None:
     results, _ = judged
-    good, memory_scan = results["good"], results["memory_scan"]
+    good, wrong = results["good"], results["pow2_only"]
     assert len(good["seeds"]) == 2 * 4  # two seeds for each of the four cases
-    assert not set(good["seeds"]) & set(memory_scan["seeds"])
+    assert not set(good["seeds"]) & set(wrong["seeds"])
 
 
 def test_compile_error_names_the_kernel_line(judged: tuple[dict[str, dict], Path]) -> None:
