@@ -47,6 +47,12 @@ def add_ladder_options(parser: argparse.ArgumentParser) -> None:
         "--max-memory-mb", type=float, help="memory for the kernel's processes (default half the machine's)"
     )
     parser.add_argument(
+        "--best-us",
+        help="the best median so far in µs, or a JSON object of them by device name: a version is judged again "
+        "in a fresh worker before it can beat it (default: every passing version is)",
+    )
+    parser.add_argument("--no-confirm", action="store_true", help="do not judge a new best again in a fresh worker")
+    parser.add_argument(
         "--max-version-kb", type=float, default=MAX_VERSION_KB, help="a larger version file is refused (default 1024)"
     )
     parser.add_argument(
@@ -141,7 +147,18 @@ def make_options(args: argparse.Namespace, version: Path | None) -> Any:
         max_file_mb=args.max_file_mb,
         max_memory_mb=args.max_memory_mb,
         max_version_kb=args.max_version_kb,
+        confirm=not args.no_confirm,
+        best_us=parse_best(args.best_us),
     )
+
+
+def parse_best(value: Any) -> float | dict[str, float] | None:
+    """--best-us: a number, or {device name: µs}; a JSON request may give either directly."""
+    if value is None or isinstance(value, (int, float, dict)):
+        return {str(k): float(v) for k, v in value.items()} if isinstance(value, dict) else value
+    text = str(value).strip()
+    parsed = json.loads(text) if text.startswith("{") else float(text)
+    return parse_best(parsed)
 
 
 def serve(argv: list[str]) -> int:
@@ -197,6 +214,7 @@ def _overrides(request: dict[str, Any]) -> dict[str, Any]:
         "seeds": "seeds",
         "state_dir": "state_dir",
         "max_file_mb": "max_file_mb",
+        "best_us": "best_us",
     }
     out: dict[str, Any] = {}
     for key, attr in known.items():

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness import confirm, source, wire
 from harness import device as devices
 from harness import dumps as dumps_mod
-from harness import source, wire
 from harness.aot import parse_arch
 from harness.metrics import compare
 from harness.options import Options
@@ -84,6 +84,7 @@ class Ladder:
         self.pool = pool or WorkerPool(spawn_for(options))
         self.pool.prestart()
         self.device_info = devices.describe()
+        self.flush: torch.Tensor | None = None  # the judge's own L2 flush buffer, for timing references
 
     def close(self) -> None:
         self.pool.close()
@@ -171,7 +172,7 @@ class Ladder:
             "warnings": source.static_checks(text),
         }
         worker = self._worker(run, "run")
-        reply = self._load_into(worker, run)
+        reply = self.load_into(worker, run)
         run.ev.sandbox = worker.containment
         metrics["sandbox"] = run.ev.sandbox
         if not reply.get("ok"):
@@ -183,7 +184,7 @@ class Ladder:
             run.workers[mode] = self.pool.take(mode)
         return run.workers[mode]
 
-    def _load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
+    def load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
         worker.wait_ready()
         header = {
             "op": "load",
@@ -208,7 +209,7 @@ class Ladder:
             mode, arch, op = "jit", self.device_info.get("arch", "?"), "call"
         else:
             worker = self._worker(run, "compile")
-            loaded = self._load_into(worker, run)
+            loaded = self.load_into(worker, run)
             if not loaded.get("ok"):
                 return RungResult(name="compile", ok=False, err=loaded.get("err"), log=loaded.get("trace"))
             # Shapes only for the (large) bench case; CuTeDSL's from_dlpack needs real memory.
@@ -365,14 +366,14 @@ class Ladder:
         # The reference runs only now, after the kernel's outputs are in hand.
         expected = run.problem.reference(*[_clone_inputs(t) for t in pristine])
         devices_seen = [spec.get("device") for spec in reply.get("tensors", [])]
-        err, metrics = self._judge_outputs(run, outputs, expected, devices_seen)
+        err, metrics = self.judge_outputs(run, outputs, expected, devices_seen)
         mutated = _mutated_inputs(pristine, after)
         if mutated and not err:
             err = mutated
         outcome.update(ok=err is None, err=err, **metrics)
         return outcome
 
-    def _judge_outputs(
+    def judge_outputs(
         self, run: VersionRun, outputs: Any, expected: Any, devices_seen: list[Any]
     ) -> tuple[str | None, dict[str, Any]]:
         want = expected if isinstance(expected, (tuple, list)) else (expected,)
@@ -408,73 +409,85 @@ class Ladder:
             )
         if not run.problem.bench_cases:
             return RungResult.skip("benchmark", "the problem has no bench_cases")
-        from harness import timing
-
         worker = run.workers["run"]
-        flush = timing.flush_buffer(self.device)
         cases: list[dict[str, Any]] = []
         for case in run.problem.bench_cases:
-            seed = secrets.randbelow(2**31)
-            inputs = tuple(run.problem.make_inputs(dict(case), seed, self.device))
-            tensors: list[torch.Tensor] = []
-            tree = wire.encode_tree(list(inputs), tensors)
-            timeout = self.options.timeout + 4 * self.options.bench_budget_s
-            reply, got = worker.request(
-                {"op": "bench", "inputs": tree, "budget_s": self.options.bench_budget_s},
-                tensors,
-                timeout,
-                f"benchmarking {case_label(case)}",
-            )
-            if not reply.get("ok"):
-                return RungResult(
-                    name="benchmark",
-                    ok=False,
-                    err=f"{case_label(case)}: {reply.get('err')}",
-                    metrics={"cases": cases},
-                    log=reply.get("trace"),
-                )
-            expected = run.problem.reference(*inputs)
-            err, _ = self._judge_outputs(
-                run,
-                wire.decode_tree(reply["outputs"], got),
-                expected,
-                [s.get("device") for s in reply.get("tensors", [])],
-            )
-            if err:
-                return RungResult(
-                    name="benchmark",
-                    ok=False,
-                    metrics={"cases": cases},
-                    err=f"{case_label(case)}: the timed calls' output is wrong: {err}",
-                )
-            run.observed.add(reply.get("recorded"), "run", f"bench case {case_label(case)}")
-            kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
-            settled_us, unawaited = _unawaited_work(kernel, reply)
-            if unawaited:
-                err = f"{case_label(case)}: {unawaited}"
-                return RungResult(name="benchmark", ok=False, metrics={"cases": cases}, err=err)
-            reference = timing.summarize(
-                timing.time_calls(
-                    functools.partial(run.problem.reference, *inputs), flush, budget_s=self.options.bench_budget_s
-                )
-            )
-            entry = {
-                "case": case_label(case),
-                **kernel.to_json(),
-                "settled_us": settled_us,
-                "ref_median_us": reference.median_us,
-                "speedup": reference.median_us / kernel.median_us if kernel.median_us > 0 else None,
-            }
+            entry, err = self._bench_case(run, worker, case)
+            if err is not None:
+                return RungResult(name="benchmark", ok=False, err=err, metrics={"cases": cases})
             cases.append(entry)
-            run.timings.append({**entry, "case": case, "low_precision": _low_precision(run.problem, case, inputs)})
+        bound = confirm.outside_bound_us(worker, self.options.timeout)  # on the last case's inputs
+        flag = confirm.outside_flag(cases[-1]["median_us"], bound, cases[-1]["case"])
+        run.ev.flags += [flag] if flag else []
         speedups = [c["speedup"] for c in cases if c["speedup"]]
         metrics = {
             "cases": cases,
             "median_us": cases[0]["median_us"],
             "speedup": _geomean(speedups),
             "ref_median_us": cases[0]["ref_median_us"],
+            "outside_bound_us": bound,
         }
+        best = self.options.best_for(str(self.device_info.get("name")))
+        if self.options.confirm and (best is None or cases[0]["median_us"] < best):
+            checked = confirm.confirm(self, run, cases[0]["median_us"])
+            if checked.err:
+                return RungResult(name="benchmark", ok=False, err=checked.err, metrics=metrics)
+            run.ev.flags += checked.flags
+            metrics["confirmed"] = checked.metrics
         return RungResult(name="benchmark", ok=True, metrics=metrics)
+
+    def _bench_case(
+        self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]
+    ) -> tuple[dict[str, Any], str | None]:
+        """Times one bench case in `worker` (fresh seed), checks the timed calls' output, times the reference."""
+        from harness import timing
+
+        seed = secrets.randbelow(2**31)
+        inputs = tuple(run.problem.make_inputs(dict(case), seed, self.device))
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        timeout = self.options.timeout + 4 * self.options.bench_budget_s
+        label = case_label(case)
+        reply, got = worker.request(
+            {"op": "bench", "inputs": tree, "budget_s": self.options.bench_budget_s},
+            tensors,
+            timeout,
+            f"benchmarking {label}",
+        )
+        if not reply.get("ok"):
+            return {}, f"{label}: {reply.get('err')}"
+        expected = run.problem.reference(*inputs)
+        devices_seen = [s.get("device") for s in reply.get("tensors", [])]
+        err, _ = self.judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected, devices_seen)
+        if err:
+            return {}, f"{label}: the timed calls' output is wrong: {err}"
+        run.observed.add(reply.get("recorded"), "run", f"bench case {label}")
+        kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
+        settled_us, unawaited = _unawaited_work(kernel, reply)
+        if unawaited:
+            return {}, f"{label}: {unawaited}"
+        if self.flush is None:
+            self.flush = timing.flush_buffer(self.device)
+        call = functools.partial(run.problem.reference, *inputs)
+        reference = timing.summarize(timing.time_calls(call, self.flush, budget_s=self.options.bench_budget_s))
+        entry = {
+            "case": label,
+            **kernel.to_json(),
+            "settled_us": settled_us,
+            "ref_median_us": reference.median_us,
+            "speedup": reference.median_us / kernel.median_us if kernel.median_us > 0 else None,
+        }
+        run.timings.append({**entry, "case": case, "low_precision": _low_precision(run.problem, case, inputs)})
+        return entry, None
+
+    def time_case(self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]) -> float:
+        """The median (µs) of one bench case timed again in another worker (its timings not kept as run's)."""
+        kept = list(run.timings)
+        entry, err = self._bench_case(run, worker, case)
+        run.timings[:] = kept
+        if err is not None:
+            raise WorkerFailure(f"timed again in a fresh worker: {err}")
+        return float(entry["median_us"])
 
     # --- roofline -----------------------------------------------------------------------------
 

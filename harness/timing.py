@@ -1,14 +1,19 @@
 """GPU timing: CUDA events around each call, an L2 flush before it, and a stop on a noise criterion.
 
-The same code times the kernel (in its worker) and the reference (in the judge). CUDA primitives are
-bound when this module is imported, and the worker imports it and takes frozen() copies of its
-functions before it imports a version, so a version that patches torch.cuda.Event,
-torch.cuda.synchronize or this module afterwards does not change how it is timed.
+The same code times the kernel (in its worker) and the reference (in the judge). The CUDA primitives
+are torch's C-level ones (the event type's methods, the device synchronize, the current stream, the
+tensor fill), bound when this module is imported: unlike torch.cuda.Event's Python methods they cannot
+be patched in place (a version setting `torch.cuda.Event.record.__code__` changes nothing here). The
+worker imports this module and takes frozen() copies of its functions before it imports a version, so
+patching this module afterwards does not change how it is timed either. Both events of a call are
+recorded on the stream that was current before the call: a version switching streams inside the call
+cannot move the end event onto an idle stream.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import statistics
 import time
@@ -19,10 +24,30 @@ from typing import Any
 
 import torch
 
-_Event = torch.cuda.Event
-_record = torch.cuda.Event.record
-_elapsed = torch.cuda.Event.elapsed_time
-_synchronize = torch.cuda.synchronize
+_C = torch._C
+_EventBase: Any = getattr(_C, "_CudaEventBase", None)
+if _EventBase is not None and hasattr(_EventBase, "record"):  # a CUDA build of torch
+    _new_event = functools.partial(_EventBase, enable_timing=True)
+    _record = _EventBase.record  # method descriptors of a C type: immutable
+    _elapsed = _EventBase.elapsed_time
+    _synchronize = _C._cuda_synchronize
+    _get_stream: Any = _C._cuda_getCurrentStream
+    _get_device: Any = _C._cuda_getDevice
+    _Stream: Any = _C._CudaStreamBase
+else:  # no CUDA in this torch: nothing is timed, but the module imports
+    _new_event = functools.partial(torch.cuda.Event, enable_timing=True)
+    _record, _elapsed, _synchronize = torch.cuda.Event.record, torch.cuda.Event.elapsed_time, torch.cuda.synchronize
+    _get_stream = _get_device = _Stream = None
+_zero = _C.TensorBase.zero_
+_perf_counter = time.perf_counter
+
+
+def caller_stream() -> Any:
+    """The caller's current stream, from the C getter (torch.cuda.current_stream is patchable Python)."""
+    if _get_stream is None:
+        return torch.cuda.current_stream()
+    stream_id, device_index, device_type = _get_stream(_get_device())
+    return _Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
 
 
 @dataclass
@@ -59,9 +84,9 @@ def median_ci_halfwidth(samples: list[float]) -> float:
 
 
 def warm_up(fn: Callable[[], Any], seconds: float = 0.05, min_calls: int = 2) -> None:
-    start = time.perf_counter()
+    start = _perf_counter()
     calls = 0
-    while calls < min_calls or time.perf_counter() - start < seconds:
+    while calls < min_calls or _perf_counter() - start < seconds:
         fn()
         calls += 1
     _synchronize()
@@ -79,18 +104,19 @@ def time_calls(
     warm_up(fn)
     samples: list[float] = []
     batch = 5
-    start = time.perf_counter()
+    start = _perf_counter()
     while len(samples) < max_reps:
-        events = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(batch)]
+        events = [(_new_event(), _new_event()) for _ in range(batch)]
+        stream = caller_stream()
         for begin, end in events:
-            flush.zero_()
-            _record(begin)
+            _zero(flush)
+            _record(begin, stream)
             fn()
-            _record(end)
+            _record(end, stream)
         _synchronize()
         samples += [_elapsed(begin, end) for begin, end in events]
         enough = len(samples) >= min_reps
-        if enough and (median_ci_halfwidth(samples) < noise_target or time.perf_counter() - start > budget_s):
+        if enough and (median_ci_halfwidth(samples) < noise_target or _perf_counter() - start > budget_s):
             break
         batch = min(max(batch * 2, 5), 100, max_reps - len(samples))
     return samples
@@ -110,21 +136,27 @@ def settled_calls(
     """
 
     def settle(call: Callable[[], Any]) -> float:
-        begin, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        flush.zero_()
-        _record(begin)
+        begin, end = _new_event(), _new_event()
+        stream = caller_stream()
+        _zero(flush)
+        _record(begin, stream)
         call()
         _synchronize()
-        _record(end)
+        _record(end, stream)
         _synchronize()
         return float(_elapsed(begin, end))
 
     _synchronize()
     pairs: list[tuple[float, float]] = []
-    start = time.perf_counter()
-    while len(pairs) < reps and (len(pairs) < min_reps or time.perf_counter() - start < budget_s):
+    start = _perf_counter()
+    while len(pairs) < reps and (len(pairs) < min_reps or _perf_counter() - start < budget_s):
         pairs.append((settle(fn), settle(do_nothing)))
     return [work for work, _ in pairs], [idle for _, idle in pairs]
+
+
+def synchronize() -> None:
+    """The whole device idle (torch's C-level synchronize)."""
+    _synchronize()
 
 
 def do_nothing() -> None:

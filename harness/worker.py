@@ -65,6 +65,7 @@ class Worker:
         self.cuda = mode == "run" and torch.cuda.is_available()
         self.device = torch.device("cuda") if self.cuda else torch.device("cpu")
         self.flush: torch.Tensor | None = None
+        self.bench_inputs: tuple[Any, ...] = ()
 
     def serve(self) -> None:
         from harness.sandbox import APPLIED  # what harness.sandbox did before this module ran
@@ -154,8 +155,22 @@ class Worker:
         recorded = RECORDER.report(())
         wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start, "recorded": recorded})
 
+    def do_ping(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
+        wire.send(self.sock, {"ok": True})
+
+    def do_once(self, header: dict[str, Any], _: list[torch.Tensor], timer: Any = TIMING) -> None:
+        """One call on the last bench inputs, then the whole device idle, then the answer: the judge times
+        this from its own side, so it bounds from below what the version's timings may say."""
+        try:
+            self.entry(*self.bench_inputs)
+            timer.synchronize()
+        except BaseException as exc:
+            self.reply_error(exc, "once")
+            return
+        wire.send(self.sock, {"ok": True})
+
     def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
-        inputs = self.materialize(header["inputs"], tensors)
+        inputs = self.bench_inputs = self.materialize(header["inputs"], tensors)
         if self.flush is None:
             self.flush = timer.flush_buffer(self.device)
         last: list[Any] = [None]

@@ -111,8 +111,9 @@ def history_line(row: dict[str, Any]) -> str:
     m = row["metrics"]
     speedup = f"{m['speedup']:.2f}×" if m.get("speedup") else "·"
     roof = f"{m['roofline_pct']:.0f}%" if m.get("roofline_pct") is not None else "·"
+    status = row["status"] + (" ⚑" if row.get("flags") else "")  # flagged: --json says which and why
     return (
-        f"{row['problem']:<12} {row['version']:<6} {row['hash'][:8]:<8} {row['status']:<10} "
+        f"{row['problem']:<12} {row['version']:<6} {row['hash'][:8]:<8} {status:<10} "
         f"{row['failed_rung'] or '·':<12} {sig(m.get('max_abs')):>9} {duration_us(m.get('median_us')):>10} "
         f"{speedup:>7} {roof:>8}  {row['verdict'] or '·':<9} {(row['time'] or '')[:19]}"
     )

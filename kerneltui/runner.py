@@ -30,9 +30,12 @@ class LadderOptions:
     arch: str = "sm_90"
     seeds: int = 2
     sandbox: bool = True
+    best_us: dict[str, float] = field(default_factory=dict)  # by device: only a faster version is confirmed
 
     def argv(self) -> list[str]:
         args = ["--timeout", f"{self.timeout:g}", "--arch", self.arch, "--seeds", str(self.seeds)]
+        if self.best_us:
+            args += ["--best-us", json.dumps(self.best_us)]
         if self.rungs:
             args += ["--rungs", ",".join(self.rungs)]
         if not self.sandbox:
@@ -128,6 +131,7 @@ def evaluate(
     path = path.resolve()
     if evaluation_id is None:
         version_id, digest, problem = record_version(store, workspace, path)
+        options.best_us = store.best_medians(problem)
         evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, vars(options))
     python = harness_python()
     argv = [

@@ -96,10 +96,10 @@ class Judge:
         proc.wait()
         self.inbox.put(("judge-exit", self, proc))
 
-    def submit(self, evaluation_id: int, path: Path) -> None:
+    def submit(self, evaluation_id: int, path: Path, best_us: dict[str, float]) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         self.busy = evaluation_id
-        self.proc.stdin.write(json.dumps({"id": evaluation_id, "path": str(path)}) + "\n")
+        self.proc.stdin.write(json.dumps({"id": evaluation_id, "path": str(path), "best_us": best_us}) + "\n")
         self.proc.stdin.flush()
 
     def stderr_tail(self, chars: int = 2000) -> str:
@@ -339,7 +339,7 @@ class Scheduler:
                     continue
                 self.store.set_running(evaluation_id)
                 self.rung_counts[evaluation_id] = 0
-                judge.submit(evaluation_id, path)
+                judge.submit(evaluation_id, path, self.store.best_medians(row["problem"]))
                 self.notify(
                     SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
                 )

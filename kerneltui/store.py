@@ -23,7 +23,12 @@ from harness.results import Evaluation, RungResult
 if TYPE_CHECKING:
     import sqlite_utils
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: evaluations.flags
+# A passing evaluation may be "the best" only when nothing flagged it, or the person approved its version.
+MAY_BE_BEST = (
+    "status = 'pass' AND (flags IS NULL OR flags = '[]' OR (SELECT d.verdict FROM verdicts d "
+    "WHERE d.version_id = evaluations.version_id ORDER BY d.id DESC LIMIT 1) = 'approved')"
+)
 KEY_METRICS = (
     "max_abs",
     "max_rel",
@@ -301,7 +306,9 @@ class Store:
         )
         self.table("agent_events").create_index(["problem", "id"], if_not_exists=True)
         self.table("agent_events").create_index(["session_id", "id"], if_not_exists=True)
-        self._add_missing_columns({"problems": {"error": str}, "versions": {"source": str, "mtime_ns": int}})
+        self._add_missing_columns(
+            {"problems": {"error": str}, "versions": {"source": str, "mtime_ns": int}, "evaluations": {"flags": str}}
+        )
         self.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     def _add_missing_columns(self, wanted: dict[str, dict[str, type]]) -> None:
@@ -435,6 +442,7 @@ class Store:
                     "device_name": ev.device.get("name"),
                     "arch": ev.device.get("arch"),
                     "sandbox": ev.sandbox,
+                    "flags": json.dumps([flag.to_json() for flag in ev.flags]),
                     "problem_hash": ev.problem_hash,
                     "seeds": json.dumps(ev.seeds),
                     "device": json.dumps(ev.device),
@@ -500,7 +508,7 @@ class Store:
         if not median_us or ev.status != "pass":
             return None
         row = self.conn.execute(
-            "SELECT MIN(median_us) FROM evaluations WHERE problem = ? AND status = 'pass' AND device_name = ? "
+            f"SELECT MIN(median_us) FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} AND device_name = ? "
             "AND median_us IS NOT NULL AND id < ?",
             [ev.problem, ev.device.get("name"), evaluation_id],
         ).fetchone()
@@ -658,6 +666,7 @@ class Store:
                    v.created AS version_created,
                    e.id AS evaluation_id, e.status, e.failed_rung, e.error, e.max_abs, e.median_us,
                    e.ref_median_us, e.speedup, e.roofline_pct, e.device_name, e.finished, e.queued, e.started,
+                   e.flags, e.sandbox,
                    d.verdict, d.reason AS verdict_reason, d.created AS verdict_time,
                    (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
                    (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct
@@ -678,11 +687,11 @@ class Store:
         before the first screen of a history with thousands of versions.
         """
         return self.rows(
-            """
+            f"""
             WITH agg AS (
                 SELECT problem, MAX(id) AS latest_id,
-                       MIN(CASE WHEN status = 'pass' THEN median_us END) AS best_us,
-                       MAX(CASE WHEN status = 'pass' THEN roofline_pct END) AS best_pct,
+                       MIN(CASE WHEN {MAY_BE_BEST} THEN median_us END) AS best_us,
+                       MAX(CASE WHEN {MAY_BE_BEST} THEN roofline_pct END) AS best_pct,
                        SUM(status IN ('queued', 'running')) AS pending
                 FROM evaluations GROUP BY problem),
             counts AS (SELECT problem, COUNT(DISTINCT name) AS versions FROM versions GROUP BY problem)
@@ -726,11 +735,22 @@ class Store:
             self.conn.execute("SELECT COUNT(*) FROM evaluations WHERE status IN ('queued', 'running')").fetchone()[0]
         )
 
-    def best_passing(self, problem: str) -> dict[str, Any] | None:
+    def best_medians(self, problem: str) -> dict[str, float]:
+        """The best median (µs) of a problem on each device: a version is judged again before it beats it."""
         found = self.rows(
-            "SELECT * FROM evaluations WHERE problem = ? AND status = 'pass' AND median_us IS NOT NULL "
-            "ORDER BY median_us LIMIT 1",
+            f"SELECT device_name, MIN(median_us) AS best FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} "
+            "AND median_us IS NOT NULL GROUP BY device_name",
             [problem],
+        )
+        return {str(r["device_name"]): float(r["best"]) for r in found if r["device_name"]}
+
+    def best_passing(self, problem: str, device_name: str | None = None) -> dict[str, Any] | None:
+        """The fastest passing evaluation that nothing flagged (or whose version the person approved)."""
+        device = " AND device_name = ?" if device_name else ""
+        found = self.rows(
+            f"SELECT * FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} AND median_us IS NOT NULL{device} "
+            "ORDER BY median_us LIMIT 1",
+            [problem, *([device_name] if device_name else [])],
         )
         return found[0] if found else None
 
@@ -806,6 +826,15 @@ def key_metrics(ev: Evaluation) -> dict[str, Any]:
     return out
 
 
+def parse_flags(text: Any) -> list[dict[str, str]]:
+    """The flags column: [{"name", "reason"}] (empty for none, or for a history older than flags)."""
+    try:
+        flags = json.loads(text) if isinstance(text, str) else []
+    except ValueError:
+        return []
+    return [{"name": str(f.get("name")), "reason": str(f.get("reason"))} for f in flags if isinstance(f, dict)]
+
+
 def history_entry(row: dict[str, Any]) -> dict[str, Any]:
     """The `kerneltui history --json` shape of one evaluation."""
     return {
@@ -821,6 +850,7 @@ def history_entry(row: dict[str, Any]) -> dict[str, Any]:
         "metrics": {k: row.get(k) for k in KEY_METRICS},
         "device": row["device_name"],
         "sandbox": row["sandbox"],
+        "flags": parse_flags(row.get("flags")),
         "notes": row.get("notes"),
         "author": row.get("author"),
         "verdict": row.get("verdict"),

@@ -31,7 +31,21 @@ def status_cell(row: dict[str, Any]) -> Text:
     if status == "running":
         return Text(f"◐ {next_rung(row.get('last_rung'))}", style="yellow")
     label, style = STATUS.get(str(status), (str(status or "·"), "dim"))
-    return Text(label, style=style)
+    cell = Text(label, style=style)
+    if row_flags(row):
+        cell.append(" ⚑", style="bold yellow")  # flagged: the Rungs pane says why
+    return cell
+
+
+def row_flags(row: dict[str, Any]) -> list[dict[str, str]]:
+    from kerneltui.store import parse_flags
+
+    return parse_flags(row.get("flags"))
+
+
+def may_be_best(row: dict[str, Any]) -> bool:
+    """Passing, and unflagged or approved by the person (kerneltui.store.MAY_BE_BEST, for rows in hand)."""
+    return row.get("status") == "pass" and (not row_flags(row) or row.get("verdict") == "approved")
 
 
 def verdict_cell(row: dict[str, Any]) -> Text:

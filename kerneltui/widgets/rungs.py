@@ -8,10 +8,10 @@ from typing import Any
 
 from rich.text import Text
 
-from harness.report import rung_detail, sig
+from harness.report import containment_summary, rung_detail, sig
 from harness.results import RungResult
 from kerneltui.messages import Detail
-from kerneltui.widgets.format import next_rung
+from kerneltui.widgets.format import next_rung, row_flags
 from kerneltui.widgets.text_view import TextView
 
 MARK_STYLE = {True: ("✓", "green"), False: ("✗", "red"), None: ("·", "dim")}
@@ -82,6 +82,17 @@ def kernel_lines(rungs: list[RungResult]) -> list[Text]:
     return lines
 
 
+def trust_lines(version: dict[str, Any], width: int) -> list[Text]:
+    """Each flag with its reason (a flagged version is not the best until approved), then the containment."""
+    lines: list[Text] = []
+    for flag in row_flags(version):
+        for i, part in enumerate(wrapped(f"⚑ {flag['name']}: {flag['reason']}", width)):
+            lines.append(Text(part, style="bold yellow" if i == 0 else "yellow"))
+    if version.get("sandbox"):
+        lines.append(Text(f"  contained: {containment_summary(str(version['sandbox']))}", style="dim"))
+    return lines
+
+
 def wrapped(text: str, width: int) -> list[str]:
     """Long error text folded to the pane, so the mismatching indices are on screen."""
     out: list[str] = []
@@ -94,6 +105,7 @@ def detail_lines(detail: Detail, expanded: bool, width: int = 120) -> list[Text]
     version = detail.version
     lines = [header_line(version), Text("")]
     lines += [rung_line(r) for r in detail.rungs]
+    lines += trust_lines(version, width)
     status = version.get("status")
     if status == "running":
         lines.append(Text(f"◐ {next_rung(version.get('last_rung'))} …", style="yellow"))

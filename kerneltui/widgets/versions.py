@@ -12,7 +12,15 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from kerneltui.widgets.format import error_cell, number_cell, plain, status_cell, time_cell, verdict_cell
+from kerneltui.widgets.format import (
+    error_cell,
+    may_be_best,
+    number_cell,
+    plain,
+    status_cell,
+    time_cell,
+    verdict_cell,
+)
 
 # (key, label, width): fixed widths, so a cell that grows later (a verdict) is not cut off
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
@@ -31,13 +39,13 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 
 
 def best_median(rows: list[dict[str, Any]]) -> float | None:
-    medians = [r["median_us"] for r in rows if r.get("status") == "pass" and r.get("median_us")]
+    medians = [r["median_us"] for r in rows if may_be_best(r) and r.get("median_us")]
     return min(medians) if medians else None
 
 
 def row_cells(row: dict[str, Any], best: float | None) -> tuple[Text, ...]:
     median = row.get("median_us")
-    if median and best and row.get("status") == "pass":
+    if median and best and may_be_best(row):
         vs_best = Text("★ best", style="bold yellow") if median == best else Text(f"{best / median:.2f}×")
     else:
         vs_best = Text("·", style="dim")

@@ -1,0 +1,119 @@
+"""Checks of a version's timings that do not take its word for them.
+
+The version's worker times its own calls, so a version can lie about them (its process is its own: in
+the end it can reach any timer there). Two checks stand outside it:
+- a bound from the judge's side: single calls, each followed by a device-wide synchronize and an answer,
+  timed by the judge from request to reply, less a ping's round trip. A version whose reported median
+  sits far below that bound reported times its calls cannot have had (flag `timing-mismatch`);
+- before a version can become the best, it is judged again in a fresh worker, on fresh seeds and on
+  variations of the bench case it has not seen (a memo keyed on the shape, a special case for the bench
+  shape, fail there), and timed again there: a median far from the first one is flagged.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness import wire
+from harness.problem import Problem, case_label
+from harness.results import Flag
+from harness.workers import WorkerFailure, WorkerProcess
+
+if TYPE_CHECKING:
+    from harness.ladder import Ladder, VersionRun
+
+OUTSIDE_BUDGET_S, OUTSIDE_MAX_REPS = 0.3, 30
+# A version's median may sit below the judge-side bound by launch overhead and noise, never by this much.
+OUTSIDE_RATIO, OUTSIDE_SLACK_US = 0.8, 50.0
+FRESH_RATIO = 1.15  # a fresh worker's median this far from the first: one of them was not the kernel's time
+
+
+def outside_bound_us(worker: WorkerProcess, timeout: float) -> float | None:
+    """The fastest single call, synchronize and answer as the judge times it, less the fastest ping (µs)."""
+
+    def fastest(op: str) -> float:
+        best, start, reps = float("inf"), time.perf_counter(), 0
+        while reps < 3 or (reps < OUTSIDE_MAX_REPS and time.perf_counter() - start < OUTSIDE_BUDGET_S):
+            sent = time.perf_counter()
+            reply, _ = worker.request({"op": op}, None, timeout, f"timing a call from outside ({op})")
+            elapsed = time.perf_counter() - sent
+            if not reply.get("ok"):
+                raise WorkerFailure(str(reply.get("err") or f"{op} failed"))
+            best, reps = min(best, elapsed), reps + 1
+        return best
+
+    ping = fastest("ping")
+    return max(0.0, fastest("once") - ping) * 1e6
+
+
+def outside_flag(median_us: float, bound_us: float | None, label: str) -> Flag | None:
+    if bound_us is None or median_us >= OUTSIDE_RATIO * bound_us - OUTSIDE_SLACK_US:
+        return None
+    return Flag(
+        "timing-mismatch",
+        f"{label}: its own timings say {median_us:.1f} µs a call, but a call timed from the judge's side "
+        f"(call, synchronize, answer) took at least {bound_us:.1f} µs",
+    )
+
+
+def vary(problem: Problem, case: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A case like `case` that the version has not seen: the problem's own vary(case, seed) where it has one,
+    else each integer above 64 made a little smaller, keeping its alignment (up to 16)."""
+    custom = getattr(problem.module, "vary", None)
+    if callable(custom):
+        return dict(custom(dict(case), seed))
+    out = dict(case)
+    for offset, (key, value) in enumerate(case.items()):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 64:
+            unit = min(16, value & -value)
+            out[key] = value - unit * (1 + (seed + offset) % 3)
+    return out
+
+
+@dataclass
+class Confirmation:
+    err: str | None = None
+    flags: list[Flag] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def confirm(ladder: Ladder, run: VersionRun, first_median_us: float) -> Confirmation:
+    """Judges the version again in a fresh worker: variations of every bench case, then the first bench case
+    timed anew. An error is the version's failure; a timing far from the first is a flag."""
+    worker = ladder.pool.take("run")
+    run.workers["confirm"] = worker  # released with the others when the evaluation ends
+    loaded = ladder.load_into(worker, run)
+    if not loaded.get("ok"):
+        return Confirmation(err=f"it did not load again in a fresh worker: {loaded.get('err')}")
+    problem, device = run.problem, ladder.device
+    result = Confirmation()
+    for case in problem.bench_cases:
+        seed = secrets.randbelow(2**31)
+        varied = vary(problem, case, seed)
+        inputs = tuple(problem.make_inputs(dict(varied), seed, device))
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        reply, got = worker.request({"op": "call", "inputs": tree}, tensors, ladder.options.timeout, "")
+        if not reply.get("ok"):
+            return Confirmation(err=f"on {case_label(varied)} (a variation of the bench case): {reply.get('err')}")
+        expected = problem.reference(*inputs)
+        err, _ = ladder.judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected, [])
+        if err:
+            return Confirmation(err=f"wrong on {case_label(varied)}, a variation of the bench case: {err}")
+        result.metrics.setdefault("variations", []).append(case_label(varied))
+    median = ladder.time_case(run, worker, problem.bench_cases[0])
+    result.metrics["fresh_median_us"] = median
+    if max(median, first_median_us) > FRESH_RATIO * min(median, first_median_us):
+        result.flags.append(
+            Flag(
+                "timing-mismatch",
+                f"{first_median_us:.1f} µs a call in its first worker but {median:.1f} µs in a fresh one "
+                f"({case_label(problem.bench_cases[0])})",
+            )
+        )
+    return result

@@ -1,0 +1,150 @@
+"""What keeps a verdict believable outside the judge: flagged versions are not "best" until approved, no
+secret reaches a judge, no agent tool opens the history, an agent's processes end with its session, a
+huge version is refused unread, control characters never reach the terminal raw."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.tools import Toolbox
+from harness import confirm
+from harness.problem import load_problem
+from harness.results import Evaluation, Flag
+from harness.text import printable
+from kerneltui import runner
+from kerneltui.agent_host import StoreHost, problem_info
+from kerneltui.store import Store
+from tests import dashboard_fixtures
+from tests.conftest import FIXTURES, REPO, kerneltui, make_workspace
+
+
+def flagged_fastest(workspace_root: Path) -> Store:
+    """The dashboard fixture (v002 best at 52 µs) plus v005 at 30 µs that torch computed (flagged)."""
+    workspace = dashboard_fixtures.build(workspace_root)
+    store = Store(workspace.db_path)
+    path = workspace.root / "vadd" / "v005.py"
+    path.write_text("def custom_kernel(a, b):\n    return a + b\n")
+    version_id, digest, problem = runner.record_version(store, workspace, path)
+    evaluation_id = store.start_evaluation(version_id, problem, "v005", digest)
+    rungs = dashboard_fixtures.rungs_for("pass", 30.0, workspace.state)
+    ev = Evaluation(problem="vadd", version="v005", path=str(path), hash=digest, rungs=rungs)
+    ev.device = {"kind": "cuda", "name": "NVIDIA H200", "arch": "sm_90"}
+    ev.flags = [Flag("uses-library", "torch computes under test what the kernels should: aten::add ×9")]
+    ev.finish()
+    store.finish_evaluation(evaluation_id, ev)
+    return store
+
+
+def test_a_flagged_version_is_never_best_until_approved(tmp_path: Path) -> None:
+    store = flagged_fastest(tmp_path / "ws")
+    assert store.best_passing("vadd")["version"] == "v002"  # 52 µs, not the flagged 30 µs
+    assert store.best_medians("vadd") == {"NVIDIA H200": 52.0}
+    assert next(r for r in store.problem_rows() if r["name"] == "vadd")["best_us"] == 52.0
+    rows = {r["name"]: r for r in store.version_rows("vadd")}
+    from kerneltui.widgets.versions import best_median
+
+    assert best_median(list(rows.values())) == 52.0
+    history = {h["version"]: h for h in store.history("vadd")}
+    assert history["v005"]["flags"][0]["name"] == "uses-library"
+    store.add_verdict(rows["v005"]["version_id"], "approved", "torch's add is the point here", "me")
+    assert store.best_passing("vadd")["version"] == "v005"
+    assert best_median(store.version_rows("vadd")) == 30.0
+
+
+def test_history_shows_flags(tmp_path: Path) -> None:
+    flagged_fastest(tmp_path / "ws").close()
+    done = kerneltui("history", "vadd", "--workspace", str(tmp_path / "ws"))
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if " v005 " in line)
+    assert "pass ⚑" in line
+
+
+def test_the_judge_gets_no_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "sk-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://me:pw@db/x")  # no marker in its name: not passed either
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/t")
+    env = runner.harness_env(sys.executable, tmp_path)
+    assert "sk-secret" not in env.values() and "DATABASE_URL" not in env
+    assert env["TRITON_CACHE_DIR"] == "/tmp/t" and env["PATH"] == os.environ["PATH"]
+
+
+def test_no_agent_tool_opens_the_history(tmp_path: Path) -> None:
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path)
+    session = store.start_agent_session("vadd", "test", "test", os.getpid())
+    info = problem_info(workspace, "vadd", None)
+    host = StoreHost(workspace, info, store, session, None, threading.Event())
+    toolbox = Toolbox(host, author="test")
+    for path in (".kerneltui/history.db", "vadd/../.kerneltui/history.db-wal", str(workspace.db_path), ".kerneltui"):
+        output, ok = toolbox.call("read_file", {"path": path})
+        assert not ok and "kerneltui's own state" in output, (path, output)
+    output, ok = toolbox.call("read_dump", {"version": "v002", "kind": "sass"})
+    assert ok, output  # dumps still reach agents, through the tool made for them
+
+
+def test_an_agents_processes_end_with_it(tmp_path: Path) -> None:
+    """The agent exits at once, leaving a daemon (new session) and a child behind: the reaper ends both."""
+    marker = f"kerneltui-agent-leftover-{os.getpid()}"
+    script = tmp_path / "agent.sh"
+    script.write_text(
+        f"#!/bin/sh\nsetsid sh -c 'exec -a {marker} sleep 300' &\n(exec -a {marker} sleep 300) &\nexit 3\n"
+    )
+    script.chmod(0o755)
+    done = subprocess.run([sys.executable, "-m", "agents.reaper", str(script)], cwd=REPO, timeout=60)
+    assert done.returncode == 3  # the agent's own status
+    time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.strip()
+    assert left == "", f"left running: {left}"
+
+
+def test_an_agent_told_to_stop_is_ended_with_its_tree(tmp_path: Path) -> None:
+    marker = f"kerneltui-agent-stopped-{os.getpid()}"
+    script = tmp_path / "agent.sh"
+    script.write_text(f"#!/bin/sh\ntrap '' TERM\n(exec -a {marker} sleep 300) &\nwhile true; do sleep 1; done\n")
+    script.chmod(0o755)
+    proc = subprocess.Popen([sys.executable, "-m", "agents.reaper", str(script)], cwd=REPO)
+    deadline = time.monotonic() + 30
+    while not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.terminate()  # what the ACP transport does at the end of a session
+    proc.wait(timeout=30)
+    time.sleep(0.2)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.strip() == ""
+
+
+def test_a_huge_version_is_refused_and_not_stored(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    huge = folder / "v001.py"
+    huge.write_text("PADDING = '" + "x" * (2 << 20) + "'\n\ndef custom_kernel(a, b):\n    return a + b\n")
+    done = kerneltui("eval", str(huge))
+    assert done.returncode == 2 and "refused" in done.stderr, done.stderr
+    db = tmp_path / "ws" / ".kerneltui" / "history.db"
+    assert not db.exists() or db.stat().st_size < 1 << 20
+
+
+def test_control_characters_are_written_out() -> None:
+    assert printable("ok\x1b]0;title\x07\x1b[2J\u202e\n\t") == "ok\\x1b]0;title\\x07\\x1b[2J\\u202e\n\t"
+
+
+def test_variations_of_a_bench_case_keep_alignment_and_differ() -> None:
+    problem = load_problem(FIXTURES / "vadd")
+    case = {"n": 1 << 24}
+    for seed in range(6):
+        varied = confirm.vary(problem, case, seed)
+        assert varied["n"] != case["n"] and varied["n"] % 16 == 0 and varied["n"] > case["n"] - 64
+    assert confirm.vary(problem, {"rows": 3, "cols": 17, "scale": 8.0}, 1) == {"rows": 3, "cols": 17, "scale": 8.0}
+
+
+def test_a_median_far_below_what_the_judge_saw_is_flagged() -> None:
+    assert confirm.outside_flag(700.0, 740.0, "n=268435456") is None  # launch overhead and noise
+    assert confirm.outside_flag(5.0, 40.0, "n=4096") is None  # small kernels: the bound is all overhead
+    flag = confirm.outside_flag(400.0, 740.0, "n=268435456")
+    assert flag is not None and flag.name == "timing-mismatch" and "740.0 µs" in flag.reason
