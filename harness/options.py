@@ -22,13 +22,13 @@ class Options:
     max_memory_mb: float | None = None  # the worker's memory; None: half the machine's (at least 4 GiB)
     confirm: bool = True  # judge a version again in a fresh worker before it can become the best
     best_us: float | dict[str, float] | None = None  # the best median so far (µs), or by device name
+    max_version_kb: float = MAX_VERSION_KB  # a version file larger than this is refused, not judged
 
     def best_for(self, device_name: str) -> float | None:
         """The median to beat on this device; None: no best yet, so a passing version is confirmed."""
         if isinstance(self.best_us, dict):
             return self.best_us.get(device_name)
         return self.best_us
-    max_version_kb: float = MAX_VERSION_KB  # a version file larger than this is refused, not judged
 
     @property
     def max_version_bytes(self) -> int:
