@@ -62,6 +62,7 @@ def row(ev: dict) -> str:
         f"{bench.get('speedup') or float('nan'):>7.2f} {roof_row.get('gbps', float('nan')):>8.0f} "
         f"{roof_row.get('tflops', float('nan')):>8.1f} {roof_row.get('pct', float('nan')):>6.0f}% "
         f"{regs:>5} {ev['seconds']:>6.1f}  {first.get('case', '')} {failed}"
+        + "".join(f"  ⚑ {f['name']}: {f['reason'][:80]}" for f in ev.get("flags", []))
     )
 
 
@@ -101,6 +102,8 @@ def main() -> int:
             f"bf16 matmul {peaks['bf16_tflops']:.0f} TFLOP/s, fp32 matmul {peaks['fp32_tflops']:.1f} TFLOP/s"
         )
     device = evaluations[0]["device"] if evaluations else {}
+    if evaluations:
+        print(f"contained: {evaluations[0].get('sandbox')}")
     print(f"{len(evaluations)} of {len(paths)} versions on {device.get('name')} in {time.perf_counter() - start:.0f} s")
     return 0 if len(evaluations) == len(paths) and all(ev["ok"] for ev in evaluations) else 1
 

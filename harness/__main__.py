@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent()
     if argv[:1] == ["serve"]:
         return serve(argv[1:])
+    if argv[:1] == ["doctor"]:
+        return doctor(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -200,6 +202,15 @@ def serve(argv: list[str]) -> int:
             emit({"event": "done", "id": rid, "evaluation": ev.to_json()})
     finally:
         ladder.close()
+    return EXIT_OK
+
+
+def doctor(argv: list[str]) -> int:
+    """What this box offers for containing versions (python -m harness doctor [--json])."""
+    from harness.doctor import facts, report
+
+    found = facts()
+    print(json.dumps(found) if "--json" in argv else report(found))
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class Offer:
     landlock_abi: int
     cgroup: str | None
     cgroup_note: str
+    share_net: bool = False  # bubblewrap keeps the host's network namespace (the GPU driver needs it)
 
     @property
     def level(self) -> str:
@@ -65,45 +67,90 @@ class Offer:
 
 @functools.cache
 def probe() -> Offer:
-    bwrap, bwrap_note = _probe_bwrap()
+    bwrap, share_net, bwrap_note = _probe_bwrap()
     cgroup, cgroup_note = _probe_cgroup()
-    return Offer(bwrap, bwrap_note, sandbox.landlock_abi(), cgroup, cgroup_note)
+    return Offer(bwrap, bwrap_note, sandbox.landlock_abi(), cgroup, cgroup_note, share_net)
 
 
-def _probe_bwrap() -> tuple[str | None, str]:
+CUINIT_PROBE = "import ctypes; print(ctypes.CDLL('libcuda.so.1').cuInit(0))"
+
+
+def _probe_bwrap() -> tuple[str | None, bool, str]:
+    """(bwrap's path or None, whether the network namespace must be shared, what it gives or why not).
+
+    On a GPU box the CUDA driver is initialised inside a trial sandbox: some drivers reach a daemon over
+    an abstract unix socket, which lives in the network namespace, and fail (CUDA error 304) in a new one.
+    Then the host's network namespace is kept, and Landlock (no TCP) and seccomp (no new sockets) close it.
+    """
     path = os.environ.get("KERNELTUI_BWRAP") or shutil.which("bwrap")
     if path == "none":
-        return None, "bubblewrap is turned off (KERNELTUI_BWRAP=none)"
+        return None, False, "bubblewrap is turned off (KERNELTUI_BWRAP=none)"
     if not path:
-        return None, "bubblewrap is not installed (apt-get install bubblewrap, dnf install bubblewrap)"
-    argv = [*bwrap_prefix(path, Path("/"), [], Limits(memory_bytes=1 << 30), probe=True), "true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"bubblewrap did not run: {exc}"
-    if done.returncode != 0:
-        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-        hint = " (user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
-        return None, f"bubblewrap cannot make a sandbox here: {why}{hint}"
-    return path, "new user, pid, ipc, net and uts namespaces"
+        return None, False, "bubblewrap is not installed (apt-get install bubblewrap, dnf install bubblewrap)"
+    limits = Limits(memory_bytes=1 << 30)
+    gpu = _cuda_devices_present()
+    command = [sys.executable, "-c", CUINIT_PROBE] if gpu else ["true"]
+    for share_net in (False, True) if gpu else (False,):
+        argv = [*bwrap_prefix(path, Path("/"), [], limits, share_net=share_net, probe=True), *command]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, False, f"bubblewrap did not run: {exc}"
+        if done.returncode != 0:
+            why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+            hint = (
+                " (user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces)"
+            )
+            return None, False, f"bubblewrap cannot make a sandbox here: {why}{hint}"
+        if not gpu or done.stdout.strip() == "0":
+            if share_net:
+                return path, True, "new user, pid, ipc and uts namespaces (the GPU driver needs the host's network one)"
+            return path, False, "new user, pid, ipc, net and uts namespaces"
+    return None, False, f"the GPU does not start inside bubblewrap here (cuInit: {done.stdout.strip()})"
 
 
-def bwrap_prefix(bwrap: str, root: Path, readable: list[str], limits: Limits, probe: bool = False) -> list[str]:
+def _cuda_devices_present() -> bool:
+    from harness.workers import cuda_device_count  # a few milliseconds: libcuda's own count
+
+    return cuda_device_count() > 0
+
+
+def bwrap_prefix(
+    bwrap: str, root: Path, readable: list[str], limits: Limits, share_net: bool = False, probe: bool = False
+) -> list[str]:
     """bubblewrap's argv up to the command: a new root holding only what the worker needs."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+    argv = [bwrap, "--unshare-all", *(["--share-net"] if share_net else []), "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:
         argv += ["--cap-drop", "ALL"]
+    if probe:
+        argv += ["--ro-bind", "/", "/"]
     argv += ["--size", str(limits.shm_bytes), "--tmpfs", "/tmp"]  # first: the scratch folder lies beneath /tmp
     argv += ["--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm", "--proc", "/proc"]
-    if probe:
-        return [*argv, "--ro-bind", "/", "/"]
-    for path in readable:
-        argv += ["--ro-bind-try", path, path]
     for device in sandbox.gpu_devices():
         argv += ["--dev-bind-try", device, device]
+    if probe:
+        return argv
+    argv += bind_arguments(readable)
     scratch, inbox, pkg = (str(root / name) for name in ("scratch", "inbox", "pkg"))
     argv += ["--bind", scratch, scratch, "--ro-bind", inbox, inbox, "--ro-bind", pkg, pkg, "--chdir", scratch]
     return [*argv, "--"]
+
+
+def bind_arguments(readable: list[str]) -> list[str]:
+    """Read-only binds of these paths, each once: a path inside another is already there (binding again onto
+    a symlink inside it fails), and a symlink outside any is recreated as a symlink."""
+    roots = sorted({os.path.normpath(p) for p in readable}, key=lambda p: (p.count("/"), p))
+    kept: list[str] = []
+    args: list[str] = []
+    for path in roots:
+        if any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            continue
+        kept.append(path)
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        else:
+            args += ["--ro-bind-try", path, path]
+    return args
 
 
 # --- cgroup v2 ----------------------------------------------------------------------------------

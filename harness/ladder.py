@@ -175,6 +175,12 @@ class Ladder:
         reply = self.load_into(worker, run)
         run.ev.sandbox = worker.containment
         metrics["sandbox"] = run.ev.sandbox
+        if self.cuda and not (worker.ready or {}).get("cuda"):
+            err = (
+                f"the GPU cannot be used inside the worker's sandbox ({run.ev.sandbox}): "
+                "`kerneltui doctor` says what this box offers; --no-sandbox runs workers unconfined"
+            )
+            return RungResult(name="load", ok=False, err=err, metrics=metrics)
         if not reply.get("ok"):
             return RungResult(name="load", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
         return RungResult(name="load", ok=True, metrics=metrics)

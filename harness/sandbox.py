@@ -23,6 +23,7 @@ import os
 import platform
 import resource
 import runpy
+import shutil
 import site
 import sys
 import sysconfig
@@ -133,9 +134,21 @@ def read_roots(extra: tuple[str, ...] = ()) -> list[str]:
         roots |= _package_folders(name)
     for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH"):
         roots |= {p for p in os.environ.get(var, "").split(os.pathsep) if os.path.isabs(p)}
+    roots |= compiler_prefixes()
     roots |= set(SYSTEM_READABLE) | set(ETC_READABLE) | set(extra)
     real = {os.path.realpath(p) for p in roots if p and os.path.exists(p)}
     return sorted(real | {p for p in roots if p and os.path.exists(p)})
+
+
+def compiler_prefixes() -> set[str]:
+    """Where the C compiler Triton builds its launcher with is installed (/usr, or e.g. /opt/gcc)."""
+    found = set()
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        path = shutil.which(name) if name else None
+        if path:
+            real = os.path.realpath(path)
+            found.add(os.path.dirname(os.path.dirname(real)))  # /opt/gcc/bin/gcc -> /opt/gcc
+    return {p for p in found if p not in ("/", "")}
 
 
 def _package_folders(name: str) -> set[str]:
@@ -336,14 +349,31 @@ def drop_capabilities() -> str:
     return "no capabilities"
 
 
+def init_cuda() -> int:
+    """cuInit before confinement: the driver may start helpers (nvidia-modprobe) that a confined process
+    cannot; what it sets up stays for this process. Returns CUresult (0 when there is no libcuda)."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    return int(libcuda.cuInit(0))
+
+
 # --- everything, in order -----------------------------------------------------------------------
 
 
-def confine_self(scratch: str, extra_readable: tuple[str, ...], max_file_bytes: int) -> list[str]:
-    """Everything above, in the order that works (Landlock and seccomp need no_new_privs, not capabilities)."""
+def confine_self(
+    scratch: str, extra_readable: tuple[str, ...], max_file_bytes: int, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """Everything above, in the order that works (Landlock and seccomp need no_new_privs, not capabilities).
+    `skip` leaves parts out, by name (landlock, seccomp, capabilities): for finding which one a box dislikes."""
     if max_file_bytes:
         limit_file_size(max_file_bytes)
-    applied = [landlock(scratch, read_roots(extra_readable)), seccomp(), drop_capabilities()]
+    applied = [
+        "none: landlock skipped" if "landlock" in skip else landlock(scratch, read_roots(extra_readable)),
+        "none: seccomp skipped" if "seccomp" in skip else seccomp(),
+        "capabilities kept (skipped)" if "capabilities" in skip else drop_capabilities(),
+    ]
     applied.append(f"files up to {max_file_bytes >> 20} MiB, no core files" if max_file_bytes else "no core files")
     return applied
 
@@ -354,10 +384,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--read", action="append", default=[], help="another path it may read (repeatable)")
     parser.add_argument("--max-file-bytes", type=int, default=0)
     parser.add_argument("--off", action="store_true", help="run unconfined (--no-sandbox), saying so")
+    parser.add_argument("--cuda-first", action="store_true", help="initialise the CUDA driver before confining")
+    parser.add_argument("--skip", default="", help="parts to leave out, comma-separated: landlock,seccomp,capabilities")
     parser.add_argument("module")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     die_with_parent()
+    if args.cuda_first:
+        init_cuda()
     from harness import sandbox as module  # run as __main__: the worker imports this file again by its name
 
     if args.off:
@@ -365,7 +399,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.max_file_bytes:
             limit_file_size(args.max_file_bytes)
     else:
-        module.APPLIED.extend(confine_self(args.scratch, tuple(args.read), args.max_file_bytes))
+        skip = frozenset(s.strip() for s in args.skip.split(",") if s.strip())
+        module.APPLIED.extend(confine_self(args.scratch, tuple(args.read), args.max_file_bytes, skip))
     sys.argv = [args.module, *args.args]
     runpy.run_module(args.module, run_name="__main__", alter_sys=True)
 

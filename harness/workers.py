@@ -8,6 +8,7 @@ environment (no API keys), and one socket to the judge. A pool keeps one started
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -122,6 +123,9 @@ class Spawn:
     confine: bool = True
     max_file_bytes: int = 512 << 20
     limits: containment.Limits = field(default_factory=containment.Limits.default)
+    # Initialise the CUDA driver before confinement (run-mode workers on a GPU box): some drivers talk to a
+    # daemon over a socket at cuInit, which the sandbox then refuses.
+    cuda_first: bool = False
 
 
 class WorkerProcess:
@@ -146,8 +150,13 @@ class WorkerProcess:
         parent, child = socket.socketpair()
         self.sock = parent
         argv += ["harness.worker", "--fd", str(child.fileno()), "--mode", mode, "--arch", spawn.arch]
+        if spawn.cuda_first and mode == "run":
+            argv.insert(argv.index("--scratch"), "--cuda-first")
         if offer and offer.bwrap:
-            argv = containment.bwrap_prefix(offer.bwrap, self.root, sandbox_read_roots(), spawn.limits) + argv
+            prefix = containment.bwrap_prefix(
+                offer.bwrap, self.root, sandbox_read_roots(), spawn.limits, share_net=offer.share_net
+            )
+            argv = prefix + argv
         self.log = tempfile.TemporaryFile()  # noqa: SIM115  (unnamed: the worker cannot point it elsewhere)
         self.proc = subprocess.Popen(
             argv,
@@ -313,9 +322,9 @@ class WorkerPool:
     """
 
     def __init__(self, spawn: Spawn | None = None, keep_spare: bool = False, reap: bool = False) -> None:
-        self.spawn = spawn or Spawn()
-        self.keep_spare = keep_spare
         self.cuda = cuda_device_count() > 0
+        self.spawn = dataclasses.replace(spawn or Spawn(), cuda_first=self.cuda)
+        self.keep_spare = keep_spare
         self.spares: dict[str, WorkerProcess] = {}
         self.watcher = containment.Watcher(reap=reap)
 

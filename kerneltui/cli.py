@@ -22,7 +22,7 @@ from kerneltui.workspace import Workspace, WorkspaceError, for_version, resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
-SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "agent", "mcp", "demo", "dashboard")
+SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "agent", "mcp", "demo", "dashboard", "doctor")
 
 
 def open_store(workspace: Workspace) -> Store:
@@ -287,6 +287,18 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """What containing versions can use on this box, asked of the ladder's own Python (KERNELTUI_PYTHON)."""
+    import subprocess
+    import tempfile
+
+    python = runner.harness_python()
+    with tempfile.TemporaryDirectory() as state:
+        argv = [python, "-m", "harness", "doctor", *(["--json"] if args.json else [])]
+        done = subprocess.run(argv, env=runner.harness_env(python, Path(state)), cwd=state)
+    return done.returncode
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from kerneltui.demo import run_demo
 
@@ -305,8 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--rungs", help=f"comma-separated subset of {','.join(RUNG_ORDER)}")
     ev.add_argument("--arch", default="sm_90", help="compile target when there is no GPU (default sm_90)")
     ev.add_argument("--seeds", type=int, default=2, help="seeds per correctness case (default 2)")
-    ev.add_argument("--no-sandbox", action="store_true", help="run workers without Landlock confinement")
+    ev.add_argument(
+        "--no-sandbox", action="store_true", help="run workers unconfined (no bubblewrap, Landlock or seccomp)"
+    )
     ev.set_defaults(func=cmd_eval)
+
+    doctor = sub.add_parser("doctor", help="how kernel versions are contained on this box, and how to get more")
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.set_defaults(func=cmd_doctor)
 
     hist = sub.add_parser("history", help="evaluations, newest first")
     hist.add_argument("problem", nargs="?")

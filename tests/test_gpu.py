@@ -18,6 +18,7 @@ EXPECTED = {
     "memoize": ("roofline", "faster than the device can go"),
     "bench_only_wrong": ("benchmark", "the timed calls' output is wrong"),
     "side_stream": ("benchmark", "outlasts the call on the caller's stream"),
+    "fakes_timing_deep": ("roofline", "faster than the device can go"),
 }
 
 
@@ -27,6 +28,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths = [add_version(folder, "good")]
     paths += [add_version(folder, name) for name in EXPECTED]
     paths.append(add_version(folder, "patches_timing"))
+    paths.append(add_version(folder, "patches_timer_code"))
+    paths.append(add_version(folder, "pure_torch"))
     paths.append(add_version(folder, "good", "good_again.py"))
     return judge_many(paths, timeout=10)
 
@@ -53,13 +56,28 @@ def test_gpu_failures_are_named(judged: dict[str, dict], fixture: str) -> None:
     assert words in rung(evaluation, failed_rung)["err"]
 
 
-def test_patching_the_timers_does_not_make_a_version_faster(judged: dict[str, dict]) -> None:
-    cheat = judged["patches_timing"]
-    assert cheat["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in cheat["rungs"]]
+@pytest.mark.parametrize("cheat", ["patches_timing", "patches_timer_code"])
+def test_patching_the_timers_does_not_make_a_version_faster(judged: dict[str, dict], cheat: str) -> None:
+    evaluation = judged[cheat]
+    assert evaluation["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
     # It runs the reference's own code, which the judge times in its own process: no faster than that.
-    bench = rung(cheat, "benchmark")["metrics"]
+    bench = rung(evaluation, "benchmark")["metrics"]
     ratio = bench["median_us"] / bench["ref_median_us"]
     assert ratio > 0.9, f"the patched timers were believed: {ratio:.2f}x the reference's median"
+    assert "uses-library" in {f["name"] for f in evaluation["flags"]}  # and torch computed it
+
+
+def test_honest_version_has_no_flag_and_is_confirmed(judged: dict[str, dict]) -> None:
+    good = judged["good"]
+    assert good["flags"] == [], good["flags"]
+    bench = rung(good, "benchmark")["metrics"]
+    assert bench["confirmed"]["variations"] and bench["confirmed"]["fresh_median_us"] > 0
+    assert bench["outside_bound_us"] is not None
+
+
+def test_torch_on_the_gpu_is_flagged(judged: dict[str, dict]) -> None:
+    flags = {f["name"]: f["reason"] for f in judged["pure_torch"]["flags"]}
+    assert "uses-library" in flags and "aten::add" in flags["uses-library"] and "no-kernel" in flags
 
 
 def test_device_recovers_for_the_next_version(judged: dict[str, dict]) -> None:
