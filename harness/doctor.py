@@ -30,7 +30,7 @@ def facts() -> dict[str, Any]:
 
 def try_worker() -> dict[str, Any]:
     """Starts one worker as the judge would and reports what it says it got (and whether it sees the GPU)."""
-    worker = WorkerProcess("run", Spawn(), interpret=True)
+    worker = WorkerProcess("run", Spawn(cuda_first=cuda_device_count() > 0), interpret=True)
     try:
         ready = worker.wait_ready()
         return {"ok": True, "containment": worker.containment, "cuda": bool(ready.get("cuda"))}

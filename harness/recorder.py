@@ -123,6 +123,8 @@ class Recorder:
         recorder = self
 
         def wrapper(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
+            if recorder.mode is None:  # not a recorded call (a timed one): nothing added to the launch
+                return original(fn_self, *args, **kwargs)
             recorder.paused += 1  # the launch's own data movement (the interpreter copies) is not the version's
             try:
                 return original(fn_self, *args, **kwargs)
@@ -242,14 +244,22 @@ def _written_args(schema: Any, args: Any, kwargs: dict[str, Any]) -> list[torch.
     return written
 
 
+_SOURCE_HASHES: dict[int, tuple[Any, str]] = {}
+
+
 def source_hash(fn: Any) -> str:
     """A short hash of a Triton kernel's Python source (the same in the interpreter and the compiler)."""
     target = getattr(fn, "fn", fn)
+    known = _SOURCE_HASHES.get(id(target))
+    if known is not None and known[0] is target:
+        return known[1]
     try:
         text = inspect.getsource(target)
     except (OSError, TypeError):
         text = getattr(fn, "src", "") or repr(target)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    _SOURCE_HASHES[id(target)] = (target, digest)  # holds the function: its id is never reused
+    return digest
 
 
 def _triton_signature(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
