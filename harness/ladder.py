@@ -443,9 +443,10 @@ class Ladder:
         return RungResult(name="benchmark", ok=True, metrics=metrics)
 
     def _bench_case(
-        self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]
+        self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], reference: bool = True
     ) -> tuple[dict[str, Any], str | None]:
-        """Times one bench case in `worker` (fresh seed), checks the timed calls' output, times the reference."""
+        """Times one bench case in `worker` (fresh seed), checks the timed calls' output, times the reference
+        (unless `reference` is False: a case timed again needs only the version's median)."""
         from harness import timing
 
         seed = secrets.randbelow(2**31)
@@ -472,25 +473,25 @@ class Ladder:
         settled_us, unawaited = _unawaited_work(kernel, reply)
         if unawaited:
             return {}, f"{label}: {unawaited}"
+        if not reference:
+            return {"case": label, **kernel.to_json()}, None
         if self.flush is None:
             self.flush = timing.flush_buffer(self.device)
         call = functools.partial(run.problem.reference, *inputs)
-        reference = timing.summarize(timing.time_calls(call, self.flush, budget_s=self.options.bench_budget_s))
+        ref_timing = timing.summarize(timing.time_calls(call, self.flush, budget_s=self.options.bench_budget_s))
         entry = {
             "case": label,
             **kernel.to_json(),
             "settled_us": settled_us,
-            "ref_median_us": reference.median_us,
-            "speedup": reference.median_us / kernel.median_us if kernel.median_us > 0 else None,
+            "ref_median_us": ref_timing.median_us,
+            "speedup": ref_timing.median_us / kernel.median_us if kernel.median_us > 0 else None,
         }
         run.timings.append({**entry, "case": case, "low_precision": _low_precision(run.problem, case, inputs)})
         return entry, None
 
     def time_case(self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]) -> float:
-        """The median (µs) of one bench case timed again in another worker (its timings not kept as run's)."""
-        kept = list(run.timings)
-        entry, err = self._bench_case(run, worker, case)
-        run.timings[:] = kept
+        """The median (µs) of one bench case timed again in another worker."""
+        entry, err = self._bench_case(run, worker, case, reference=False)
         if err is not None:
             raise WorkerFailure(f"timed again in a fresh worker: {err}")
         return float(entry["median_us"])

@@ -30,6 +30,7 @@ def test_every_problem_has_a_naive_and_a_faster_version() -> None:
 def test_example_is_correct_and_compiles(judged: dict[str, dict], path: Path) -> None:
     evaluation = next(ev for ev in judged.values() if ev.get("path") == str(path))
     assert evaluation["ok"], [(r["name"], r["err"]) for r in evaluation["rungs"] if r["ok"] is False]
+    assert evaluation["flags"] == [], evaluation["flags"]  # honest kernels: nothing for a reviewer to doubt
     kernels = rung(evaluation, "compile")["metrics"]["kernels"]
     assert kernels and all(k["registers"] > 0 and k["spill_bytes"] == 0 for k in kernels)
     correctness = rung(evaluation, "correctness")

@@ -21,6 +21,7 @@ from harness.text import printable
 from kerneltui import runner
 from kerneltui.agent_host import StoreHost, problem_info
 from kerneltui.store import Store
+from kerneltui.workspace import Workspace
 from tests import dashboard_fixtures
 from tests.conftest import FIXTURES, REPO, kerneltui, make_workspace
 
@@ -149,3 +150,22 @@ def test_a_median_far_below_what_the_judge_saw_is_flagged() -> None:
     assert confirm.outside_flag(88.0, 181.0, "n=16777216") is None  # seen on the H200: an honest add
     flag = confirm.outside_flag(400.0, 740.0, "n=268435456")
     assert flag is not None and flag.name == "timing-mismatch" and "740.0 µs" in flag.reason
+
+
+def test_a_refused_version_is_recorded_without_its_text(tmp_path: Path) -> None:
+    """What the dashboard's scheduler records for a version past the limit: a failed load, and no source."""
+    from harness.source import VersionTooLarge
+
+    folder = make_workspace(tmp_path / "ws")
+    huge = folder / "v009.py"
+    huge.write_text("# " + "x" * (2 << 20) + "\ndef custom_kernel(a, b):\n    return a + b\n")
+    workspace = Workspace(tmp_path / "ws")
+    store = Store(workspace.db_path)
+    with pytest.raises(VersionTooLarge) as refused:
+        runner.record_version(store, workspace, huge)
+    runner.record_refusal(store, huge, str(refused.value))
+    row = next(r for r in store.version_rows("vadd") if r["name"] == "v009")
+    assert row["status"] == "fail" and row["failed_rung"] == "load"
+    assert store.rows("SELECT source FROM versions WHERE name = 'v009'")[0]["source"] is None
+    err = store.rows("SELECT err FROM rungs WHERE evaluation_id = ?", [row["evaluation_id"]])[0]["err"]
+    assert "refused" in err and "1024 KiB" in err
