@@ -394,12 +394,15 @@ class Watcher:
         self.reap = reap
         self.watches: dict[int, Watch] = {}
         self.escaped = 0
-        self._lock = threading.Lock()
+        # Held by a tick from its read of /proc to its kills, and by whoever starts a worker until its watch
+        # is added: a tick in between would take the new worker (a child in a session of its own) for an
+        # escaped process.
+        self.lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, watch: Watch) -> None:
-        with self._lock:
+        with self.lock:
             self.watches[watch.pid] = watch
         if self._thread is None:
             if self.reap:
@@ -408,18 +411,14 @@ class Watcher:
             self._thread.start()
 
     def remove(self, watch: Watch) -> None:
-        with self._lock:
+        with self.lock:
             self.watches.pop(watch.pid, None)
-
-    def known(self) -> set[int]:
-        with self._lock:
-            return set(self.watches)
 
     def sweep(self) -> int:
         """Ends whatever escaped so far; returns how many escaped since the last sweep."""
         if not self.reap:
             return 0
-        with self._lock:
+        with self.lock:
             count = self.escaped + end_escaped(set(self.watches))
             self.escaped = 0
         return count
@@ -428,15 +427,13 @@ class Watcher:
         ticks = 0
         while not self._stop.wait(self.INTERVAL_S):
             ticks += 1
-            table = processes()
-            with self._lock:
+            with self.lock:
+                table = processes()
                 watches = list(self.watches.values())
-                known = set(self.watches)
+                if self.reap and escaped(set(self.watches), table):
+                    self.escaped += end_escaped(set(self.watches))
             for watch in watches:
                 watch.check(table, check_disk=ticks % 5 == 0)
-            if self.reap and escaped(known, table):
-                with self._lock:
-                    self.escaped += end_escaped(set(self.watches))
 
     def stop(self) -> None:
         self._stop.set()

@@ -344,8 +344,9 @@ class WorkerPool:
         return worker
 
     def _spawn(self, mode: str) -> WorkerProcess:
-        worker = WorkerProcess(mode, self.spawn, interpret=mode == "run")
-        self.watcher.add(worker.watch)
+        with self.watcher.lock:  # known to the watcher before any tick can see it
+            worker = WorkerProcess(mode, self.spawn, interpret=mode == "run")
+            self.watcher.add(worker.watch)
         return worker
 
     def release(self, worker: WorkerProcess) -> None:

@@ -85,3 +85,41 @@ def test_seccomp_program_fits_one_byte_jumps() -> None:
     for machine in ("x86_64", "aarch64"):
         program = seccomp_program(machine)
         assert len(program) < 255 and all(jt < 256 and jf < 256 for _, jt, jf, _ in program)
+
+
+NEW_WORKERS_ARE_NOT_ESCAPED = """
+import subprocess, sys, time
+from pathlib import Path
+from harness import containment, workers
+
+class StandIn:  # a worker as the watcher sees it: a child in a session of its own, some time to start
+    def __init__(self, mode, spawn, interpret):
+        self.proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        time.sleep(0.003)
+        self.watch = containment.Watch(self.proc.pid, Path("/tmp"), containment.Limits(memory_bytes=1 << 40), None)
+
+workers.WorkerProcess = StandIn
+containment.Watcher.INTERVAL_S = 0.0005
+pool = workers.WorkerPool(reap=True)
+started = [pool._spawn("run") for _ in range(120)]
+time.sleep(0.2)
+print("killed", sum(w.proc.poll() is not None for w in started))
+for w in started:
+    w.proc.kill()
+"""
+
+
+def test_a_worker_being_started_is_never_taken_for_an_escaped_process() -> None:
+    """The watcher ends children of the judge it does not know: a worker it sees before its watch is added
+    must not be one of them (under load, CI lost workers this way: 'exited early', a failed compile)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", NEW_WORKERS_ARE_NOT_ESCAPED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "killed 0", done.stdout
