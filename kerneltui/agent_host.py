@@ -24,7 +24,7 @@ from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
 from harness import source
 from harness.report import rung_line
 from kerneltui.config import AgentConfig
-from kerneltui.store import Store, now
+from kerneltui.store import Store, now, parse_flags
 from kerneltui.workspace import VERSION_RE, Workspace
 
 FINAL = ("pass", "fail", "unverified", "error")
@@ -77,10 +77,19 @@ def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
         lines.append(f"\n{failed.name} error:\n{err[:ERROR_CHARS]}" + ("\n[cut]" if len(err) > ERROR_CHARS else ""))
     if evaluation.get("error") and not rungs:
         lines.append(str(evaluation["error"])[:ERROR_CHARS])
+    flags = parse_flags(evaluation.get("flags"))
+    lines += [
+        f"⚑ {f['name']}: {f['reason']} (a flagged version is not the best until the person approves it)" for f in flags
+    ]
     best = store.best_passing_text(evaluation["problem"])
     if best:
         lines.append(f"best passing so far: {best}")
-    data = {"rungs": [r.to_json() for r in rungs], "status": status, "failed_rung": evaluation["failed_rung"]}
+    data = {
+        "rungs": [r.to_json() for r in rungs],
+        "status": status,
+        "failed_rung": evaluation["failed_rung"],
+        "flags": flags,
+    }
     return Judged(
         name,
         status,

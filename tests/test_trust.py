@@ -169,3 +169,14 @@ def test_a_refused_version_is_recorded_without_its_text(tmp_path: Path) -> None:
     assert store.rows("SELECT source FROM versions WHERE name = 'v009'")[0]["source"] is None
     err = store.rows("SELECT err FROM rungs WHERE evaluation_id = ?", [row["evaluation_id"]])[0]["err"]
     assert "refused" in err and "1024 KiB" in err
+
+
+def test_agents_are_told_why_a_version_is_flagged(tmp_path: Path) -> None:
+    from kerneltui.agent_host import judged_from
+
+    store = flagged_fastest(tmp_path / "ws")
+    row = next(r for r in store.history("vadd") if r["version"] == "v005")
+    judged = judged_from(store, store.evaluation(row["id"]) or {})
+    assert "⚑ uses-library: torch computes under test" in judged.summary
+    assert judged.data["flags"][0]["name"] == "uses-library"
+    assert "best passing so far: v002" in judged.summary
