@@ -91,34 +91,43 @@ def test_no_agent_tool_opens_the_history(tmp_path: Path) -> None:
     assert ok, output  # dumps still reach agents, through the tool made for them
 
 
+def sleeper(pids: Path) -> str:
+    """A shell command: a process that notes its pid in `pids`, then sleeps."""
+    code = f"import os, time; open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(300)"
+    return f'{sys.executable} -c "{code}"'
+
+
+def alive(pids: Path) -> list[int]:
+    noted = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+    return [p for p in noted if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text()[-60:]]
+
+
 def test_an_agents_processes_end_with_it(tmp_path: Path) -> None:
-    """The agent exits at once, leaving a daemon (new session) and a child behind: the reaper ends both."""
-    marker = f"kerneltui-agent-leftover-{os.getpid()}"
+    """The agent exits, leaving a daemon (new session), an orphan and a child behind: the reaper ends them."""
+    pids = tmp_path / "pids"
     script = tmp_path / "agent.sh"
-    script.write_text(
-        f"#!/bin/sh\nsetsid sh -c 'exec -a {marker} sleep 300' &\n(exec -a {marker} sleep 300) &\nexit 3\n"
-    )
+    line = sleeper(pids)
+    script.write_text(f"#!/bin/sh\nsetsid {line} &\n({line} &)\n{line} &\nsleep 1\nexit 3\n")
     script.chmod(0o755)
     done = subprocess.run([sys.executable, "-m", "agents.reaper", str(script)], cwd=REPO, timeout=60)
     assert done.returncode == 3  # the agent's own status
-    time.sleep(0.2)
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.strip()
-    assert left == "", f"left running: {left}"
+    assert len(pids.read_text().split()) == 3  # all three had started
+    assert alive(pids) == []
 
 
 def test_an_agent_told_to_stop_is_ended_with_its_tree(tmp_path: Path) -> None:
-    marker = f"kerneltui-agent-stopped-{os.getpid()}"
+    pids = tmp_path / "pids"
     script = tmp_path / "agent.sh"
-    script.write_text(f"#!/bin/sh\ntrap '' TERM\n(exec -a {marker} sleep 300) &\nwhile true; do sleep 1; done\n")
+    script.write_text(f"#!/bin/sh\ntrap '' TERM\n{sleeper(pids)} &\nwhile true; do sleep 1; done\n")
     script.chmod(0o755)
     proc = subprocess.Popen([sys.executable, "-m", "agents.reaper", str(script)], cwd=REPO)
-    deadline = time.monotonic() + 30
-    while not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60
+    while not alive(pids) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert alive(pids), "the agent's child never started"
     proc.terminate()  # what the ACP transport does at the end of a session
     proc.wait(timeout=30)
-    time.sleep(0.2)
-    assert subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.strip() == ""
+    assert alive(pids) == []
 
 
 def test_a_huge_version_is_refused_and_not_stored(tmp_path: Path) -> None:
