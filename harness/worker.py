@@ -1,9 +1,10 @@
 """The kernel's process: imports one untrusted version and runs it on inputs the judge sends.
 
-Started ahead of need with torch and triton already imported, it waits for `load`, confines itself
-(harness.sandbox), imports the version, then answers `call` and `bench` requests with output
-tensors only. It never sees the reference or the seeds and never decides a verdict: whatever the
-version does to this process (patching torch, printing, exiting) can at worst spoil its own outputs.
+Started ahead of need by harness.sandbox (which confined the process before torch and triton were
+imported), it waits for `load`, imports the version from its read-only inbox, then answers `call` and
+`bench` requests with output tensors only, recording what each recorded call launched (harness.recorder).
+It never sees the reference, the problem or the seeds and never decides a verdict: whatever the version
+does to this process (patching torch, printing, exiting) can at worst spoil its own outputs and records.
 
 Modes: `run` executes kernels (on the GPU, or through the Triton interpreter with no GPU);
 `compile` only compiles them for an absent GPU (harness.aot).
