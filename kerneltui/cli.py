@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import io
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from harness.report import rung_line, trust_lines
 from harness.results import RUNG_ORDER, RungResult
 from harness.source import VersionTooLarge
+from harness.text import printable
 from kerneltui import config as config_mod
 from kerneltui import runner
 from kerneltui.store import Store
@@ -395,6 +397,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose output is not plain text for a person: the dashboard and the demo draw on the terminal,
+# mcp speaks JSON-RPC on stdout.
+PLAIN_TEXT_EXEMPT = ("dashboard", "demo", "mcp")
+
+
+class PrintableStream(io.TextIOBase):
+    """stdout or stderr with every control character written out (\\x1b): names, errors, an agent's text and
+    what a version printed come from elsewhere, and must not retitle, clear or type into the terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._stream.encoding
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -407,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    if args.command not in PLAIN_TEXT_EXEMPT:
+        sys.stdout = cast(TextIO, PrintableStream(sys.stdout))
+        sys.stderr = cast(TextIO, PrintableStream(sys.stderr))
     try:
         code: int = args.func(args)
     except (WorkspaceError, config_mod.ConfigError) as exc:

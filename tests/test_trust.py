@@ -189,3 +189,16 @@ def test_agents_are_told_why_a_version_is_flagged(tmp_path: Path) -> None:
     assert "⚑ uses-library: torch computes under test" in judged.summary
     assert judged.data["flags"][0]["name"] == "uses-library"
     assert "best passing so far: v002" in judged.summary
+
+
+def test_the_cli_never_prints_a_raw_control_character(tmp_path: Path) -> None:
+    """A problem folder whose name retitles the terminal (ESC ] 0 ; ... BEL) is shown written out."""
+    folder = tmp_path / "ws" / "ev\x1b]0;pwned\x07il"
+    folder.mkdir(parents=True)
+    (folder / "problem.py").write_text((FIXTURES / "vadd" / "problem.py").read_text())
+    (folder / "v001.py").write_text("def custom_kernel(a, b):\n    raise RuntimeError('\\x1b[2J cleared')\n")
+    done = kerneltui("eval", str(folder / "v001.py"), "--rungs", "load")
+    shown = kerneltui("history", "--workspace", str(tmp_path / "ws"))
+    for output in (done.stdout + done.stderr, shown.stdout + shown.stderr):
+        assert "\x1b" not in output and "\x07" not in output, output
+    assert "ev\\x1b]0;pwned\\x07il" in shown.stdout
