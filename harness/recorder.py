@@ -22,16 +22,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# Ops that only allocate, fill with a constant, reshape or move data: they compute nothing a kernel should.
-CREATION = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
-    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "scalar_tensor",
-    "arange", "lift_fresh", "resize_", "set_", "_local_scalar_dense", "record_stream", "detach", "alias",
-    "_unsafe_view", "view", "reshape", "_reshape_alias", "as_strided", "t", "expand", "permute", "transpose",
-    "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind", "narrow",
-    "unflatten", "flatten", "view_as", "is_nonzero", "_to_dense", "contiguous", "is_same_size", "size", "stride",
-}  # fmt: skip
-MOVEMENT = {"copy_", "_to_copy", "clone", "_copy_from", "_copy_from_and_resize", "lift_fresh_copy", "to"}
+from harness.profiled import CREATION, MOVEMENT, Profiled
+
 ALLOCATED = "allocated"
 INPUT = "input"
 
@@ -80,6 +72,8 @@ class Recorder:
         self.writers: dict[tuple[str, int], set[str]] = {}
         self.dlpacked: list[torch.Tensor] = []
         self.popped = False
+        self.profiled: Profiled | None = None
+        self.profile_report: dict[str, Any] | None = None
 
     # --- hooks -------------------------------------------------------------------------------
 
@@ -127,7 +121,10 @@ class Recorder:
                 return original(fn_self, *args, **kwargs)
             recorder.paused += 1  # the launch's own data movement (the interpreter copies) is not the version's
             try:
-                return original(fn_self, *args, **kwargs)
+                if recorder.profiled is None:
+                    return original(fn_self, *args, **kwargs)
+                with recorder.profiled.launching():
+                    return original(fn_self, *args, **kwargs)
             finally:
                 recorder.paused -= 1
                 hook(fn_self, args, kwargs)
@@ -145,8 +142,15 @@ class Recorder:
     # --- recording -----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def recording(self, inputs: tuple[Any, ...]) -> Iterator[None]:
+    def recording(self, inputs: tuple[Any, ...], profile: bool = False) -> Iterator[None]:
+        """Records one call. `profile`: under torch's profiler too (harness.profiled), for calls on real data."""
         self.reset()
+        if profile:
+            self.profiled = Profiled(torch.cuda.is_available())
+            try:
+                self.profiled.start()
+            except Exception as exc:  # the version may have broken it: a tamper, not the version's error
+                self.profiled, self.profile_report = None, {"lost": f"torch's profiler would not start ({exc})"[:200]}
         for tensor in _tensors(inputs):
             key = _key(tensor)
             if key:
@@ -163,6 +167,8 @@ class Recorder:
             else:
                 self.popped = True  # the version took it off the stack itself
             self.mode = None
+            if self.profiled is not None:
+                self.profile_report, self.profiled = self.profiled.stop(), None
 
     def saw_op(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
         if getattr(func, "is_view", False):
@@ -223,6 +229,7 @@ class Recorder:
             "ops": dict(self.ops),
             "origins": self.origins(outputs),
             "tampered": self.intact(),
+            **({"profiled": self.profile_report} if self.profile_report is not None else {}),
         }
 
 

@@ -28,6 +28,8 @@ class Observed:
     not_from_kernel: list[str] = field(default_factory=list)
     tampered: set[str] = field(default_factory=set)
     calls: int = 0
+    profiled_ops: collections.Counter[str] = field(default_factory=collections.Counter)  # harness.profiled
+    cuda_kernels: collections.Counter[str] = field(default_factory=collections.Counter)  # launched by no torch op
 
     def add_sources(self, mode: str, kernels: Any) -> None:
         if isinstance(kernels, dict):
@@ -57,6 +59,21 @@ class Observed:
         origins = recorded.get("origins")
         if mode == "run" and isinstance(origins, list):
             self._check_origins(origins, where)
+        if mode == "run" and "profiled" in recorded:
+            self._add_profiled(recorded["profiled"])
+
+    def _add_profiled(self, profiled: Any) -> None:
+        if not isinstance(profiled, dict):
+            self.tampered.add("torch's profiler (its record came back malformed)")
+            return
+        if "lost" in profiled:
+            self.tampered.add(str(profiled["lost"])[:200])
+        for name, into in (("ops", self.profiled_ops), ("kernels", self.cuda_kernels)):
+            counts = profiled.get(name)
+            if isinstance(counts, dict):
+                for key, count in list(counts.items())[:MAX_LAUNCHES]:
+                    if isinstance(count, int) and count > 0:
+                        into[str(key)] += count
 
     def _check_origins(self, origins: list[Any], where: str) -> None:
         for index, writers in enumerate(origins):
@@ -71,10 +88,9 @@ class Observed:
     def flags(self, problem: Problem, dumped: set[str] | None) -> list[Flag]:
         """The flags this record earns. `dumped`: names of the kernels shown (None when there were no dumps)."""
         flags: list[Flag] = []
-        used = {op: n for op, n in self.ops.items() if not problem.allows(op)}
-        if used:
-            top = ", ".join(f"{op} ×{n}" for op, n in sorted(used.items(), key=lambda kv: -kv[1])[:5])
-            flags.append(Flag("uses-library", f"torch computes under test what the kernels should: {top}"))
+        uses = self._uses_library(problem)
+        if uses:
+            flags.append(Flag("uses-library", uses))
         ran = [launch for launch in self.launches.get("run", []) if launch.get("name")]
         if self.calls and not ran:
             flags.append(Flag("no-kernel", "launches no Triton or CuTeDSL kernel of its own"))
@@ -89,6 +105,20 @@ class Observed:
             )
         return flags
 
+    def _uses_library(self, problem: Problem) -> str | None:
+        """Torch ops computing under test, as the dispatch mode and the profiler saw them (the profiler sees
+        the ops a version ran with the dispatch mode set aside)."""
+        ops = self.ops | self.profiled_ops  # the larger count of each
+        used = {op: n for op, n in ops.items() if not problem.allows(op)}
+        if not used:
+            return None
+        top = ", ".join(f"{op} ×{n}" for op, n in sorted(used.items(), key=lambda kv: -kv[1])[:5])
+        text = f"torch computes under test what the kernels should: {top}"
+        hidden = sorted(op for op in used if self.profiled_ops[op] > self.ops[op])
+        if hidden:
+            text += f" ({', '.join(hidden[:3])} out of the op recorder's sight: it was set aside during the call)"
+        return text
+
     def _mismatch(self, ran: list[dict[str, Any]], dumped: set[str] | None) -> str | None:
         """Kernels run under test that are not what was compiled (and what the Asm pane shows)."""
         compiled = self.launches.get("compile", [])
@@ -100,10 +130,25 @@ class Observed:
             for launch in ran:
                 if launch.get("dsl") == "triton" and not any(_same_kernel(launch, c) for c in compiled):
                     return f"{_launch_text(launch)} ran under test but was never compiled for the GPU, so not shown"
+        stranger = self._stranger_kernel(ran, dumped)
+        if stranger:
+            return stranger
         if dumped is not None:
             for launch in ran:
                 if launch.get("dsl") == "triton" and str(launch.get("name")) not in dumped:
                     return f"{_launch_text(launch)} ran under test but is not among the dumped kernels"
+        return None
+
+    def _stranger_kernel(self, ran: list[dict[str, Any]], dumped: set[str] | None) -> str | None:
+        """A CUDA kernel that ran under test, launched by no torch op and none of the version's own."""
+        own = {str(launch.get("name")) for launch in ran} | (dumped or set())
+        own |= {str(launch.get("name")) for launch in self.launches.get("compile", [])}
+        for name, count in self.cuda_kernels.most_common():
+            if not any(mine and (mine == name or mine in name) for mine in own):
+                return (
+                    f"CUDA kernel {name} ran under test ×{count}, launched by no torch op and none of its own "
+                    "kernels (a library called past torch, or a kernel built at run time)"
+                )
         return None
 
 

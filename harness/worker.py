@@ -29,7 +29,7 @@ import torch
 if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
-from harness import timing, wire
+from harness import profiled, timing, wire
 from harness.recorder import Recorder, kernel_sources
 from harness.sandbox import FILE_LIMIT_HINT
 
@@ -67,11 +67,15 @@ class Worker:
         self.device = torch.device("cuda") if self.cuda else torch.device("cpu")
         self.flush: torch.Tensor | None = None
         self.bench_inputs: tuple[Any, ...] = ()
+        self.profiler: str | None = None  # why recorded calls run without torch's profiler, if they do
 
     def serve(self) -> None:
         from harness.sandbox import APPLIED  # what harness.sandbox did before this module ran
 
         ready = {"op": "ready", "pid": os.getpid(), "cuda": self.cuda, "mode": self.mode, "sandbox": APPLIED}
+        if self.mode == "run":
+            self.profiler = warm_profiler(self.cuda)
+            ready["profiler"] = self.profiler or "on"
         wire.send(self.sock, ready)
         while True:
             try:
@@ -133,7 +137,7 @@ class Worker:
         poison(inputs, self.device)
         start = time.perf_counter()
         try:
-            with RECORDER.recording(inputs):
+            with RECORDER.recording(inputs, profile=self.profiler is None):
                 out = self.entry(*inputs)
                 if self.cuda:
                     torch.cuda.synchronize()
@@ -180,7 +184,8 @@ class Worker:
             last[0] = self.entry(*inputs)
 
         try:
-            with RECORDER.recording(inputs):  # one call on the bench case, recorded, ahead of the timed ones
+            # one call on the bench case, recorded, ahead of the timed ones
+            with RECORDER.recording(inputs, profile=self.profiler is None):
                 outputs = check_outputs(self.entry(*inputs))
             recorded = RECORDER.report(outputs)
             samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
@@ -214,6 +219,15 @@ class Worker:
             wire.send(self.sock, header, tensors)
         except BaseException as exc:
             wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, "output")})
+
+
+def warm_profiler(cuda: bool) -> str | None:
+    """Starts torch's profiler once, before any version: None, or why recorded calls must do without it."""
+    try:
+        profiled.warm(cuda)
+    except Exception as exc:
+        return f"unavailable ({type(exc).__name__}: {str(exc)[:200]})"
+    return None
 
 
 def check_outputs(out: Any) -> tuple[torch.Tensor, ...]:

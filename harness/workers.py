@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import socket
@@ -261,7 +262,8 @@ class WorkerProcess:
             data = os.pread(self.log.fileno(), 4 * LOG_TAIL_CHARS, max(0, size - 4 * LOG_TAIL_CHARS))
         except OSError:
             return ""
-        text = printable(data.decode(errors="replace")).strip()
+        lines = data.decode(errors="replace").splitlines()
+        text = printable("\n".join(line for line in lines if not PROFILER_CHATTER.match(line))).strip()
         return text[-LOG_TAIL_CHARS:] if text else ""
 
     def kill(self) -> None:
@@ -293,6 +295,10 @@ def sandbox_read_roots() -> list[str]:
     from harness.sandbox import read_roots
 
     return read_roots()
+
+
+# torch's profiler (Kineto) says when it starts and stops on stderr: noise in what a failing version printed.
+PROFILER_CHATTER = re.compile(r"(USDT|INFO|WARNING):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \w+\.cpp:\d+\] ")
 
 
 def _joined(text: str, what: str) -> str:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from agents.tools import Toolbox
 from harness import confirm
@@ -202,3 +203,53 @@ def test_the_cli_never_prints_a_raw_control_character(tmp_path: Path) -> None:
     for output in (done.stdout + done.stderr, shown.stdout + shown.stderr):
         assert "\x1b" not in output and "\x07" not in output, output
     assert "ev\\x1b]0;pwned\\x07il" in shown.stdout
+
+
+def test_torchs_profiler_sees_ops_run_with_the_recorder_set_aside() -> None:
+    """The record of a real profiled call: ops below the dispatch modes, none of a DSL launch's own, and a
+    profiler stopped by the version is a tamper."""
+    from torch.profiler import record_function
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from harness.recorder import Recorder
+    from harness.trust import Observed
+
+    recorder, a = Recorder(), torch.ones(64)
+    with recorder.recording((a,), profile=True):
+        out = torch.empty_like(a)
+        with _disable_current_modes():
+            torch.add(a, a, out=out)
+        with record_function("aten::mm"):  # a record_function named like an op is not an op
+            torch.softmax(a, 0)
+        with recorder.profiled.launching():  # type: ignore[union-attr]
+            torch.exp(a)  # a launch's own work (the interpreter's) is not the version's
+    report = recorder.report((out,))
+    assert report["profiled"]["ops"] == {"aten::add": 1, "aten::_softmax": 1}
+    assert "aten::add" not in report["ops"]  # the dispatch mode was set aside
+    seen = Observed()
+    seen.add(report, "run", "n=64")
+    flag = {f.name: f.reason for f in seen.flags(load_problem(FIXTURES / "vadd"), None)}
+    assert "aten::add out of the op recorder's sight" in flag["uses-library"]
+
+    with recorder.recording((a,), profile=True):
+        torch.autograd._disable_profiler()
+    seen = Observed()
+    seen.add(recorder.report(()), "run", "n=64")
+    assert (
+        "stopped or restarted"
+        in {f.name: f.reason for f in seen.flags(load_problem(FIXTURES / "vadd"), None)}["tampered"]
+    )
+
+
+def test_a_cuda_kernel_launched_past_torch_must_be_the_versions_own() -> None:
+    from harness.trust import Observed
+
+    problem = load_problem(FIXTURES / "vadd")
+    launch = {"dsl": "triton", "name": "add_kernel", "source": "s"}
+    honest = {"launches": [launch], "ops": {}, "origins": [["kernel:add_kernel"]], "tampered": []}
+    seen = Observed()
+    seen.add({**honest, "profiled": {"ops": {}, "kernels": {"add_kernel": 1}}}, "run", "n=1")
+    assert seen.flags(problem, {"add_kernel"}) == []
+    seen.add({**honest, "profiled": {"ops": {}, "kernels": {"sm90_xmma_gemm_f32f32_tf32": 2}}}, "run", "n=2")
+    reason = {f.name: f.reason for f in seen.flags(problem, {"add_kernel"})}["kernel-mismatch"]
+    assert "sm90_xmma_gemm_f32f32_tf32 ran under test ×2, launched by no torch op" in reason

@@ -1,0 +1,118 @@
+"""torch's own profiler over a recorded call: a second view of what ran, below the version's Python reach.
+
+The recorder's TorchDispatchMode sits on a stack that a version can set aside for a moment. The profiler's
+op records come from torch's dispatcher underneath it, and on a GPU its kernel records from CUPTI: every
+kernel launched in the process, whoever launched it (a torch op, a DSL, a library called through ctypes).
+From them: the compute ops torch ran (innermost only, as the dispatch mode sees them: `_softmax`, not
+`softmax` and its `_softmax`) and the CUDA kernels that no torch op launched, which must be the version's own.
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function
+
+# Ops that allocate, fill with a constant, reshape or move data: they compute nothing a kernel should.
+CREATION = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "scalar_tensor",
+    "arange", "lift_fresh", "resize_", "set_", "_local_scalar_dense", "record_stream", "detach", "alias",
+    "_unsafe_view", "view", "reshape", "_reshape_alias", "as_strided", "t", "expand", "permute", "transpose",
+    "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind", "narrow",
+    "unflatten", "flatten", "view_as", "is_nonzero", "_to_dense", "contiguous", "is_same_size", "size", "stride",
+    "item", "resolve_conj", "resolve_neg", "expand_as", "broadcast_to", "movedim", "swapaxes", "numel", "dim",
+    "result_type", "lift", "data_ptr", "_record_function_enter", "_record_function_enter_new",
+    "_record_function_exit",
+}  # fmt: skip
+MOVEMENT = {"copy_", "_to_copy", "clone", "_copy_from", "_copy_from_and_resize", "lift_fresh_copy", "to"}
+MAX_NAMES = 64
+FUNCTION_SCOPE = 0  # torch's RecordScope.FUNCTION: an op; record_function blocks are USER_SCOPE
+
+
+def computes(op: str) -> bool:
+    """'aten::add' computes; 'aten::empty_like', 'aten::copy_', 'aten::view' do not."""
+    name = op.removeprefix("aten::")
+    return name not in CREATION and name not in MOVEMENT
+
+
+def activities(cuda: bool) -> list[ProfilerActivity]:
+    return [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+
+
+def warm(cuda: bool) -> None:
+    """The first start of torch's profiler in a process takes a second or more: paid before the version."""
+    with profile(activities=activities(cuda)):
+        torch.zeros(1, device="cuda" if cuda else "cpu").add_(1)
+
+
+class Profiled:
+    """One recorded call under torch's profiler. `launch_label` marks the DSL launches (their own data
+    movement, the interpreter's copies, is not the version's)."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.mark = f"kerneltui.call.{secrets.token_hex(8)}"
+        self.launch_label = f"kerneltui.launch.{secrets.token_hex(8)}"
+        self.prof = profile(activities=activities(cuda))
+
+    def start(self) -> None:
+        self.prof.start()
+        with record_function(self.mark):
+            pass  # a mark that is gone at the end says the profiler was stopped or restarted meanwhile
+
+    def launching(self) -> Any:
+        return record_function(self.launch_label)
+
+    def stop(self) -> dict[str, Any]:
+        """{"ops": {op: count}, "kernels": {name: count}} or {"lost": why}."""
+        try:
+            self.prof.stop()
+            events = list(self.prof.events() or [])
+        except Exception as exc:  # the version stopped it, or broke it
+            return {"lost": f"torch's profiler failed at the end of the call ({type(exc).__name__})"}
+        if not any(e.name == self.mark for e in events):
+            return {"lost": "torch's profiler was stopped or restarted during the call"}
+        cpu = [e for e in events if e.device_type == DeviceType.CPU]
+        ops = collections.Counter(e.name for e in cpu if self._innermost_compute(e))
+        return {"ops": _capped(ops), "kernels": _capped(self._kernels_outside_ops(events, cpu))}
+
+    def _innermost_compute(self, event: Any) -> bool:
+        """A torch op (not a record_function a version named like one) that computes, inside no DSL launch,
+        and calls no other op that computes (`softmax` is composite: its `_softmax` is the one counted)."""
+        if not _computing_op(event):
+            return False
+        if any(_computing_op(child) or not _innermost_free(child) for child in event.cpu_children):
+            return False
+        parent = event.cpu_parent
+        while parent is not None:
+            if parent.name == self.launch_label:
+                return False
+            parent = parent.cpu_parent
+        return True
+
+    def _kernels_outside_ops(self, events: Iterable[Any], cpu: list[Any]) -> collections.Counter[str]:
+        """CUDA kernels launched by no torch op: the DSLs' (and anything the version launched by hand)."""
+        kernels = collections.Counter(e.name for e in events if e.device_type == DeviceType.CUDA)
+        for event in cpu:
+            if event.name.startswith("aten::"):
+                kernels.subtract(k.name for k in getattr(event, "kernels", ()))
+        return collections.Counter({name: n for name, n in kernels.items() if n > 0})
+
+
+def _computing_op(event: Any) -> bool:
+    return event.scope == FUNCTION_SCOPE and event.name.startswith("aten::") and computes(event.name)
+
+
+def _innermost_free(event: Any) -> bool:
+    """No op that computes anywhere below this event."""
+    return all(not _computing_op(child) and _innermost_free(child) for child in event.cpu_children)
+
+
+def _capped(counter: collections.Counter[str]) -> dict[str, int]:
+    return {str(name)[:200]: int(n) for name, n in counter.most_common(MAX_NAMES)}
