@@ -7,7 +7,8 @@ the end it can reach any timer there). Two checks stand outside it:
   sits far below that bound reported times its calls cannot have had (flag `timing-mismatch`);
 - before a version can become the best, it is judged again in a fresh worker, on fresh seeds and on
   variations of the bench case it has not seen (a memo keyed on the shape, a special case for the bench
-  shape, fail there), and timed again there: a median far from the first one is flagged.
+  shape, fail there), and timed again there: a median far from the first one is flagged; on a GPU its kernels
+  are also timed from outside its process by Nsight Compute where it works (harness.nsight).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness import wire
+from harness import nsight, wire
 from harness.problem import Problem, case_label
 from harness.results import Flag
 from harness.workers import WorkerFailure, WorkerProcess
@@ -109,6 +110,11 @@ def confirm(ladder: Ladder, run: VersionRun, first_median_us: float) -> Confirma
         result.metrics.setdefault("variations", []).append(case_label(varied))
     median = ladder.time_case(run, worker, problem.bench_cases[0])
     result.metrics["fresh_median_us"] = median
+    if ladder.cuda:
+        outside = nsight.time_outside(ladder, run, problem.bench_cases[0])
+        result.metrics.update(outside.to_json())
+        flag = nsight.outside_flag(first_median_us, outside, problem.bench_cases[0])
+        result.flags += [flag] if flag else []
     if max(median, first_median_us) > FRESH_RATIO * min(median, first_median_us):
         result.flags.append(
             Flag(

@@ -131,8 +131,9 @@ def bwrap_prefix(
     if probe:
         return argv
     argv += bind_arguments(readable)
-    scratch, inbox, pkg = (str(root / name) for name in ("scratch", "inbox", "pkg"))
+    scratch, inbox, pkg, out = (str(root / name) for name in ("scratch", "inbox", "pkg", "out"))
     argv += ["--bind", scratch, scratch, "--ro-bind", inbox, inbox, "--ro-bind", pkg, pkg, "--chdir", scratch]
+    argv += ["--bind-try", out, out]  # a wrapper's output (Landlock keeps the version out of it)
     return [*argv, "--"]
 
 

@@ -115,6 +115,16 @@ def worker_env(root: Path, mode: str, interpret: bool, cute_arch: str) -> dict[s
 
 
 @dataclass(frozen=True)
+class Wrapper:
+    """A tool a worker runs under, inside its sandbox (Nsight Compute): its argv up to the Python interpreter,
+    where "{out}" stands for a judge-owned folder the tool writes (the confined version cannot), and the
+    folders it reads."""
+
+    argv: tuple[str, ...]
+    reads: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Spawn:
     """How a pool starts its workers."""
 
@@ -127,6 +137,7 @@ class Spawn:
     # Initialise the CUDA driver before confinement (run-mode workers on a GPU box): some drivers talk to a
     # daemon over a socket at cuInit, which the sandbox then refuses.
     cuda_first: bool = False
+    wrapper: Wrapper | None = None
 
 
 class WorkerProcess:
@@ -145,18 +156,22 @@ class WorkerProcess:
         env = worker_env(self.root, mode, interpret, spawn.cute_arch)
         offer = containment.probe() if spawn.confine else None
         self.level = offer.level if offer else "none"
+        self.out = self.root / "out"  # a wrapper's, never the version's to write
+        self.out.mkdir()
+        reads = [str(self.inbox), str(self.root / "pkg"), *(spawn.wrapper.reads if spawn.wrapper else ())]
         argv = [spawn.python, "-m", "harness.sandbox", "--scratch", str(self.scratch)]
-        argv += ["--read", str(self.inbox), "--read", str(self.root / "pkg")]
+        argv += [arg for path in reads for arg in ("--read", path)]
         argv += ["--max-file-bytes", str(spawn.max_file_bytes)] + ([] if spawn.confine else ["--off"])
         parent, child = socket.socketpair()
         self.sock = parent
         argv += ["harness.worker", "--fd", str(child.fileno()), "--mode", mode, "--arch", spawn.arch]
         if spawn.cuda_first and mode == "run":
             argv.insert(argv.index("--scratch"), "--cuda-first")
+        if spawn.wrapper:
+            argv = [arg.replace("{out}", str(self.out)) for arg in spawn.wrapper.argv] + argv
         if offer and offer.bwrap:
-            prefix = containment.bwrap_prefix(
-                offer.bwrap, self.root, sandbox_read_roots(), spawn.limits, share_net=offer.share_net
-            )
+            readable = sandbox_read_roots() + list(spawn.wrapper.reads if spawn.wrapper else ())
+            prefix = containment.bwrap_prefix(offer.bwrap, self.root, readable, spawn.limits, offer.share_net)
             argv = prefix + argv
         self.log = tempfile.TemporaryFile()  # noqa: SIM115  (unnamed: the worker cannot point it elsewhere)
         self.proc = subprocess.Popen(
@@ -274,7 +289,8 @@ class WorkerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
 
-    def close(self, grace: float = 2.0) -> None:
+    def ask_to_exit(self, grace: float) -> bool:
+        """Asks the worker to exit and waits up to `grace` seconds: whether it (and any wrapper) did."""
         if self.proc.poll() is None:
             from harness import wire
 
@@ -282,6 +298,10 @@ class WorkerProcess:
                 wire.send(self.sock, {"op": "exit"})
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
+        return self.proc.poll() is not None
+
+    def close(self, grace: float = 2.0) -> None:
+        self.ask_to_exit(grace)
         self.kill()
         self.watch.close()
         self.sock.close()
@@ -342,6 +362,13 @@ class WorkerPool:
         for mode in self.modes():
             if mode not in self.spares:
                 self.spares[mode] = self._spawn(mode)
+
+    def take_wrapped(self, wrapper: Wrapper) -> WorkerProcess:
+        """A run worker of its own under a tool (never a spare): released like the others."""
+        with self.watcher.lock:
+            worker = WorkerProcess("run", dataclasses.replace(self.spawn, wrapper=wrapper), interpret=True)
+            self.watcher.add(worker.watch)
+        return worker
 
     def take(self, mode: str) -> WorkerProcess:
         worker = self.spares.pop(mode, None) or self._spawn(mode)

@@ -30,6 +30,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths.append(add_version(folder, "patches_timing"))
     paths.append(add_version(folder, "patches_timer_code"))
     paths.append(add_version(folder, "pure_torch"))
+    paths.append(add_version(folder, "launches_past_hooks"))
+    paths.append(add_version(folder, "fakes_timing_slow_kernel"))
     paths.append(add_version(folder, "good", "good_again.py"))
     return judge_many(paths, timeout=10)
 
@@ -78,6 +80,24 @@ def test_honest_version_has_no_flag_and_is_confirmed(judged: dict[str, dict]) ->
 def test_torch_on_the_gpu_is_flagged(judged: dict[str, dict]) -> None:
     flags = {f["name"]: f["reason"] for f in judged["pure_torch"]["flags"]}
     assert "uses-library" in flags and "aten::add" in flags["uses-library"] and "no-kernel" in flags
+
+
+def test_a_kernel_launched_past_the_recorder_is_seen_by_cupti(judged: dict[str, dict]) -> None:
+    evaluation = judged["launches_past_hooks"]
+    flags = {f["name"]: f["reason"] for f in evaluation["flags"]}
+    assert "CUDA kernel hidden_kernel ran under test" in flags.get("kernel-mismatch", ""), evaluation["flags"]
+
+
+def test_timings_faked_within_the_judges_slack_are_caught_from_outside(judged: dict[str, dict]) -> None:
+    evaluation = judged["fakes_timing_slow_kernel"]
+    bench = rung(evaluation, "benchmark")["metrics"]
+    confirmed = bench.get("confirmed") or {}
+    if confirmed.get("nsight_us") is None:
+        pytest.skip(f"Nsight Compute gave no figure here: {confirmed.get('nsight_note')}")
+    flags = {f["name"]: f["reason"] for f in evaluation["flags"]}
+    assert "Nsight Compute timed its kernels" in flags.get("timing-mismatch", ""), evaluation["flags"]
+    good = rung(judged["good"], "benchmark")["metrics"]["confirmed"]
+    assert good["nsight_us"] and good["nsight_kernels"] == {"add_kernel": 1.0}, good
 
 
 def test_device_recovers_for_the_next_version(judged: dict[str, dict]) -> None:

@@ -1,0 +1,144 @@
+"""A version's kernels timed from outside its process: Nsight Compute's gpu__time_duration.
+
+The worker's own timings come from inside the version's process, where a version can reach any timer.
+Before a version becomes the best on a GPU where `ncu` works, a fresh worker runs under Nsight Compute
+(inside the same sandbox): one call to compile and tune, then a few calls inside an NVTX range named by the
+judge, the only kernels profiled. Nsight Compute writes its table into a judge-owned folder the confined
+version cannot write; the judge sums each call's kernel durations. Clocks and caches are left as they are
+(--clock-control none, --cache-control none), so the figure is a floor an honest median sits above (the
+median also holds launch gaps). A median far below it, or no kernel in the range, is `timing-mismatch`.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import io
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness import scratch as scratch_mod
+from harness import wire
+from harness.problem import case_label
+from harness.results import Flag
+from harness.workers import WorkerFailure, Wrapper
+
+if TYPE_CHECKING:
+    from harness.ladder import Ladder, VersionRun
+
+CALLS = 5
+METRIC = "gpu__time_duration.sum"
+RATIO, SLACK_US = 0.75, 2.0  # an honest median sits above the kernels' own durations; this far below is not
+MAX_TABLE_BYTES = 8 << 20
+NCU_TIMEOUT_S = 240.0
+
+
+def ncu_path() -> str | None:
+    """KERNELTUI_NCU (a path, or "none" to turn this off), else `ncu` on PATH or in CUDA's usual places."""
+    chosen = os.environ.get("KERNELTUI_NCU")
+    if chosen:
+        return None if chosen == "none" else chosen
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for candidate in sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"), reverse=True):
+        return str(candidate)
+    cuda = Path("/usr/local/cuda/bin/ncu")
+    return str(cuda) if cuda.exists() else None
+
+
+def wrapper(ncu: str, range_name: str) -> Wrapper:
+    real = Path(ncu).resolve()
+    argv = (
+        str(real), "--target-processes", "all", "--nvtx", "--nvtx-include", f"{range_name}/",
+        "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none",
+        "--csv", "--print-units", "base", "--log-file", "{out}/nsight.csv",
+    )  # fmt: skip
+    return Wrapper(argv=argv, reads=(str(real.parent),))
+
+
+@dataclass
+class Outside:
+    """What Nsight Compute saw: per-call kernel time (µs) and each kernel's launches per call."""
+
+    per_call_us: float | None = None
+    kernels: dict[str, float] = field(default_factory=dict)
+    note: str | None = None  # why there is no figure
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nsight_us": self.per_call_us, "nsight_kernels": self.kernels, "nsight_note": self.note}
+
+
+def time_outside(ladder: Ladder, run: VersionRun, case: dict[str, Any]) -> Outside:
+    """Runs the version on `case` under Nsight Compute in a fresh worker. A failure of the tool is a note,
+    never the version's failure (the version was judged already)."""
+    ncu = ncu_path()
+    if ncu is None:
+        return Outside(note="Nsight Compute (ncu) not found: set KERNELTUI_NCU to its path")
+    range_name = f"kerneltui-{secrets.token_hex(8)}"
+    worker = ladder.pool.take_wrapped(wrapper(ncu, range_name))
+    run.workers["nsight"] = worker  # released with the others when the evaluation ends
+    try:
+        loaded = ladder.load_into(worker, run)
+        if not loaded.get("ok"):
+            return Outside(note=f"it did not load under Nsight Compute: {loaded.get('err')}")
+        inputs = tuple(run.problem.make_inputs(dict(case), secrets.randbelow(2**31), ladder.device))
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        header = {"op": "outside", "inputs": tree, "range": range_name, "calls": CALLS}
+        reply, _ = worker.request(header, tensors, NCU_TIMEOUT_S, "timing under Nsight Compute")
+        if not reply.get("ok"):
+            return Outside(note=f"under Nsight Compute it failed: {reply.get('err')}")
+        if not worker.ask_to_exit(NCU_TIMEOUT_S / 4):  # Nsight Compute writes its table as the process ends
+            return Outside(note="Nsight Compute did not finish writing its table in time")
+    except WorkerFailure as exc:
+        return Outside(note=f"Nsight Compute: {str(exc)[:300]}")
+    try:
+        table = scratch_mod.read_file(worker.out, "nsight.csv", MAX_TABLE_BYTES)
+    except scratch_mod.Untrusted as exc:
+        return Outside(note=f"Nsight Compute wrote no table ({exc}); its log: {worker.log_tail()[-300:]}")
+    return parse_table(table.decode(errors="replace"), CALLS)
+
+
+def parse_table(text: str, calls: int) -> Outside:
+    """Nsight Compute's --csv rows (its own ==PROF== lines skipped) into per-call figures."""
+    rows = [line for line in text.splitlines() if line.startswith('"')]
+    total_ns, launches = 0.0, collections.Counter[str]()
+    for row in csv.DictReader(io.StringIO("\n".join(rows))):
+        if row.get("Metric Name") != METRIC:
+            continue
+        try:
+            total_ns += float(str(row.get("Metric Value", "")).replace(",", ""))
+        except ValueError:
+            continue
+        launches[str(row.get("Kernel Name", "?"))[:200]] += 1
+    errors = [line for line in text.splitlines() if line.startswith("==ERROR==")]
+    if not launches:
+        return Outside(note=errors[0][:300] if errors else None, kernels={})
+    kernels = {name: n / calls for name, n in launches.most_common(16)}
+    return Outside(per_call_us=total_ns / 1000 / calls, kernels=kernels)
+
+
+def outside_flag(median_us: float, outside: Outside, case: dict[str, Any]) -> Flag | None:
+    label = case_label(case)
+    if outside.per_call_us is None:
+        if outside.note is None:  # the tool ran and profiled nothing in the range: the kernels hid from it
+            return Flag(
+                "timing-mismatch",
+                f"{label}: Nsight Compute saw no kernel inside the judge's timed calls (an NVTX range the version "
+                "can end or rename), so its timings could not be checked from outside",
+            )
+        return None
+    if median_us >= RATIO * outside.per_call_us - SLACK_US:
+        return None
+    return Flag(
+        "timing-mismatch",
+        f"{label}: its own timings say {median_us:.1f} µs a call, but Nsight Compute timed its kernels at "
+        f"{outside.per_call_us:.1f} µs a call (gpu__time_duration, from outside its process)",
+    )
