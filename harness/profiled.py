@@ -98,7 +98,11 @@ class Profiled:
 
     def _kernels_outside_ops(self, events: Iterable[Any], cpu: list[Any]) -> collections.Counter[str]:
         """CUDA kernels launched by no torch op: the DSLs' (and anything the version launched by hand)."""
-        kernels = collections.Counter(e.name for e in events if e.device_type == DeviceType.CUDA)
+        # record_function blocks come back as GPU-side annotations too, named as on the CPU: not kernels
+        annotations = {e.name for e in cpu if e.scope != FUNCTION_SCOPE}
+        kernels = collections.Counter(
+            e.name for e in events if e.device_type == DeviceType.CUDA and e.name not in annotations
+        )
         for event in cpu:
             if event.name.startswith("aten::"):
                 kernels.subtract(k.name for k in getattr(event, "kernels", ()))

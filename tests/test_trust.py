@@ -253,3 +253,19 @@ def test_a_cuda_kernel_launched_past_torch_must_be_the_versions_own() -> None:
     seen.add({**honest, "profiled": {"ops": {}, "kernels": {"sm90_xmma_gemm_f32f32_tf32": 2}}}, "run", "n=2")
     reason = {f.name: f.reason for f in seen.flags(problem, {"add_kernel"})}["kernel-mismatch"]
     assert "sm90_xmma_gemm_f32f32_tf32 ran under test ×2, launched by no torch op" in reason
+
+
+def test_nsight_computes_table_gives_a_per_call_floor() -> None:
+    """A table Nsight Compute 2025.3 wrote on an H200 (three launches of one kernel in the judge's range)."""
+    from harness import nsight
+
+    outside = nsight.parse_table((FIXTURES / "nsight" / "table.csv").read_text(), calls=3)
+    assert outside.per_call_us == pytest.approx((3488 + 2912 + 2944) / 3000)
+    assert list(outside.kernels.values()) == [1.0] and "MulFunctor" in next(iter(outside.kernels))
+    case = {"n": 1 << 20}
+    assert nsight.outside_flag(3.0, outside, case) is None  # an honest median sits above its kernels' time
+    assert "Nsight Compute timed its kernels at 3.1 µs" in nsight.outside_flag(0.2, outside, case).reason  # type: ignore[union-attr]
+    hid = nsight.parse_table("==PROF== Disconnected from process 1\n", calls=3)
+    assert "saw no kernel inside" in nsight.outside_flag(1.5, hid, case).reason  # type: ignore[union-attr]
+    missing = nsight.Outside(note="Nsight Compute (ncu) not found")
+    assert nsight.outside_flag(1.5, missing, case) is None
