@@ -339,6 +339,8 @@ class Ladder:
             "n_cases": len(run.problem.cases),
             "n_seeds": self.options.seeds_per_case,
         }
+        if run.observed.cuda_kernels:  # what CUPTI saw launched past torch's ops: the version's own kernels
+            metrics["cuda_kernels"] = dict(run.observed.cuda_kernels.most_common(8))
         return RungResult(name="correctness", ok=first_error is None, err=first_error, metrics=metrics)
 
     def _check_case(self, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], seed: int) -> dict[str, Any]:
