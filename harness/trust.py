@@ -141,8 +141,10 @@ class Observed:
 
     def _stranger_kernel(self, ran: list[dict[str, Any]], dumped: set[str] | None) -> str | None:
         """A CUDA kernel that ran under test, launched by no torch op and none of the version's own."""
-        own = {str(launch.get("name")) for launch in ran} | (dumped or set())
-        own |= {str(launch.get("name")) for launch in self.launches.get("compile", [])}
+        launched = ran + self.launches.get("compile", [])
+        own = {str(launch.get("name")) for launch in launched}
+        if any(launch.get("dsl") == "cutedsl" for launch in launched):
+            own |= dumped or set()  # CuTeDSL's CUDA names are its compiler's, found in what was dumped
         for name, count in self.cuda_kernels.most_common():
             if not any(mine and (mine == name or mine in name) for mine in own):
                 return (

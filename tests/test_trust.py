@@ -253,6 +253,11 @@ def test_a_cuda_kernel_launched_past_torch_must_be_the_versions_own() -> None:
     seen.add({**honest, "profiled": {"ops": {}, "kernels": {"sm90_xmma_gemm_f32f32_tf32": 2}}}, "run", "n=2")
     reason = {f.name: f.reason for f in seen.flags(problem, {"add_kernel"})}["kernel-mismatch"]
     assert "sm90_xmma_gemm_f32f32_tf32 ran under test ×2, launched by no torch op" in reason
+    # built and launched past the recorder: dumped (it sits in the worker's cache) yet never recorded
+    seen = Observed()
+    seen.add({**honest, "profiled": {"ops": {}, "kernels": {"add_kernel": 1, "hidden_kernel": 1}}}, "run", "n=1")
+    reason = {f.name: f.reason for f in seen.flags(problem, {"add_kernel", "hidden_kernel"})}["kernel-mismatch"]
+    assert "CUDA kernel hidden_kernel ran under test" in reason
 
 
 def test_nsight_computes_table_gives_a_per_call_floor() -> None:
