@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kerneltui.store import Store, now  # noqa: E402
+from kerneltui.history.store import Store, now  # noqa: E402
 
 PROBLEM = (REPO / "tests" / "fixtures" / "vadd" / "problem.py").read_text()
 VERSION = (REPO / "tests" / "fixtures" / "versions" / "good.py").read_text()
@@ -160,10 +160,10 @@ async def keypress_times(root: Path, presses: int) -> tuple[list[float], list[fl
     frame after the Rungs pane holds the newly selected version."""
     from textual.screen import Screen
 
-    from kerneltui.app import KernelTUI
-    from kerneltui.widgets.rungs import RungsPane
-    from kerneltui.widgets.versions import VersionTable
-    from kerneltui.workspace import Workspace
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.ui.app import KernelTUI
+    from kerneltui.ui.widgets.rungs import RungsPane
+    from kerneltui.ui.widgets.versions import VersionTable
 
     app = KernelTUI(Workspace(root), run_scheduler=False)
     redraw, detail = [], []
@@ -207,9 +207,9 @@ async def keypress_times(root: Path, presses: int) -> tuple[list[float], list[fl
 
 
 async def write_to_screen(root: Path, repeats: int) -> list[dict[str, float]]:
-    from kerneltui.app import KernelTUI
-    from kerneltui.widgets.versions import VersionTable
-    from kerneltui.workspace import Workspace
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.ui.app import KernelTUI
+    from kerneltui.ui.widgets.versions import VersionTable
 
     if root.exists():
         shutil.rmtree(root)

@@ -17,10 +17,10 @@ from harness.report import rung_line, trust_lines
 from harness.results import RUNG_ORDER, RungResult
 from harness.source import VersionTooLarge
 from harness.text import printable
-from kerneltui import config as config_mod
-from kerneltui import runner
-from kerneltui.store import Store
-from kerneltui.workspace import Workspace, WorkspaceError, for_version, resolve
+from kerneltui.core import config as config_mod
+from kerneltui.core import runner
+from kerneltui.core.workspace import Workspace, WorkspaceError, for_version, resolve
+from kerneltui.history.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
@@ -145,7 +145,7 @@ def tell_agents(
     store: Store, folder: Path, config_path: str | None, guidance: str | None = None, guidance_id: int | None = None
 ) -> None:
     """What the dashboard does after a verdict or guidance: the feedback file, and a configured tmux pane."""
-    from kerneltui.feedback import person_spoke
+    from kerneltui.core.feedback import person_spoke
 
     config = config_mod.load(config_path)
     said = person_spoke(store, folder, config.tmux_panes, config.agent.feedback_file, guidance, guidance_id)
@@ -174,8 +174,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     """An agent on one problem, headless: judged here (or by the kerneltui already judging the workspace)."""
     import threading
 
-    from kerneltui.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
-    from kerneltui.scheduler import SchedulerEvent, start_headless
+    from kerneltui.core.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
+    from kerneltui.core.scheduler import SchedulerEvent, start_headless
 
     workspace = resolve(args.workspace)
     workspace.problem_dir(args.problem)
@@ -281,7 +281,7 @@ def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from kerneltui.app import KernelTUI
+    from kerneltui.ui.app import KernelTUI
 
     workspace = resolve(args.workspace)
     config = config_mod.load(args.config)

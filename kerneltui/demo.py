@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from agents.replay import builtin_recordings
-from kerneltui.config import Config, ConfigError, load
-from kerneltui.workspace import Workspace
+from kerneltui.core.config import Config, ConfigError, load
+from kerneltui.core.workspace import Workspace
 
 
 def make_demo_workspace(parent: Path | None = None) -> Workspace:
@@ -26,7 +26,7 @@ def make_demo_workspace(parent: Path | None = None) -> Workspace:
 
 
 def run_demo(pace: float = 1.0, keep: bool = False) -> int:
-    from kerneltui.app import KernelTUI
+    from kerneltui.ui.app import KernelTUI
 
     try:
         config = load()

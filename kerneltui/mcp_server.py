@@ -28,8 +28,8 @@ from typing_extensions import TypedDict  # pydantic needs it below Python 3.12 f
 
 from agents.base import Feedback, Judged, render_feedback
 from agents.tools import TOOL_SPECS, Toolbox, ToolError, record_call, record_result
-from kerneltui.store import Store, now
-from kerneltui.workspace import Workspace, WorkspaceError, resolve
+from kerneltui.core.workspace import Workspace, WorkspaceError, resolve
+from kerneltui.history.store import Store, now
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult
 
-    from kerneltui.agent_host import StoreHost
-    from kerneltui.scheduler import SchedulerEvent
+    from kerneltui.core.agent_host import StoreHost
+    from kerneltui.core.scheduler import SchedulerEvent
 
 EXIT_OK = 0
 BACKEND = "mcp"
@@ -232,7 +232,7 @@ class Ladder:
         known = sorted(p.name for p in self.workspace.problems())
         if problem not in known:  # also refuses names that would lead out of the workspace
             raise ToolError(f"no problem {problem!r} in {self.workspace.root} (problems: {', '.join(known) or 'none'})")
-        from kerneltui.agent_host import StoreHost, problem_info
+        from kerneltui.core.agent_host import StoreHost, problem_info
 
         info = problem_info(self.workspace, problem, self.context)
         store = Store.open(self.workspace.db_path, check=False).store
@@ -480,9 +480,9 @@ def stop_now(ladder: Ladder, signum: int, frame: Any) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serves MCP on stdin/stdout until the client closes stdin; judges here unless another kerneltui does."""
-    from kerneltui.agent_host import find_context
-    from kerneltui.config import load
-    from kerneltui.scheduler import start_headless
+    from kerneltui.core.agent_host import find_context
+    from kerneltui.core.config import load
+    from kerneltui.core.scheduler import start_headless
 
     workspace = resolve(args.workspace)
     config = load(args.config)

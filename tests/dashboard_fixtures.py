@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from harness.results import Evaluation, RungResult
-from kerneltui import runner
-from kerneltui.store import Store
-from kerneltui.workspace import Workspace
+from kerneltui.core import runner
+from kerneltui.core.workspace import Workspace
+from kerneltui.history.store import Store
 from tests.conftest import FIXTURES, VERSIONS
 
 SASS = """\t.target\tsm_90a

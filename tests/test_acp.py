@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from kerneltui.app import KernelTUI
-from kerneltui.config import Config
-from kerneltui.workspace import Workspace
+from kerneltui.core.config import Config
+from kerneltui.core.workspace import Workspace
+from kerneltui.ui.app import KernelTUI
 from tests.conftest import FIXTURES, REPO, kerneltui, make_workspace
 from tests.test_dashboard import SIZE, wait_for
 
@@ -90,8 +90,8 @@ def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_p
 
 def test_file_methods_stay_inside_the_workspace(tmp_path: Path) -> None:
     from agents.acp import AcpAgent, _Client
-    from kerneltui.agent_host import StoreHost, problem_info
-    from kerneltui.store import Store
+    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.history.store import Store
 
     workspace = Workspace(make_workspace(tmp_path / "ws").parent)
     (tmp_path / "secret.txt").write_text("key")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agents.tools import MAX_OUTPUT_CHARS, Toolbox
-from kerneltui.agent_host import StoreHost, problem_info
-from kerneltui.store import Store
+from kerneltui.core.agent_host import StoreHost, problem_info
+from kerneltui.history.store import Store
 from tests import dashboard_fixtures
 
 

@@ -13,14 +13,14 @@ from textual import events
 from textual.widgets import DataTable, Input, TabbedContent
 from textual.widgets.data_table import RowKey
 
-from kerneltui.app import KernelTUI
-from kerneltui.config import Config, LadderConfig
-from kerneltui.messages import DetailLoaded, SnapshotLoaded
-from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
-from kerneltui.widgets.asm import AsmPane
-from kerneltui.widgets.rungs import RungsPane
-from kerneltui.widgets.versions import VersionTable
-from kerneltui.workspace import Workspace
+from kerneltui.core.config import Config, LadderConfig
+from kerneltui.core.workspace import Workspace
+from kerneltui.ui.app import KernelTUI
+from kerneltui.ui.messages import DetailLoaded, SnapshotLoaded
+from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
+from kerneltui.ui.widgets.asm import AsmPane
+from kerneltui.ui.widgets.rungs import RungsPane
+from kerneltui.ui.widgets.versions import VersionTable
 from tests import dashboard_fixtures
 from tests.conftest import FIXTURES, VERSIONS, add_version, kerneltui, make_workspace
 
@@ -150,7 +150,7 @@ async def test_broken_problem_shows_an_error_and_the_app_keeps_running(tmp_path:
 async def test_keys_remapped_from_the_config(history: Workspace, tmp_path: Path) -> None:
     config_file = tmp_path / "config.toml"
     config_file.write_text('[keys]\napprove = "A"\n')
-    from kerneltui import config as config_mod
+    from kerneltui.core import config as config_mod
 
     app = KernelTUI(history, config_mod.load(config_file), run_scheduler=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from agents.replay import builtin_recordings, load_recording
-from kerneltui.app import KernelTUI
-from kerneltui.config import Config
+from kerneltui.core.config import Config
 from kerneltui.demo import make_demo_workspace
-from kerneltui.widgets.agent import AgentPane
-from kerneltui.widgets.versions import VersionTable
+from kerneltui.ui.app import KernelTUI
+from kerneltui.ui.widgets.agent import AgentPane
+from kerneltui.ui.widgets.versions import VersionTable
 from tests.test_dashboard import SIZE, notified, status_of, wait_for
 
 EXPECTED = {

@@ -18,3 +18,9 @@ def test_ruff_format() -> None:
 def test_mypy() -> None:
     done = run(["-m", "mypy"], timeout=900)
     assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_import_contracts() -> None:
+    """The layers in pyproject.toml's [tool.importlinter]: harness and agents stand alone, Textual only in the UI."""
+    done = run(["-c", "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports())"])
+    assert done.returncode == 0, done.stdout[-4000:]

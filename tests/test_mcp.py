@@ -20,7 +20,7 @@ from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, Implementation, TextContent
 
-from kerneltui.store import Store
+from kerneltui.history.store import Store
 from tests.conftest import REPO, VERSIONS, kerneltui, make_workspace, run
 
 TOOLS = {"write_version", "read_results", "read_file", "search_context", "read_dump", "get_guidance"}

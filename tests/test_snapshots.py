@@ -9,9 +9,9 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from kerneltui import store as store_mod
-from kerneltui.app import KernelTUI
-from kerneltui.widgets.versions import VersionTable
+from kerneltui.history import store as store_mod
+from kerneltui.ui.app import KernelTUI
+from kerneltui.ui.widgets.versions import VersionTable
 from tests import dashboard_fixtures
 
 ROOT = Path("/tmp/kerneltui-snapshots/ws")  # a fixed path: it shows on screen

@@ -11,7 +11,7 @@ from tests.conftest import REPO
 CLOSE_WHILE_READING = """
 import sys, threading, time
 from pathlib import Path
-from kerneltui.store import Store
+from kerneltui.history.store import Store
 from tests import dashboard_fixtures
 
 workspace = dashboard_fixtures.build(Path(sys.argv[1]))

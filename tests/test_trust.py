@@ -19,10 +19,10 @@ from harness import confirm
 from harness.problem import load_problem
 from harness.results import Evaluation, Flag
 from harness.text import printable
-from kerneltui import runner
-from kerneltui.agent_host import StoreHost, problem_info
-from kerneltui.store import Store
-from kerneltui.workspace import Workspace
+from kerneltui.core import runner
+from kerneltui.core.agent_host import StoreHost, problem_info
+from kerneltui.core.workspace import Workspace
+from kerneltui.history.store import Store
 from tests import dashboard_fixtures
 from tests.conftest import FIXTURES, REPO, kerneltui, make_workspace
 
@@ -50,7 +50,7 @@ def test_a_flagged_version_is_never_best_until_approved(tmp_path: Path) -> None:
     assert store.best_medians("vadd") == {"NVIDIA H200": 52.0}
     assert next(r for r in store.problem_rows() if r["name"] == "vadd")["best_us"] == 52.0
     rows = {r["name"]: r for r in store.version_rows("vadd")}
-    from kerneltui.widgets.versions import best_median
+    from kerneltui.ui.widgets.versions import best_median
 
     assert best_median(list(rows.values())) == 52.0
     history = {h["version"]: h for h in store.history("vadd")}
@@ -182,7 +182,7 @@ def test_a_refused_version_is_recorded_without_its_text(tmp_path: Path) -> None:
 
 
 def test_agents_are_told_why_a_version_is_flagged(tmp_path: Path) -> None:
-    from kerneltui.agent_host import judged_from
+    from kerneltui.core.agent_host import judged_from
 
     store = flagged_fastest(tmp_path / "ws")
     row = next(r for r in store.history("vadd") if r["version"] == "v005")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kerneltui.workspace import Workspace, WorkspaceError, resolve
+from kerneltui.core.workspace import Workspace, WorkspaceError, resolve
 
 
 def make_problem(folder: Path) -> Path:

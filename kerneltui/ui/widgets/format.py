@@ -38,13 +38,13 @@ def status_cell(row: dict[str, Any]) -> Text:
 
 
 def row_flags(row: dict[str, Any]) -> list[dict[str, str]]:
-    from kerneltui.store import parse_flags
+    from kerneltui.history.store import parse_flags
 
     return parse_flags(row.get("flags"))
 
 
 def may_be_best(row: dict[str, Any]) -> bool:
-    """Passing, and unflagged or approved by the person (kerneltui.store.MAY_BE_BEST, for rows in hand)."""
+    """Passing, and unflagged or approved by the person (kerneltui.history.store.MAY_BE_BEST, for rows in hand)."""
     return row.get("status") == "pass" and (not row_flags(row) or row.get("verdict") == "approved")
 
 

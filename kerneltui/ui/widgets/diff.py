@@ -7,8 +7,8 @@ import difflib
 from rich.syntax import Syntax
 from rich.text import Text
 
-from kerneltui.messages import Detail
-from kerneltui.widgets.text_view import TextView
+from kerneltui.ui.messages import Detail
+from kerneltui.ui.widgets.text_view import TextView
 
 ADDED, REMOVED = "on #15361d", "on #3d1a1a"
 TARGETS = ("previous", "best", "approved")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
-    from kerneltui.app import KernelTUI
+    from kerneltui.ui.app import KernelTUI
 
 
 class KernelCommands(Provider):

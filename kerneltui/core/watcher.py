@@ -18,7 +18,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from harness import source
-from kerneltui.workspace import VERSION_RE
+from kerneltui.core.workspace import VERSION_RE
 
 TICK_S = 0.01
 CLOSED_WAIT_S = 0.05

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from kerneltui.widgets.format import STATUS
+from kerneltui.ui.widgets.format import STATUS
 
 
 def problem_cells(row: dict[str, Any]) -> tuple[Text, Text, Text]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import duration_us, sig
-from kerneltui.store import Store, now
+from kerneltui.history.store import Store, now
 
 FEEDBACK_FILE = "FEEDBACK.md"
 RECENT = 8

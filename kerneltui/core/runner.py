@@ -16,8 +16,8 @@ from typing import Any
 from harness import source
 from harness.results import Evaluation, RungResult
 from harness.workers import judge_env
-from kerneltui.store import Store
-from kerneltui.workspace import Workspace
+from kerneltui.core.workspace import Workspace
+from kerneltui.history.store import Store
 
 STDERR_TAIL = 3000
 MAX_VERSION_BYTES = int(source.MAX_VERSION_KB * 1024)

@@ -24,11 +24,14 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 from textual.worker import get_current_worker
 
 from agents.acp import AcpAgent
-from kerneltui.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
-from kerneltui.commands import KernelCommands
-from kerneltui.config import Config
-from kerneltui.feedback import person_spoke
-from kerneltui.messages import (
+from kerneltui.core.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
+from kerneltui.core.config import Config
+from kerneltui.core.feedback import person_spoke
+from kerneltui.core.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.workspace import Workspace
+from kerneltui.history.store import Store
+from kerneltui.ui.commands import KernelCommands
+from kerneltui.ui.messages import (
     AgentFinished,
     Detail,
     DetailLoaded,
@@ -38,19 +41,16 @@ from kerneltui.messages import (
     Snapshot,
     SnapshotLoaded,
 )
-from kerneltui.scheduler import Scheduler, SchedulerEvent
-from kerneltui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
-from kerneltui.store import Store
-from kerneltui.widgets.agent import AgentPane, agent_lines
-from kerneltui.widgets.asm import AsmPane
-from kerneltui.widgets.diff import DiffPane, diff_for
-from kerneltui.widgets.problems import ProblemTable
-from kerneltui.widgets.rungs import RungsPane, detail_lines
-from kerneltui.widgets.status import StatusBar, status_text
-from kerneltui.widgets.text_view import TextView
-from kerneltui.widgets.trends import TrendsPane
-from kerneltui.widgets.versions import VersionTable
-from kerneltui.workspace import Workspace
+from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
+from kerneltui.ui.widgets.agent import AgentPane, agent_lines
+from kerneltui.ui.widgets.asm import AsmPane
+from kerneltui.ui.widgets.diff import DiffPane, diff_for
+from kerneltui.ui.widgets.problems import ProblemTable
+from kerneltui.ui.widgets.rungs import RungsPane, detail_lines
+from kerneltui.ui.widgets.status import StatusBar, status_text
+from kerneltui.ui.widgets.text_view import TextView
+from kerneltui.ui.widgets.trends import TrendsPane
+from kerneltui.ui.widgets.versions import VersionTable
 
 TABS = ("rungs", "diff", "trends", "asm", "agent")
 POLL_S = 0.5

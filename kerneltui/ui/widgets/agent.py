@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.text import Text
 
-from kerneltui.widgets.rungs import wrapped
-from kerneltui.widgets.text_view import TextView
+from kerneltui.ui.widgets.rungs import wrapped
+from kerneltui.ui.widgets.text_view import TextView
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "unverified": "yellow", "stopped": "dim"}
 

@@ -23,9 +23,9 @@ from agents.acp import PermissionAsk
 from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
 from harness import source
 from harness.report import rung_line
-from kerneltui.config import AgentConfig
-from kerneltui.store import Store, now, parse_flags
-from kerneltui.workspace import VERSION_RE, Workspace
+from kerneltui.core.config import AgentConfig
+from kerneltui.core.workspace import VERSION_RE, Workspace
+from kerneltui.history.store import Store, now, parse_flags
 
 FINAL = ("pass", "fail", "unverified", "error")
 POLL_S = 0.2

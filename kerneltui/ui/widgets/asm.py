@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from kerneltui.widgets.text_view import MatchMoved, TextView
+from kerneltui.ui.widgets.text_view import MatchMoved, TextView
 
 KINDS = ("sass", "ptx", "ttgir", "llir", "ttir")
 MAX_BYTES = 32 << 20

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.claude import DEFAULT_MODEL
-from kerneltui.locations import config_file
+from kerneltui.core.locations import config_file
 
 
 class ConfigError(Exception):

@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.message import Message
 
-from kerneltui.scheduler import SchedulerEvent
+from kerneltui.core.scheduler import SchedulerEvent
 
 
 class SchedulerChanged(Message):

@@ -10,9 +10,9 @@ from rich.text import Text
 
 from harness.report import containment_summary, rung_detail, sig
 from harness.results import RungResult
-from kerneltui.messages import Detail
-from kerneltui.widgets.format import next_rung, row_flags
-from kerneltui.widgets.text_view import TextView
+from kerneltui.ui.messages import Detail
+from kerneltui.ui.widgets.format import next_rung, row_flags
+from kerneltui.ui.widgets.text_view import TextView
 
 MARK_STYLE = {True: ("✓", "green"), False: ("✗", "red"), None: ("·", "dim")}
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from kerneltui.widgets.format import (
+from kerneltui.ui.widgets.format import (
     error_cell,
     may_be_best,
     number_cell,

@@ -27,12 +27,12 @@ from typing import IO, Any
 from harness.results import Evaluation, RungResult
 from harness.source import VersionTooLarge, defines
 from harness.workers import cuda_device_count
-from kerneltui.config import Config, LadderConfig
-from kerneltui.feedback import write_feedback
-from kerneltui.runner import harness_env, harness_python, record_refusal, record_version
-from kerneltui.store import Store
-from kerneltui.watcher import WorkspaceWatcher
-from kerneltui.workspace import Workspace
+from kerneltui.core.config import Config, LadderConfig
+from kerneltui.core.feedback import write_feedback
+from kerneltui.core.runner import harness_env, harness_python, record_refusal, record_version
+from kerneltui.core.watcher import WorkspaceWatcher
+from kerneltui.core.workspace import Workspace
+from kerneltui.history.store import Store
 
 PROBLEM_NAMES = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
 MAX_JUDGE_RESTARTS = 5

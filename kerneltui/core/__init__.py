@@ -1,0 +1,1 @@
+"""Headless: the scheduler, judge client, agent runs, watcher, config and workspace. No Textual."""

@@ -1,0 +1,1 @@
+"""The SQLite history: the only place with SQL."""

@@ -1,0 +1,1 @@
+"""The dashboard: Textual lives here and nowhere else."""
