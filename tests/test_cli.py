@@ -173,3 +173,14 @@ def test_a_subset_of_rungs_skips_what_a_failed_load_leaves_nothing_for(workspace
     done = kerneltui("eval", str(good), "--json", "--rungs", "load,roofline")
     rungs = {r["name"]: r for r in json.loads(done.stdout)["rungs"]}
     assert done.returncode == 0 and rungs["roofline"]["skipped"] == "needs benchmark"
+
+
+def test_eval_survives_a_judge_that_writes_much_to_stderr(workspace: Path) -> None:
+    """The judge's stderr is drained while its events are read: 200 KB printed by problem.py (it runs in the
+    judge) filled the pipe and deadlocked `kerneltui eval`."""
+    problem = workspace / "problem.py"
+    problem.write_text('import sys\nsys.stderr.write("noise " * 40_000 + "\\n")\n' + problem.read_text())
+    version = add_version(workspace, "good", "v001.py")
+    done = kerneltui("eval", str(version), "--rungs", "load", timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "✓ load" in done.stdout and "recorded as evaluation 1" in done.stdout

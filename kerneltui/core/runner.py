@@ -8,10 +8,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness import source
 from harness.results import Evaluation, RungResult
@@ -145,29 +146,39 @@ def evaluate(
         *options.argv(),
     ]
     outcome = Outcome(evaluation_id)
+    # stderr to a file, not a pipe: a pipe nobody drains while stdout is read blocks a chatty judge for good
+    errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed below)
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         text=True,
         env=harness_env(python, workspace.state),
         start_new_session=True,
         cwd=workspace.state,  # `-m` puts the cwd first on sys.path: kerneltui's folder, not an agent's
     )
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
     try:
         for line in proc.stdout:
             _handle_event(store, outcome, line, on_rung)
     except BaseException:
         proc.kill()
+        errors.close()
         store.fail_evaluation(evaluation_id, "interrupted", status="error")
         raise
-    stderr = proc.stderr.read()
     proc.wait()
+    stderr = _tail(errors, STDERR_TAIL)
     if outcome.evaluation is None and outcome.problem_error is None:
         outcome.error = f"the judge exited (code {proc.returncode}) without a result: {stderr[-STDERR_TAIL:].strip()}"
         store.fail_evaluation(evaluation_id, outcome.error)
     return outcome
+
+
+def _tail(file: IO[bytes], chars: int) -> str:
+    with file:
+        size = file.seek(0, os.SEEK_END)
+        file.seek(max(0, size - 4 * chars))
+        return file.read().decode(errors="replace")[-chars:]
 
 
 def _handle_event(store: Store, outcome: Outcome, line: str, on_rung: Callable[[RungResult], None] | None) -> None:
