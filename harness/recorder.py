@@ -110,7 +110,7 @@ class Recorder:
                     recorder.dlpacked.append(tensor)
                 return original(tensor, *args, **kwargs)
 
-            runtime.from_dlpack = from_dlpack  # type: ignore[assignment]
+            runtime.from_dlpack = from_dlpack
 
     def _wrap(self, cls: type, name: str, hook: Any) -> None:
         original = getattr(cls, name)
