@@ -110,3 +110,20 @@ def test_changes_to_nested_inputs_are_named() -> None:
     )
     in_dict = [torch.ones(3), [torch.zeros(2)] * 2, {"scale": 0.0, "dims": [1, 2]}]
     assert _mutated_inputs(pristine, in_dict) == "custom_kernel changed input 2['scale'] from 0.5 to 0.0"
+
+
+def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -> None:
+    """`--rungs correctness,dumps` ran correctness with no loaded version (the judge failed: KeyError) and
+    dumps showed ✓ for a version that does not even parse."""
+    folder = make_workspace(tmp_path / "ws")
+    (folder / "v001.py").write_text("import torch\ndef custom_kernel(a, b):\n    return a +\n")
+    instance = Ladder(Options(state_dir=tmp_path / "state", rungs=("correctness", "dumps")))
+    try:
+        ev = instance.evaluate(folder / "v001.py")
+    finally:
+        instance.close()
+    rungs = {r.name: r for r in ev.rungs}
+    assert list(rungs) == ["load", "correctness", "dumps"]
+    assert rungs["load"].ok is False and "SyntaxError" in (rungs["load"].err or "") + (rungs["load"].log or "")
+    assert rungs["correctness"].skipped == rungs["dumps"].skipped == "load failed"
+    assert ev.status == "fail"
