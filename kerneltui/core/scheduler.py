@@ -213,9 +213,9 @@ class Scheduler:
                 break
             try:
                 self._handle(kind, a, b)
+                self._dispatch()
             except Exception as exc:  # one bad event must not stop the queue
                 self.notify(SchedulerEvent("warning", data={"message": f"scheduler: {type(exc).__name__}: {exc}"}))
-            self._dispatch()
         self._shutdown()
 
     def _handle(self, kind: str, a: Any, b: Any) -> None:
@@ -337,9 +337,15 @@ class Scheduler:
                     self.store.fail_evaluation(evaluation_id, "the version file is gone", status="error")
                     self.notify(SchedulerEvent("failed", evaluation_id))
                     continue
+                try:
+                    judge.submit(evaluation_id, path, self.store.best_medians(row["problem"]))
+                except OSError:  # it died after saying ready: its exit event restarts it; the version waits
+                    judge.ready, judge.busy = False, None
+                    self.queue.appendleft(evaluation_id)
+                    self.paths[evaluation_id] = path
+                    break
                 self.store.set_running(evaluation_id)
                 self.rung_counts[evaluation_id] = 0
-                judge.submit(evaluation_id, path, self.store.best_medians(row["problem"]))
                 self.notify(
                     SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
                 )
