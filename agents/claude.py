@@ -219,8 +219,10 @@ class ClaudeAgent:
                     detail = f"API error {exc.status_code}: {error_message(exc)}"
             except anthropic.APIConnectionError as exc:  # timeouts included
                 retryable, detail = True, f"{type(exc).__name__}: {exc}"
-            except TypeError as exc:  # the SDK found no credentials
-                raise TurnFailed(f"no Anthropic credentials: set ANTHROPIC_API_KEY ({exc})") from None
+            except TypeError as exc:
+                if "authentication method" in str(exc):  # the SDK's words when it found no key or token
+                    raise TurnFailed(f"no Anthropic credentials: set ANTHROPIC_API_KEY ({exc})") from None
+                raise TurnFailed(f"kerneltui failed to make the request ({type(exc).__name__}: {exc})") from exc
             except Exception as exc:  # a stream cut by cancel(), or a malformed event
                 if self._cancel.is_set():
                     raise TurnFailed("stopped by the person") from None

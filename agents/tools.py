@@ -7,8 +7,10 @@ use, with a note saying what was left out and how to ask for it.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +139,20 @@ def confine(raw: str, roots: tuple[Path, ...], base: Path, private: tuple[Path, 
     return real
 
 
+def check_arguments(name: str, method: Any, args: dict[str, Any]) -> None:
+    """ToolError naming what is wrong with the caller's arguments: unknown, missing, or of the wrong type."""
+    try:
+        inspect.signature(method).bind(**args)
+    except TypeError as exc:
+        raise ToolError(f"bad arguments for {name}: {exc}") from None
+    hints = typing.get_type_hints(method)
+    for key, value in args.items():
+        expected = tuple(t for t in typing.get_args(hints.get(key)) or (hints.get(key),) if isinstance(t, type))
+        if expected and value is not None and not isinstance(value, expected):
+            wanted = " or ".join(t.__name__ for t in expected if t is not type(None))
+            raise ToolError(f"bad arguments for {name}: {key} must be {wanted}, not {type(value).__name__}")
+
+
 @dataclass
 class Toolbox:
     host: Host
@@ -157,11 +173,12 @@ class Toolbox:
             method = getattr(self, f"tool_{name}") if name in TOOL_NAMES else None
             if method is None:
                 raise ToolError(f"no tool {name!r}; tools are {', '.join(TOOL_NAMES)}")
+            check_arguments(name, method, args)
             return method(**args), True
-        except TypeError as exc:
-            return f"bad arguments for {name}: {exc}", False
         except ToolError as exc:
             return str(exc), False
+        except TypeError as exc:  # past the argument check: a fault of ours, not the caller's
+            return f"{name} failed inside kerneltui ({type(exc).__name__}: {exc}); your arguments were fine", False
 
     # --- the tools ---------------------------------------------------------------------------
 

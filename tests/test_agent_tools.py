@@ -101,3 +101,20 @@ def test_a_version_name_taken_meanwhile_is_skipped_never_overwritten(
     path = host._link_next(written)
     assert path.name == "v005.py" and path.read_text() == written.read_text()
     assert (folder / "v001.py").read_text() == before
+
+
+def test_a_fault_inside_a_tool_is_not_blamed_on_the_arguments(
+    toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any TypeError used to read "bad arguments": a bug of ours sent the model off fixing calls that were right."""
+    output, ok = toolbox.call("read_results", {"version": "v001", "colour": "red"})
+    assert not ok and output.startswith("bad arguments for read_results") and "colour" in output
+    output, ok = toolbox.call("read_file", {"path": "vadd/problem.py", "offset": "ten"})
+    assert not ok and output == "bad arguments for read_file: offset must be int, not str"
+
+    def broken(version: str) -> None:
+        raise TypeError("unsupported operand type(s) for +: 'NoneType' and 'int'")
+
+    monkeypatch.setattr(toolbox.host, "results", broken)
+    output, ok = toolbox.call("read_results", {"version": "v001"})
+    assert not ok and "failed inside kerneltui (TypeError" in output and "bad arguments" not in output

@@ -194,3 +194,27 @@ def test_a_reply_cut_at_max_tokens_is_continued(tmp_path: Path) -> None:
     assert not api.failures, api.failures
     assert done.returncode == 0 and "stopped: the model ended its turn" in done.stdout
     assert len(api.requests) == 2
+
+
+def test_a_fault_of_ours_is_not_reported_as_missing_credentials(monkeypatch: Any) -> None:
+    """Any TypeError in a turn read "no Anthropic credentials", sending the person off to set a key they had."""
+    import anthropic
+    import pytest
+
+    from agents.claude import ClaudeAgent, TurnFailed
+
+    class Silent:
+        def record(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    agent = ClaudeAgent(retry_wait=0.0)
+    messages = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    keyless = anthropic.Anthropic(base_url="http://127.0.0.1:9", max_retries=0)
+    with pytest.raises(TurnFailed, match="no Anthropic credentials"):
+        agent._turn(keyless, "system", [], messages, Silent())  # type: ignore[arg-type]
+    keyed = anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
+    with pytest.raises(TurnFailed) as failed:
+        agent._turn(keyed, "system", [], [{"role": "user", "content": None}], Silent())  # type: ignore[arg-type]
+    assert "credentials" not in str(failed.value) and "TypeError" in str(failed.value)
