@@ -29,6 +29,7 @@ from agents.base import Budget, Feedback, Host, Judged, best_roofline, budget_re
 from agents.prompt import task_prompt
 from agents.tools import ToolError, confine
 
+IDLE_BEFORE_WAITING_S = 5.0  # a version written just before the turn ended may not be queued yet
 POLL_S = 0.2
 QUIET_S = 0.6  # streamed text with no new piece for this long goes to the transcript (it is shown live)
 MAX_FILE_CHARS = 2_000_000
@@ -213,7 +214,9 @@ class AcpAgent:
             turn.cancel()
 
     async def _next_prompt(self, host: Host, budget: Budget, judged: list[Judged]) -> tuple[str, str | None]:
-        """Waits until there are results or words from the person to send; or a reason to stop."""
+        """Waits until there are results or words from the person to send; or a reason to stop. When the agent
+        ended its turn with nothing left to judge, it says once that it waits for the person."""
+        idle_since: float | None = None
         while True:
             new = host.finished()
             judged += new
@@ -230,6 +233,17 @@ class AcpAgent:
                 parts.append("The person says:\n" + render_feedback(feedback))
             if parts:
                 return "\n\n".join(parts), None
+            if host.judging():
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif idle_since > 0 and time.monotonic() - idle_since > IDLE_BEFORE_WAITING_S:
+                idle_since = -1.0  # said once
+                host.record(
+                    "waiting",
+                    f"the agent ended its turn with no version left to judge; it waits for guidance "
+                    f"(kerneltui guide {host.problem.name} TEXT) or a stop",
+                )
             await asyncio.sleep(POLL_S)
 
     def _stopped(self, host: Host, reason: str) -> str:

@@ -103,6 +103,10 @@ class Host(Protocol):
 
     def stop_requested(self) -> bool: ...
 
+    def judging(self) -> int:
+        """Versions of this problem queued or being judged now."""
+        ...
+
 
 class Agent(Protocol):
     backend: str

@@ -63,6 +63,10 @@ def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_p
         while not any("v002: fail" in p for p in said(workspace, "prompt")) and time.monotonic() < deadline:
             assert agent.poll() is None, agent.stdout.read() if agent.stdout else ""
             time.sleep(0.2)
+        # its turn over and nothing left to judge, it says it waits for the person (it once waited silently)
+        while not said(workspace, "waiting") and time.monotonic() < deadline:
+            assert agent.poll() is None, agent.stdout.read() if agent.stdout else ""
+            time.sleep(0.2)
         assert (
             kerneltui("guide", "vadd", "use BLOCK 2048 [mask the tail]", "--workspace", str(workspace)).returncode == 0
         )
@@ -71,6 +75,7 @@ def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_p
         agent.kill()
     assert agent.returncode == 0, out
     assert "stopped: wrote 3 versions (the budget)" in out, out
+    assert "waiting: the agent ended its turn with no version left to judge" in out, out
     assert rows(workspace, "SELECT version, status FROM evaluations ORDER BY version") == [
         ("v001", "pass"),
         ("v002", "fail"),

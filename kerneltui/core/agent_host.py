@@ -230,6 +230,9 @@ class StoreHost:
     def stop_requested(self) -> bool:
         return self.stop.is_set()
 
+    def judging(self) -> int:
+        return self.store.pending_count(self.problem.name)
+
 
 @dataclass
 class AgentRun:

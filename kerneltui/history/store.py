@@ -730,10 +730,12 @@ class Store:
     def verdicts(self, version_id: int) -> list[dict[str, Any]]:
         return self.rows("SELECT * FROM verdicts WHERE version_id = ? ORDER BY id DESC", [version_id])
 
-    def pending_count(self) -> int:
-        return int(
-            self.conn.execute("SELECT COUNT(*) FROM evaluations WHERE status IN ('queued', 'running')").fetchone()[0]
-        )
+    def pending_count(self, problem: str | None = None) -> int:
+        """Evaluations queued or running (of one problem, or of all)."""
+        sql = "SELECT COUNT(*) FROM evaluations WHERE status IN ('queued', 'running')"
+        if problem is None:
+            return int(self.conn.execute(sql).fetchone()[0])
+        return int(self.conn.execute(sql + " AND problem = ?", [problem]).fetchone()[0])
 
     def best_medians(self, problem: str) -> dict[str, float]:
         """The best median (µs) of a problem on each device: a version is judged again before it beats it."""
