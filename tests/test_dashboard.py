@@ -159,6 +159,11 @@ async def test_keys_remapped_from_the_config(history: Workspace, tmp_path: Path)
         await pilot.pause(0.3)
         await pilot.press("A")
         await wait_for(lambda: table(app).rows_by_key["v004"].get("verdict") == "approved", pilot)
+        # the command palette names the key in use (it said "key a" whatever the config mapped)
+        from kerneltui.ui.commands import KernelCommands
+
+        keys = {name: key for name, _, key in KernelCommands(app.screen).commands() if key}
+        assert keys["Approve the selected version"] == "A" and keys["Search the pane on show"] == "/"
     with db(history.root) as conn:
         assert conn.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 1
 

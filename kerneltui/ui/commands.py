@@ -6,25 +6,36 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
     from kerneltui.ui.app import KernelTUI
 
 
+def key_of(app: KernelTUI, binding_id: str) -> str:
+    """How the key bound to `binding_id` reads now ("A" after `approve = "A"`, "/" for slash), or ""."""
+    for binding in app.BINDINGS:
+        if isinstance(binding, Binding) and binding.id == binding_id:
+            keys = app.config.keys.get(binding_id, binding.key)
+            return ", ".join(app.get_key_display(Binding(k.strip(), "")) for k in keys.split(","))
+    return ""
+
+
 class KernelCommands(Provider):
     def commands(self) -> list[tuple[str, Callable[[], Any], str]]:
         app: KernelTUI = self.app  # type: ignore[assignment]
+        key = partial(key_of, app)  # the key in use: a remap in the config's [keys] shows here too
         found: list[tuple[str, Callable[[], Any], str]] = [
-            ("Approve the selected version", app.action_approve, "a"),
-            ("Reject the selected version…", app.action_reject, "r"),
-            ("Judge the selected version again", app.action_rebench, "b"),
-            ("Send guidance…", app.action_guide, "i"),
-            ("Start an agent on this problem", app.action_start_agent, "s"),
-            ("Stop this problem's agent", app.action_stop_agent, "x"),
-            ("Diff: cycle previous / best / approved", app.action_diff, "d"),
-            ("Search the pane on show", app.action_search, "/"),
-            ("Help: keys", app.action_help, "?"),
+            ("Approve the selected version", app.action_approve, key("approve")),
+            ("Reject the selected version…", app.action_reject, key("reject")),
+            ("Judge the selected version again", app.action_rebench, key("rebench")),
+            ("Send guidance…", app.action_guide, key("guide")),
+            ("Start an agent on this problem", app.action_start_agent, key("start_agent")),
+            ("Stop this problem's agent", app.action_stop_agent, key("stop_agent")),
+            ("Diff: cycle previous / best / approved", app.action_diff, key("diff")),
+            ("Search the pane on show", app.action_search, key("search")),
+            ("Help: keys", app.action_help, key("help")),
         ]
         for tab in ("rungs", "diff", "trends", "asm", "agent"):
             found.append((f"Show the {tab.title()} pane", partial(app.action_tab, tab), ""))
