@@ -288,3 +288,19 @@ async def test_work_finished_after_shutdown_began_is_dropped(history: Workspace)
     app.search_submitted(Input.Submitted(search, "ld.global"))
     app.guidance_submitted(Input.Submitted(guidance, "try a wider block"))
     app.on_key(events.Key("escape", None))
+
+
+def test_vs_best_compares_times_from_one_kind_of_gpu() -> None:
+    """The versions table's ★ and `vs best` took one minimum over every device: an A100's best read 0.50× beside
+    an H200's."""
+    from kerneltui.ui.widgets.versions import COLUMNS, best_median, row_cells
+
+    rows = [
+        {"name": "v002", "status": "pass", "median_us": 50.0, "device_name": "NVIDIA H200", "flags": None},
+        {"name": "v001", "status": "pass", "median_us": 100.0, "device_name": "NVIDIA A100", "flags": None},
+        {"name": "v003", "status": "pass", "median_us": 200.0, "device_name": "NVIDIA A100", "flags": None},
+    ]
+    bests = best_median(rows)
+    column = [key for key, _, _ in COLUMNS].index("vsbest")
+    vs_best = {row["name"]: row_cells(row, bests)[column].plain for row in rows}
+    assert vs_best == {"v002": "★ best", "v001": "★ best", "v003": "0.50×"}

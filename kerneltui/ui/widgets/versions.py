@@ -38,13 +38,19 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 )
 
 
-def best_median(rows: list[dict[str, Any]]) -> float | None:
-    medians = [r["median_us"] for r in rows if may_be_best(r) and r.get("median_us")]
-    return min(medians) if medians else None
+def best_median(rows: list[dict[str, Any]]) -> dict[str | None, float]:
+    """The best median on each device: a time is only ever compared with times from the same kind of GPU."""
+    best: dict[str | None, float] = {}
+    for row in rows:
+        median, device = row.get("median_us"), row.get("device_name")
+        if median and may_be_best(row) and median < best.get(device, float("inf")):
+            best[device] = median
+    return best
 
 
-def row_cells(row: dict[str, Any], best: float | None) -> tuple[Text, ...]:
+def row_cells(row: dict[str, Any], bests: dict[str | None, float]) -> tuple[Text, ...]:
     median = row.get("median_us")
+    best = bests.get(row.get("device_name"))
     if median and best and may_be_best(row):
         vs_best = Text("★ best", style="bold yellow") if median == best else Text(f"{best / median:.2f}×")
     else:
