@@ -47,10 +47,9 @@ def ncu_path() -> str | None:
     found = shutil.which("ncu")
     if found:
         return found
-    for candidate in sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"), reverse=True):
-        return str(candidate)
+    installed = sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"), reverse=True)  # the newest first
     cuda = Path("/usr/local/cuda/bin/ncu")
-    return str(cuda) if cuda.exists() else None
+    return str(installed[0]) if installed else str(cuda) if cuda.exists() else None
 
 
 def wrapper(ncu: str, range_name: str) -> Wrapper:

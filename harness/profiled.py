@@ -63,8 +63,9 @@ class Profiled:
 
     def start(self) -> None:
         self.prof.start()
+        # an empty block is the mark itself: if it is gone at the end, the profiler was stopped or restarted
         with record_function(self.mark):
-            pass  # a mark that is gone at the end says the profiler was stopped or restarted meanwhile
+            pass
 
     def launching(self) -> Any:
         return record_function(self.launch_label)
