@@ -199,7 +199,7 @@ class Recorder:
 
     def _cute_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         name = str(getattr(fn, "function_name", None) or getattr(fn, "__name__", None) or type(fn).__name__)
-        self.launches.append({"dsl": "cutedsl", "name": name})
+        self.launches.append({"dsl": "cutedsl", "name": name, "kernels": _cute_kernel_symbols(fn)})
         # cute tensors hide the torch tensors they view: from_dlpack noted those as they were wrapped
         self._mark_written(f"kernel:{name}", iter(self.dlpacked))
 
@@ -308,3 +308,13 @@ def kernel_sources(module: Any) -> dict[str, str]:
                 inner = inner.fn
             found[name] = source_hash(inner)
     return found
+
+
+def _cute_kernel_symbols(compiled: Any) -> list[str]:
+    """The CUDA names of the kernels a compiled CuTeDSL function launches (`kernel_cutlass_<name>_<types>_0`),
+    as its compiler listed them. Only CuTeDSL's own `kernel_` names count: a library's kernel can't be passed
+    off as the version's by listing it here."""
+    info = getattr(compiled, "kernel_info", None)
+    if not isinstance(info, dict):
+        return []
+    return [key for key in list(info)[:16] if isinstance(key, str) and key.startswith("kernel_") and len(key) < 400]

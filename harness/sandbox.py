@@ -61,7 +61,19 @@ ETC_READABLE = (
     "/etc/os-release",
 )
 # Packages whose folders the worker must read wherever they are installed (a --target folder, a user site).
-NEEDED_PACKAGES = ("torch", "triton", "numpy", "cutlass", "nvidia", "cuda", "tilelang", "harness")
+# nvidia_cutlass_dsl holds CuTeDSL's runtime library (cu12/lib) two folders above the `cutlass` package.
+NEEDED_PACKAGES = (
+    "torch",
+    "triton",
+    "numpy",
+    "cutlass",
+    "nvidia_cutlass_dsl",
+    "tvm_ffi",
+    "nvidia",
+    "cuda",
+    "tilelang",
+    "harness",
+)
 FILE_LIMIT_HINT = "a file past the size limit, --max-file-mb; printed output counts"
 
 
@@ -132,7 +144,14 @@ def read_roots(extra: tuple[str, ...] = ()) -> list[str]:
         roots.add(user_site)
     for name in NEEDED_PACKAGES:
         roots |= _package_folders(name)
-    for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH"):
+    for var in (
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "TRITON_LIBCUDA_PATH",
+        "TRITON_PTXAS_PATH",
+        "CUTE_DSL_LIBS",
+    ):
         roots |= {p for p in os.environ.get(var, "").split(os.pathsep) if os.path.isabs(p)}
     roots |= compiler_prefixes()
     roots |= set(SYSTEM_READABLE) | set(ETC_READABLE) | set(extra)

@@ -143,8 +143,11 @@ class Observed:
         """A CUDA kernel that ran under test, launched by no torch op and none of the version's own."""
         launched = ran + self.launches.get("compile", [])
         own = {str(launch.get("name")) for launch in launched}
-        if any(launch.get("dsl") == "cutedsl" for launch in launched):
-            own |= dumped or set()  # CuTeDSL's CUDA names are its compiler's, found in what was dumped
+        for launch in launched:
+            if launch.get("dsl") == "cutedsl":  # CUDA names are its compiler's: listed at the launch, and dumped
+                symbols = launch.get("kernels")
+                own |= {str(s) for s in symbols if str(s).startswith("kernel_")} if isinstance(symbols, list) else set()
+                own |= dumped or set()
         for name, count in self.cuda_kernels.most_common():
             if not any(mine and (mine == name or mine in name) for mine in own):
                 return (

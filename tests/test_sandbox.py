@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -123,3 +125,20 @@ def test_a_worker_being_started_is_never_taken_for_an_escaped_process() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "killed 0", done.stdout
+
+
+def test_a_dsl_installed_with_pip_target_can_read_its_runtime_library(tmp_path: Path) -> None:
+    """CuTeDSL as `pip install --target` lays it out: the package on PYTHONPATH is two folders below the
+    runtime library its JIT links against (nvidia_cutlass_dsl/cu12/lib), which must be readable too."""
+    site = tmp_path / "site"
+    package = site / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    library = site / "nvidia_cutlass_dsl" / "cu12" / "lib" / "libcute_dsl_runtime.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"\x7fELF")
+    code = "import json\nfrom harness.sandbox import read_roots\nprint(json.dumps(read_roots()))"
+    result = run(["-c", code], env={"PYTHONPATH": os.pathsep.join([str(site), str(package.parent)])})
+    assert result.returncode == 0, result.stderr
+    roots = json.loads(result.stdout)
+    assert any(str(library).startswith(root.rstrip("/") + "/") for root in roots), roots

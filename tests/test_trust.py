@@ -274,3 +274,44 @@ def test_nsight_computes_table_gives_a_per_call_floor() -> None:
     assert "saw no kernel inside" in nsight.outside_flag(1.5, hid, case).reason  # type: ignore[union-attr]
     missing = nsight.Outside(note="Nsight Compute (ncu) not found")
     assert nsight.outside_flag(1.5, missing, case) is None
+
+
+def test_a_cutedsl_kernel_is_known_by_the_cuda_name_its_compiler_gave_it() -> None:
+    """CuTeDSL names the CUDA kernel `kernel_cutlass_<kernel>_<types>_0` and the launch after the host function:
+    with no dumps to read (rungs without `dumps`), the names its compiler listed are what make it the version's."""
+    from harness.trust import Observed
+
+    problem = load_problem(FIXTURES / "vadd")
+    symbol = "kernel_cutlass_add_kernel_tensorptrf32gmemo1_tensorptrf32gmemo1_tensorptrf32gmemo1__0"
+    launch = {"dsl": "cutedsl", "name": "cutlass_add_FakeTensorFloat32div11__FakeStream", "kernels": [symbol]}
+    record = {"launches": [launch], "ops": {}, "origins": [["kernel:x"]], "tampered": []}
+    seen = Observed()
+    seen.add({**record, "profiled": {"ops": {}, "kernels": {symbol: 1}}}, "run", "n=1")
+    assert seen.flags(problem, None) == []
+    # a library's kernel listed as the version's own is still a stranger
+    forged = {**launch, "kernels": [symbol, "sm90_xmma_gemm_f32f32_tf32"]}
+    seen = Observed()
+    library = {"ops": {}, "kernels": {"sm90_xmma_gemm_f32f32_tf32": 1}}
+    seen.add({**record, "launches": [forged], "profiled": library}, "run", "n=1")
+    assert "kernel-mismatch" in {f.name for f in seen.flags(problem, None)}
+
+
+def test_the_recorder_takes_kernel_names_from_a_real_cutedsl_compile() -> None:
+    """The CuTeDSL example compiled as its first call compiles it (no GPU needed to compile)."""
+    pytest.importorskip("cutlass.cute")
+    import importlib.util
+
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+
+    from harness.recorder import _cute_kernel_symbols
+
+    spec = importlib.util.spec_from_file_location("cute_vecadd", REPO / "kernels" / "vecadd" / "v003.py")
+    assert spec is not None and spec.loader is not None
+    version = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(version)
+    fake = [make_fake_compact_tensor(cutlass.Float32, (cute.sym_int32(),)) for _ in range(3)]
+    compiled = version.cute.compile(version.add, *fake, cutlass.Int32(0), make_fake_stream())
+    symbols = _cute_kernel_symbols(compiled)
+    assert len(symbols) == 1 and symbols[0].startswith("kernel_cutlass_add_kernel_"), symbols
