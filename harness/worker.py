@@ -13,6 +13,7 @@ Modes: `run` executes kernels (on the GPU, or through the Triton interpreter wit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib.util
 import os
@@ -165,16 +166,32 @@ class Worker:
     def do_ping(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
         wire.send(self.sock, {"ok": True})
 
-    def do_once(self, header: dict[str, Any], _: list[torch.Tensor], timer: Any = TIMING) -> None:
-        """One call on the last bench inputs, then the whole device idle, then the answer: the judge times
-        this from its own side, so it bounds from below what the version's timings may say."""
+    def do_once(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
+        """One call, then the whole device idle, then the answer: the judge times this from its own side, so
+        it bounds from below what the version's timings may say. On the last bench inputs, or `inputs`."""
+        self._call_for_outside(header, tensors, timer, wait=True)
+
+    def do_launch(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
+        """One call answered as soon as it returns (the device is waited for after the answer): what a call
+        costs on the host, which the judge takes off `once` so that launch overhead is not read as GPU time."""
+        self._call_for_outside(header, tensors, timer, wait=False)
+
+    def _call_for_outside(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any, wait: bool) -> None:
+        inputs = self.materialize(header["inputs"], tensors) if "inputs" in header else self.bench_inputs
+        cuda = self.device.type == "cuda"
         try:
-            self.entry(*self.bench_inputs)
-            timer.synchronize()
+            if cuda:
+                timer.synchronize()  # the device idle before the call, as the judge's clock starts
+            self.entry(*inputs)
+            if cuda and wait:
+                timer.synchronize()
         except BaseException as exc:
-            self.reply_error(exc, "once")
+            self.reply_error(exc, str(header.get("op")))
             return
         wire.send(self.sock, {"ok": True})
+        if cuda and not wait:
+            with contextlib.suppress(Exception):  # a fault is sticky: the next request reports it
+                timer.synchronize()
 
     def do_outside(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         """Calls on one case for a profiler outside this process (harness.nsight): one call to compile and

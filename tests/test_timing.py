@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import torch
 
 from tests.conftest import REPO
 
@@ -31,3 +34,36 @@ def test_patching_harness_timing_after_the_worker_starts_reaches_no_timer() -> N
     # A fresh interpreter: the worker module binds its timers at import, as it does before a version loads.
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "frozen", done.stderr[-2000:]
+
+
+HOST_HEAVY = """
+import time
+import torch
+
+def custom_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.004:  # 4 ms of host work, as a slow launch path has
+        pass
+    return a + b
+"""
+
+
+def test_the_judges_bound_leaves_a_calls_host_overhead_out(tmp_path: Path) -> None:
+    """The judge-side bound on a call's GPU time once counted all of a call's host work (CuTeDSL's ~170 µs
+    launch path flagged an honest 52 µs kernel timing-mismatch on an H200). Here a call is all host work."""
+    from harness import confirm
+    from harness.workers import WorkerPool
+
+    pool = WorkerPool()
+    worker = pool.take("run")
+    try:
+        worker.wait_ready()
+        header = {"op": "load", "path": str(worker.copy_in(HOST_HEAVY.encode(), "v001.py")), "max_file_bytes": 1 << 20}
+        loaded, _ = worker.request({**header, "dsls": []}, None, 120, "loading")
+        assert loaded.get("ok"), loaded
+        inputs = (torch.ones(8), torch.ones(8))
+        bound = confirm.outside_bound_us(worker, 60, inputs)
+    finally:
+        pool.release(worker)
+        pool.close()
+    assert bound is not None and bound < 2000, f"{bound:.0f} µs of host work read as device time"
