@@ -178,29 +178,41 @@ def build(root: Path) -> Workspace:
         ("v004", good.replace("BLOCK 1024.", "Two blocks per program."), "queued", None),
     ]
     for name, text, status, median in plans:
-        path = folder / f"{name}.py"
-        path.write_text(text)
-        version_id, digest, problem = runner.record_version(store, workspace, path)
-        evaluation_id = store.start_evaluation(version_id, problem, name, digest, status="queued")
-        if status == "queued":
-            continue
-        dumps_dir = workspace.state / "dumps" / "vadd" / name / digest[:12]
-        dumps_dir.mkdir(parents=True)
-        (dumps_dir / "add_kernel.sass").write_text(SASS.format(path=path))
-        ev = Evaluation(
-            problem="vadd",
-            version=name,
-            path=str(path),
-            hash=digest,
-            device={"kind": "cuda", "name": "NVIDIA H200", "arch": "sm_90"},
-            rungs=rungs_for(status, median, dumps_dir),
-            sandbox="landlock ABI 7",
-        )
-        ev.finish()
-        store.finish_evaluation(evaluation_id, ev)
+        judged(store, workspace, folder / f"{name}.py", text, status, median)
     add_agent_session(store)
     store.close()
     return workspace
+
+
+def judged(
+    store: Store,
+    workspace: Workspace,
+    path: Path,
+    text: str,
+    status: str,
+    median: float | None,
+    gpu: str = "NVIDIA H200",
+) -> None:
+    """A version written and judged (or only queued) on one GPU, as the scheduler records it."""
+    path.write_text(text)
+    version_id, digest, problem = runner.record_version(store, workspace, path)
+    evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, status="queued")
+    if status == "queued":
+        return
+    dumps_dir = workspace.state / "dumps" / problem / path.stem / digest[:12]
+    dumps_dir.mkdir(parents=True)
+    (dumps_dir / "add_kernel.sass").write_text(SASS.format(path=path))
+    ev = Evaluation(
+        problem=problem,
+        version=path.stem,
+        path=str(path),
+        hash=digest,
+        device={"kind": "cuda", "name": gpu, "arch": "sm_80" if "A100" in gpu else "sm_90"},
+        rungs=rungs_for(status, median, dumps_dir),
+        sandbox="landlock ABI 7",
+    )
+    ev.finish()
+    store.finish_evaluation(evaluation_id, ev)
 
 
 def add_agent_session(store: Store) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run
+from tests.conftest import REPO, VERSIONS, run
 
 # In a child process: the failure this guards against is a SIGSEGV, which would take pytest down with it.
 CLOSE_WHILE_READING = """
@@ -71,3 +71,38 @@ def test_the_lowest_sqlite_utils_allowed_keeps_our_transactions(tmp_path: Path) 
     )
     done = run(["-c", code], env={"PYTHONPATH": os.pathsep.join([str(target), str(REPO)])})
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_best_and_trends_keep_to_one_kind_of_gpu(tmp_path: Path) -> None:
+    """Best, best time and trends took every device together: an A100 run's 30 µs stood as the best beside
+    an H200's 52 µs, and its timings joined the H200's line. Best now belongs to the GPU of the newest timing;
+    trends draw a line per GPU."""
+    from kerneltui.history.store import Store
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path, create=False)
+    good = (VERSIONS / "good.py").read_text()
+    folder = workspace.root / "vadd"
+    dashboard_fixtures.judged(store, workspace, folder / "v005.py", good + "\n# a100\n", "pass", 30.0, "NVIDIA A100")
+    dashboard_fixtures.judged(store, workspace, folder / "v006.py", good + "\n# again\n", "pass", 60.0)
+    row = next(r for r in store.problem_rows() if r["name"] == "vadd")
+    assert row["best_us"] == 52.0 and row["best_device"] == "NVIDIA H200", row
+    best = store.best_passing("vadd")
+    assert best is not None and best["version"] == "v002", best
+    assert (store.best_passing_text("vadd") or "").startswith("v002")
+    lines = {(r["case_label"], r["device_name"]) for r in store.trend_rows("vadd")}
+    assert lines == {("n=16777216", "NVIDIA H200"), ("n=16777216", "NVIDIA A100")}
+    store.close()
+
+
+def test_trend_lines_split_by_gpu_only_when_there_are_several() -> None:
+    from kerneltui.ui.widgets.trends import series
+
+    rows = [
+        {"number": 1, "case_label": "n=1", "median_us": 10.0, "device_name": "NVIDIA H200"},
+        {"number": 2, "case_label": "n=1", "median_us": 9.0, "device_name": "NVIDIA H200"},
+    ]
+    assert set(series(rows, "median_us")) == {"n=1"}
+    rows.append({"number": 2, "case_label": "n=1", "median_us": 20.0, "device_name": "NVIDIA A100"})
+    assert series(rows, "median_us") == {"n=1 · NVIDIA H200": ([1, 2], [10.0, 9.0]), "n=1 · NVIDIA A100": ([2], [20.0])}

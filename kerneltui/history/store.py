@@ -681,25 +681,32 @@ class Store:
         )
 
     def problem_rows(self) -> list[dict[str, Any]]:
-        """Every problem with its newest evaluation, best passing median and % of roofline, queued work.
+        """Every problem with its newest evaluation, queued work, and its best passing median and % of roofline
+        on the GPU of its newest timing (`best_device`): times from two kinds of GPU are never compared.
 
-        One pass over evaluations and one over versions (grouped), not a subquery per problem: this runs
-        before the first screen of a history with thousands of versions.
+        A few passes over evaluations (grouped), not a subquery per problem: this runs before the first screen
+        of a history with thousands of versions.
         """
         return self.rows(
             f"""
             WITH agg AS (
-                SELECT problem, MAX(id) AS latest_id,
-                       MIN(CASE WHEN {MAY_BE_BEST} THEN median_us END) AS best_us,
-                       MAX(CASE WHEN {MAY_BE_BEST} THEN roofline_pct END) AS best_pct,
-                       SUM(status IN ('queued', 'running')) AS pending
+                SELECT problem, MAX(id) AS latest_id, SUM(status IN ('queued', 'running')) AS pending,
+                       MAX(CASE WHEN median_us IS NOT NULL THEN id END) AS timed_id
                 FROM evaluations GROUP BY problem),
+            gpu AS (SELECT a.problem, e.device_name FROM agg a JOIN evaluations e ON e.id = a.timed_id),
+            best AS (
+                SELECT evaluations.problem, MIN(median_us) AS best_us, MAX(roofline_pct) AS best_pct
+                FROM evaluations JOIN gpu g
+                    ON g.problem = evaluations.problem AND g.device_name IS evaluations.device_name
+                WHERE {MAY_BE_BEST} GROUP BY evaluations.problem),
             counts AS (SELECT problem, COUNT(DISTINCT name) AS versions FROM versions GROUP BY problem)
             SELECT p.name, p.path, p.description, p.error, c.versions,
                    l.version AS latest_version, l.status AS latest_status, l.error AS latest_error,
-                   l.roofline_pct AS latest_pct, a.best_us, a.best_pct, a.pending
+                   l.roofline_pct AS latest_pct, b.best_us, b.best_pct, g.device_name AS best_device, a.pending
             FROM problems p
             LEFT JOIN agg a ON a.problem = p.name
+            LEFT JOIN gpu g ON g.problem = p.name
+            LEFT JOIN best b ON b.problem = p.name
             LEFT JOIN counts c ON c.problem = p.name
             LEFT JOIN evaluations l ON l.id = a.latest_id
             ORDER BY p.name
@@ -707,13 +714,14 @@ class Store:
         )
 
     def trend_rows(self, problem: str) -> list[dict[str, Any]]:
-        """Per version (newest passing evaluation) and bench case: median and % of roofline."""
+        """Per version, GPU (its newest timed evaluation there) and bench case: median and % of roofline."""
         return self.rows(
             """
             SELECT e.version, v.number, t.case_label, t.median_us, t.roofline_pct, e.status, e.device_name
             FROM timings t JOIN evaluations e ON e.id = t.evaluation_id JOIN versions v ON v.id = e.version_id
             WHERE e.problem = ? AND e.id IN (
-                SELECT MAX(id) FROM evaluations WHERE problem = ? AND median_us IS NOT NULL GROUP BY version)
+                SELECT MAX(id) FROM evaluations WHERE problem = ? AND median_us IS NOT NULL
+                GROUP BY version, device_name)
             ORDER BY v.number, t.id
             """,
             [problem, problem],
@@ -747,14 +755,23 @@ class Store:
         return {str(r["device_name"]): float(r["best"]) for r in found if r["device_name"]}
 
     def best_passing(self, problem: str, device_name: str | None = None) -> dict[str, Any] | None:
-        """The fastest passing evaluation that nothing flagged (or whose version the person approved)."""
-        device = " AND device_name = ?" if device_name else ""
+        """The fastest passing evaluation that nothing flagged (or whose version the person approved), on
+        `device_name` or else the GPU of the problem's newest timing: times of two kinds of GPU never race."""
+        device = device_name or self.newest_device(problem)
         found = self.rows(
-            f"SELECT * FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} AND median_us IS NOT NULL{device} "
-            "ORDER BY median_us LIMIT 1",
-            [problem, *([device_name] if device_name else [])],
+            f"SELECT * FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} AND median_us IS NOT NULL "
+            "AND device_name IS ? ORDER BY median_us LIMIT 1",
+            [problem, device],
         )
         return found[0] if found else None
+
+    def newest_device(self, problem: str) -> str | None:
+        """The GPU of the problem's newest timed evaluation (None: nothing timed yet)."""
+        found = self.conn.execute(
+            "SELECT device_name FROM evaluations WHERE problem = ? AND median_us IS NOT NULL ORDER BY id DESC LIMIT 1",
+            [problem],
+        ).fetchone()
+        return None if found is None else found[0]
 
     def best_passing_text(self, problem: str) -> str | None:
         """'v002 (52 µs, 91% of roofline)': the fastest passing version, as agents and people read it."""

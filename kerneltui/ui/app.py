@@ -370,7 +370,7 @@ class KernelTUI(App[None]):
         rows = self.snapshot.versions
         names = [r["name"] for r in rows]
         previous = rows[names.index(row["name"]) + 1] if row["name"] in names[:-1] else None
-        best = store.best_passing(problem)
+        best = store.best_passing(problem, row.get("device_name"))  # raced on its own kind of GPU
         best_row = next((r for r in rows if best and r["version_id"] == best["version_id"]), None)
         approved = store.last_approved(problem)
         approved_row = next((r for r in rows if approved and r["version_id"] == approved["id"]), None)

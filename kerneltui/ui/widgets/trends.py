@@ -12,13 +12,16 @@ from textual_plotext import PlotextPlot
 
 
 def series(rows: list[dict[str, Any]], key: str) -> dict[str, tuple[list[int], list[float]]]:
-    """case label -> (version numbers, values), versions in order."""
+    """line label -> (version numbers, values), versions in order: a line per bench case, and per GPU where
+    versions were timed on more than one kind (their times are not one series)."""
     out: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
+    several = len({row.get("device_name") for row in rows}) > 1
     for row in rows:
         value = row.get(key)
         if value is None or row.get("number") is None:
             continue
-        xs, ys = out[row["case_label"]]
+        label = f"{row['case_label']} · {row.get('device_name') or '?'}" if several else row["case_label"]
+        xs, ys = out[label]
         xs.append(int(row["number"]))
         ys.append(float(value))
     return dict(out)
