@@ -304,3 +304,26 @@ def test_vs_best_compares_times_from_one_kind_of_gpu() -> None:
     column = [key for key, _, _ in COLUMNS].index("vsbest")
     vs_best = {row["name"]: row_cells(row, bests)[column].plain for row in rows}
     assert vs_best == {"v002": "★ best", "v001": "★ best", "v003": "0.50×"}
+
+
+async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A failure before the agent's first turn (here its problem folder unreadable) left a phantom agent: `s`
+    said one was already working and quitting counted it. Now it is said, recorded and gone."""
+    from agents.replay import builtin_recordings
+    from kerneltui.core import agent_host
+
+    def unreadable(*_: object) -> None:
+        raise PermissionError("problem.py: permission denied")
+
+    monkeypatch.setattr(agent_host, "problem_info", unreadable)
+    config = Config(ladder=LadderConfig(timeout=10))
+    config.agent.backend, config.agent.recording = "replay", str(next(iter(builtin_recordings().values())))
+    app = KernelTUI(history, config)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        await pilot.press("s")
+        await wait_for(lambda: notified(app, "agent on vadd stopped"), pilot, timeout=30)
+        assert not app.agents and notified(app, "could not start: PermissionError")
+    with db(history.root) as conn:
+        reason = conn.execute("SELECT stop_reason FROM agent_sessions ORDER BY id DESC LIMIT 1").fetchone()[0]
+    assert "could not start" in reason

@@ -261,20 +261,24 @@ def run_agent(
     """Runs the agent to its end in this thread; the session and its reason are recorded whatever happens."""
     opened = Store.open(workspace.db_path, check=False)
     store = opened.store
-    session_id = store.start_agent_session(run.problem, run.agent.backend, run.agent.model, os.getpid())
-    run.session_id = session_id
-    info = problem_info(workspace, run.problem, context)
-    host = StoreHost(workspace, info, store, session_id, enqueue, run.stop, echo)
     try:
-        reason = run.agent.run(host, budget)
-    except Exception as exc:  # an agent bug must end its session, never the dashboard
-        reason = f"the agent crashed: {type(exc).__name__}: {exc}"
-        host.record("error", reason)
-        host.record("stop", reason)
-    run.reason = reason
-    run.failed = host.errors > 0 and not run.stop.is_set()
-    store.update_agent_session(session_id, ended=now(), stop_reason=reason)
-    store.close()
+        session_id = store.start_agent_session(run.problem, run.agent.backend, run.agent.model, os.getpid())
+        run.session_id = session_id
+        host: StoreHost | None = None
+        try:
+            info = problem_info(workspace, run.problem, context)
+            host = StoreHost(workspace, info, store, session_id, enqueue, run.stop, echo)
+            reason = run.agent.run(host, budget)
+        except Exception as exc:  # an agent bug (or a problem folder gone) ends its session, never the dashboard
+            reason = f"the agent {'crashed' if host else 'could not start'}: {type(exc).__name__}: {exc}"
+            if host is not None:
+                host.record("error", reason)
+                host.record("stop", reason)
+        run.reason = reason
+        run.failed = (host is None or host.errors > 0) and not run.stop.is_set()
+        store.update_agent_session(session_id, ended=now(), stop_reason=reason)
+    finally:
+        store.close()
     return reason
 
 

@@ -665,11 +665,17 @@ class KernelTUI(App[None]):
 
     @work(thread=True, group="agents", exit_on_error=False)
     def run_agent_worker(self, run: AgentRun) -> None:
-        scheduler = self.scheduler
-        context = find_context(self.workspace, self.config.agent.context)
-        enqueue = scheduler.enqueue if scheduler else None
-        reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue)
-        self.post_message(AgentFinished(run.problem, reason, run.failed))
+        reason, failed = "it ended", True
+        try:
+            scheduler = self.scheduler
+            context = find_context(self.workspace, self.config.agent.context)
+            enqueue = scheduler.enqueue if scheduler else None
+            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue)
+            failed = run.failed
+        except Exception as exc:  # the history could not be opened: said, and the agent is not left listed
+            reason = f"it could not start: {type(exc).__name__}: {exc}"
+        finally:
+            self.post_message(AgentFinished(run.problem, reason, failed))
 
     @while_running
     def on_agent_finished(self, message: AgentFinished) -> None:
