@@ -327,3 +327,13 @@ async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace
     with db(history.root) as conn:
         reason = conn.execute("SELECT stop_reason FROM agent_sessions ORDER BY id DESC LIMIT 1").fetchone()[0]
     assert "could not start" in reason
+
+
+async def test_a_deleted_version_is_struck_through_and_kept(history: Workspace) -> None:
+    app = KernelTUI(history, Config(ladder=LadderConfig(timeout=10, debounce=0.2)), run_judges=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        (history.root / "vadd" / "v001.py").unlink()
+        await wait_for(lambda: bool(table(app).rows_by_key["v001"].get("deleted")), pilot, timeout=30)
+        name = table(app).get_cell("v001", table(app).ordered_columns[0].key)
+        assert "strike" in str(name.style), name.style

@@ -84,7 +84,7 @@ class VersionTable(DataTable[Text]):
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.rows_by_key: dict[str, dict[str, Any]] = {}
         self.order: list[str] = []
-        self.cells: dict[str, tuple[str, ...]] = {}
+        self.cells: dict[str, tuple[tuple[str, str, tuple[Any, ...]], ...]] = {}
         self.note_width = 20
 
     def on_mount(self) -> None:
@@ -136,15 +136,20 @@ class VersionTable(DataTable[Text]):
         for key in order:
             self.add_row(*fresh[key], key=key)
         self.order = order
-        self.cells = {k: tuple(c.plain for c in v) for k, v in fresh.items()}
+        self.cells = {k: tuple(map(_look, v)) for k, v in fresh.items()}
 
     def _update_changed(self, fresh: dict[str, tuple[Text, ...]]) -> None:
         for key, cells in fresh.items():
-            plain_cells = tuple(c.plain for c in cells)
+            looks = tuple(map(_look, cells))
             old = self.cells.get(key)
-            if old == plain_cells:
+            if old == looks:
                 continue
-            for (column, _, _), cell, before, now in zip(COLUMNS, cells, old or (), plain_cells, strict=False):
+            for (column, _, _), cell, before, now in zip(COLUMNS, cells, old or (), looks, strict=False):
                 if before != now:
                     self.update_cell(key, column, cell)
-            self.cells[key] = plain_cells
+            self.cells[key] = looks
+
+
+def _look(cell: Text) -> tuple[str, str, tuple[Any, ...]]:
+    """What a cell shows: its text and its styles (a deleted version's name changes style alone)."""
+    return cell.plain, str(cell.style), tuple(cell.spans)
