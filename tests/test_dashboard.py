@@ -337,3 +337,24 @@ async def test_a_deleted_version_is_struck_through_and_kept(history: Workspace) 
         await wait_for(lambda: bool(table(app).rows_by_key["v001"].get("deleted")), pilot, timeout=30)
         name = table(app).get_cell("v001", table(app).ordered_columns[0].key)
         assert "strike" in str(name.style), name.style
+
+
+async def test_the_asm_pane_shows_the_listing_asked_for_last(history: Workspace) -> None:
+    """Reading a listing runs in a thread that read the pane's state as it went and set the view when done:
+    a slow SASS listing finishing after a quick switch to PTX replaced the PTX answer with stale SASS."""
+    sass = next((history.state / "dumps" / "vadd" / "v002").glob("*/add_kernel.sass"))
+    body = sass.read_text().split("\n", 2)[2]
+    sass.write_text(sass.read_text() + body * 8000)  # a big kernel: seconds to read and colour
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await pilot.press("4")
+        asm = app.query_one("#asm-pane", AsmPane)
+        await wait_for(lambda: any(w.group == "asm" and not w.is_finished for w in app.workers), pilot)
+        asm.view.focus()
+        await pilot.press("t")  # PTX: none was dumped, answered at once
+        # a cancelled thread worker counts as finished while its thread still reads: wait for both readings
+        await wait_for(lambda: getattr(asm, "listings_read", 0) >= 2 or "LDG" in asm.view.plain, pilot, timeout=120)
+        assert asm.kind == "ptx", (asm.kind, app.focused)
+        assert "No ptx for add_kernel" in asm.view.plain, asm.view.plain[:200]

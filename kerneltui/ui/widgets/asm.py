@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,40 @@ def read_text(path: str) -> str:
         return handle.read(MAX_BYTES).decode(errors="replace")
 
 
+@dataclass(frozen=True)
+class Listing:
+    """One listing to read and colour, with everything it needs."""
+
+    generation: int
+    kernel: str
+    kind: str
+    comparing: bool
+    files: dict[str, str]
+    theirs: dict[str, str]
+    compare_name: str
+    version_name: str
+    version_path: str
+    source: str
+
+    def lines(self) -> list[Text]:
+        if self.comparing:
+            if "sass" in self.files and "sass" in self.theirs:
+                return sass_diff_lines(
+                    read_text(self.theirs["sass"]),
+                    read_text(self.files["sass"]),
+                    f"{self.compare_name} {self.kernel}",
+                    f"{self.version_name} {self.kernel}",
+                )
+            other = self.compare_name or "the other version"
+            return [Text(f"{other} has no SASS for kernel {self.kernel}.", style="dim")]
+        if self.kind not in self.files:
+            have = ", ".join(sorted(self.files))
+            return [Text(f"No {self.kind} for {self.kernel} (have: {have}).", style="dim")]
+        if self.kind == "sass":
+            return sass_lines(read_text(self.files["sass"]), self.version_path, self.source)
+        return ir_lines(read_text(self.files[self.kind]))
+
+
 class AsmPane(Vertical):
     DEFAULT_CSS = """
     AsmPane > #asm-bar { height: 1; color: $text-muted; }
@@ -140,6 +175,8 @@ class AsmPane(Vertical):
         self.kernel_index = 0
         self.kind = "sass"
         self.comparing = False
+        self.generation = 0  # of the listing asked for last
+        self.listings_read = 0  # shown or not
 
     def compose(self) -> ComposeResult:
         yield Static("", id="asm-bar")
@@ -202,36 +239,39 @@ class AsmPane(Vertical):
         if not kernels:
             status = self.version.get("status")
             why = "still being judged" if status in ("queued", "running") else "no compiled kernels were dumped"
+            self.generation += 1  # a listing still being read is not shown over this
             self.view.set_lines(
                 [Text(f"No PTX/SASS for {self.version.get('name', 'this version')}: {why}.", style="dim")]
             )
             return
-        self._load(kernels[self.kernel_index])
+        self._load(self._request(kernels[self.kernel_index]))
+
+    def _request(self, kernel: str) -> Listing:
+        """What to show, taken on the UI thread: the reading thread never looks at the pane."""
+        self.generation += 1
+        return Listing(
+            generation=self.generation,
+            kernel=kernel,
+            kind=self.kind,
+            comparing=self.comparing,
+            files={a["kind"]: a["path"] for a in self.artifacts if a["kernel"] == kernel},
+            theirs={a["kind"]: a["path"] for a in self.compare_artifacts if a["kernel"] == kernel},
+            compare_name=self.compare_name,
+            version_name=str(self.version.get("name")),
+            version_path=self.version.get("path") or "",
+            source=self.source,
+        )
 
     @work(thread=True, exclusive=True, group="asm")
-    def _load(self, kernel: str) -> None:
+    def _load(self, listing: Listing) -> None:
         """Reading and colouring a listing can take a while for big kernels: never on the UI thread."""
-        files = {a["kind"]: a["path"] for a in self.artifacts if a["kernel"] == kernel}
-        if self.comparing:
-            theirs = {a["kind"]: a["path"] for a in self.compare_artifacts if a["kernel"] == kernel}
-            if "sass" in files and "sass" in theirs:
-                lines = sass_diff_lines(
-                    read_text(theirs["sass"]),
-                    read_text(files["sass"]),
-                    f"{self.compare_name} {kernel}",
-                    f"{self.version.get('name')} {kernel}",
-                )
-            else:
-                lines = [
-                    Text(f"{self.compare_name or 'the other version'} has no SASS for kernel {kernel}.", style="dim")
-                ]
-        elif self.kind not in files:
-            lines = [Text(f"No {self.kind} for {kernel} (have: {', '.join(sorted(files))}).", style="dim")]
-        elif self.kind == "sass":
-            lines = sass_lines(read_text(files["sass"]), self.version.get("path") or "", self.source)
-        else:
-            lines = ir_lines(read_text(files[self.kind]))
-        self.app.call_from_thread(self.view.set_lines, lines)
+        lines = listing.lines()
+        self.app.call_from_thread(self._show_listing, listing.generation, lines)
+
+    def _show_listing(self, generation: int, lines: list[Text]) -> None:
+        self.listings_read += 1
+        if generation == self.generation:  # a listing asked for since wins, whichever thread ends last
+            self.view.set_lines(lines)
 
     def action_kernel(self, step: int) -> None:
         kernels = self.kernels()
