@@ -287,12 +287,7 @@ def guidance_work(lane: Lane) -> Done:
 
 def waiting_feedback(host: "StoreHost") -> bool:
     """Guidance or verdicts get_guidance would deliver: an MCP agent learns of them only by asking."""
-    row = host.store.conn.execute(
-        "SELECT EXISTS(SELECT 1 FROM guidance WHERE problem = ? AND delivered IS NULL) "
-        "OR EXISTS(SELECT 1 FROM verdicts WHERE problem = ? AND id > ?)",
-        [host.problem.name, host.problem.name, host.last_verdict],
-    ).fetchone()
-    return bool(row[0])
+    return host.store.feedback_waiting(host.problem.name, host.last_verdict)
 
 
 # --- the MCP server -----------------------------------------------------------------------------
@@ -458,12 +453,12 @@ def joined_session(workspace: Workspace, session_id: int | None) -> tuple[int, s
         return None
     store = Store.open(workspace.db_path, check=False).store
     try:
-        rows = store.rows("SELECT id, problem FROM agent_sessions WHERE id = ?", [session_id])
+        session = store.agent_session(session_id)
     finally:
         store.close()
-    if not rows:
+    if session is None:
         raise WorkspaceError(f"no agent session {session_id} in {workspace.db_path}")
-    return session_id, str(rows[0]["problem"])
+    return session_id, str(session["problem"])
 
 
 def stop_now(ladder: Ladder, signum: int, frame: Any) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
-from tests.conftest import run
+from tests.conftest import REPO, run
 
 
 def test_ruff() -> None:
@@ -48,3 +50,21 @@ def test_mypy_without_cutedsl(tmp_path: Path) -> None:
             (target / entry.name).symlink_to(entry)
     done = run(["-m", "mypy", "--python-executable", str(python)], timeout=900)
     assert done.returncode == 0, done.stdout[-4000:]
+
+
+SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|PRAGMA\s)", re.S)
+
+
+def test_no_sql_outside_the_history_package() -> None:
+    """The history package is the one place that knows the tables: elsewhere, named queries only."""
+    found = []
+    for folder in ("kerneltui", "agents"):
+        for path in (REPO / folder).rglob("*.py"):
+            if "history" in path.relative_to(REPO).parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+                if isinstance(node, ast.Attribute) and node.attr == "conn":
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno} (.conn)")
+    assert not found, found

@@ -136,9 +136,7 @@ class StoreHost:
             self.problem.name, name, path, digest, source.notes(text), author, len(data), source=text
         )
         self.versions_written += 1
-        self.store.conn.execute(  # counted in SQL: an MCP server may write into this session too
-            "UPDATE agent_sessions SET versions = versions + 1 WHERE id = ?", [self.session_id]
-        )
+        self.store.count_agent_version(self.session_id)
         if self.enqueue:
             self.enqueue(path)
         return self._wait_for(version_id, name)
@@ -160,39 +158,29 @@ class StoreHost:
 
     def _next_number(self) -> int:
         on_disk = [int(m.group(1)) for p in self.problem.folder.iterdir() if (m := VERSION_RE.match(p.name))]
-        row = self.store.conn.execute("SELECT MAX(number) FROM versions WHERE problem = ?", [self.problem.name])
-        recorded = row.fetchone()[0] or 0
+        recorded = self.store.max_version_number(self.problem.name)
         return max([0, recorded, *on_disk]) + 1
 
     def _wait_for(self, version_id: int, name: str) -> Judged:
         deadline = time.monotonic() + self.wait_s
         while time.monotonic() < deadline:
-            found = self.store.rows(
-                "SELECT * FROM evaluations WHERE version_id = ? ORDER BY id DESC LIMIT 1", [version_id]
-            )
-            if found and found[0]["status"] in FINAL:
-                return judged_from(self.store, found[0])
+            found = self.store.latest_evaluation(version_id=version_id)
+            if found and found["status"] in FINAL:
+                return judged_from(self.store, found)
             if self.stop.wait(POLL_S):
                 return Judged(name, "stopped", f"{name} was written; the session stopped before it was judged")
         return Judged(name, "error", f"{name} was not judged within {self.wait_s:.0f} s: is a judge running?")
 
     def results(self, version: str) -> Judged | None:
-        found = self.store.rows(
-            "SELECT * FROM evaluations WHERE problem = ? AND version = ? ORDER BY id DESC LIMIT 1",
-            [self.problem.name, version],
-        )
-        return judged_from(self.store, found[0]) if found else None
+        found = self.store.latest_evaluation(self.problem.name, version)
+        return judged_from(self.store, found) if found else None
 
     def version_names(self) -> list[str]:
         return [r["name"] for r in self.store.version_rows(self.problem.name)]
 
     def dumps(self, version: str) -> list[dict[str, Any]]:
-        found = self.store.rows(
-            "SELECT id FROM evaluations WHERE problem = ? AND version = ? AND status IN ('pass', 'fail', "
-            "'unverified') ORDER BY id DESC LIMIT 1",
-            [self.problem.name, version],
-        )
-        return self.store.artifacts(found[0]["id"]) if found else []
+        found = self.store.latest_evaluation(self.problem.name, version, statuses=("pass", "fail", "unverified"))
+        return self.store.artifacts(found["id"]) if found else []
 
     def feedback(self) -> list[Feedback]:
         verdicts = self.store.verdicts_after(self.problem.name, self.last_verdict)
@@ -208,10 +196,7 @@ class StoreHost:
         return items
 
     def finished(self) -> list[Judged]:
-        found = self.store.rows(
-            "SELECT * FROM evaluations WHERE problem = ? AND finished >= ? AND status IN (?, ?, ?, ?) ORDER BY id",
-            [self.problem.name, self.started, *FINAL],
-        )
+        found = self.store.finished_since(self.problem.name, self.started, tuple(FINAL))
         new = [row for row in found if row["id"] not in self.reported]
         self.reported.update(row["id"] for row in new)
         return [judged_from(self.store, row) for row in new]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import duration_us, sig
-from kerneltui.history.store import Store, now
+from kerneltui.history.store import Store
 
 FEEDBACK_FILE = "FEEDBACK.md"
 RECENT = 8
@@ -33,7 +33,7 @@ def feedback_text(store: Store, problem: str) -> str:
         lines.append(f"- {version_line(row)}")
         if row.get("status") in ("fail", "error") and row.get("evaluation_id"):
             lines += [f"    {x}" for x in failure(store, row)]
-    verdicts = store.rows("SELECT * FROM verdicts WHERE problem = ? ORDER BY id DESC LIMIT ?", [problem, RECENT])
+    verdicts = store.recent_verdicts(problem, RECENT)
     if verdicts:
         lines += ["", "## Verdicts", ""]
         lines += [
@@ -127,5 +127,5 @@ def person_spoke(
         return None
     confirmed, said = type_into_pane(pane, guidance)
     if confirmed and guidance_id is not None:
-        store.conn.execute("UPDATE guidance SET delivered = ? WHERE id = ?", [f"{now()} tmux {pane}", guidance_id])
+        store.mark_guidance_delivered(guidance_id, f"tmux {pane}")
     return said if confirmed else f"warning: {said}"

@@ -244,7 +244,7 @@ class Scheduler:
                     continue
                 if stamps.get(str(path)) != (stat.st_size, stat.st_mtime_ns):
                     self._enqueue(path, force=False, announce=False)
-        for row in self.store.rows("SELECT DISTINCT problem, name, path FROM versions WHERE deleted IS NULL"):
+        for row in self.store.present_versions():
             if not Path(row["path"]).exists():
                 self.store.mark_deleted(row["problem"], row["name"])
         self.notify(SchedulerEvent("scan", data={"queued": len(self.queue)}))
@@ -286,8 +286,7 @@ class Scheduler:
             self.notify(SchedulerEvent("warning", data={"message": f"{path.parent.name}/{exc}"}))
             return
         self.store.mark_present(problem, path.stem)
-        judged = self.store.rows("SELECT id FROM evaluations WHERE version_id = ? LIMIT 1", [version_id])
-        if judged and not force:
+        if self.store.was_judged(version_id) and not force:
             return
         evaluation_id = self.store.start_evaluation(version_id, problem, path.stem, digest, status="queued")
         self.queue.append(evaluation_id)
@@ -353,8 +352,8 @@ class Scheduler:
     def _path_of(self, row: dict[str, Any] | None) -> Path | None:
         if row is None:
             return None
-        found = self.store.rows("SELECT path FROM versions WHERE id = ?", [row["version_id"]]) if self.store else []
-        return Path(found[0]["path"]) if found else None
+        found = self.store.version_path(row["version_id"]) if self.store else None
+        return Path(found) if found else None
 
     def _judge_line(self, judge: Judge, line: str) -> None:
         assert self.store is not None

@@ -347,19 +347,17 @@ class KernelTUI(App[None]):
 
     def _read_detail(self, store: Store, row: dict[str, Any]) -> Detail:
         evaluation_id = row.get("evaluation_id")
-        version = store.rows("SELECT source FROM versions WHERE id = ?", [row["version_id"]])
-        detail = Detail(version=dict(row), source=(version[0]["source"] or "") if version else "")
+        detail = Detail(version=dict(row), source=store.version_source(row["version_id"]))
         if evaluation_id:
             detail.rungs = store.rungs(evaluation_id)
             detail.artifacts = store.artifacts(evaluation_id)
-            detail.cases = store.rows("SELECT * FROM case_results WHERE evaluation_id = ? ORDER BY id", [evaluation_id])
+            detail.cases = store.case_results(evaluation_id)
         problem = self.snapshot.problem or ""
         detail.trends = store.trend_rows(problem) if problem else []
         for target, other in self._compare_targets(store, row, problem).items():
             detail.compare[target] = other
             if other:
-                source = store.rows("SELECT source FROM versions WHERE id = ?", [other["version_id"]])
-                detail.compare_sources[target] = (source[0]["source"] or "") if source else ""
+                detail.compare_sources[target] = store.version_source(other["version_id"])
                 if other.get("evaluation_id"):
                     detail.compare_artifacts[target] = store.artifacts(other["evaluation_id"])
             detail.diffs[target] = diff_for(detail, target)

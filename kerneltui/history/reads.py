@@ -1,0 +1,280 @@
+"""Reading the history: the rows the dashboard, the CLI and the agents show."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.results import RungResult
+from kerneltui.history.connection import Connection
+from kerneltui.history.schema import KEY_METRICS
+
+# A passing evaluation may be "the best" only when nothing flagged it, or the person approved its version.
+MAY_BE_BEST = (
+    "status = 'pass' AND (flags IS NULL OR flags = '[]' OR (SELECT d.verdict FROM verdicts d "
+    "WHERE d.version_id = evaluations.version_id ORDER BY d.id DESC LIMIT 1) = 'approved')"
+)
+
+
+class Reads(Connection):
+    def evaluation(self, evaluation_id: int) -> dict[str, Any] | None:
+        found = self.rows("SELECT * FROM evaluations WHERE id = ?", [evaluation_id])
+        return found[0] if found else None
+
+    def latest_version(self, problem: str, name: str) -> dict[str, Any] | None:
+        found = self.rows(
+            "SELECT * FROM versions WHERE problem = ? AND name = ? ORDER BY id DESC LIMIT 1", [problem, name]
+        )
+        return found[0] if found else None
+
+    def version_rows(self, problem: str) -> list[dict[str, Any]]:
+        """One row per version name (its newest content), with its newest evaluation and verdict."""
+        return self.rows(
+            """
+            SELECT v.id AS version_id, v.name, v.number, v.path, v.notes, v.author, v.deleted, v.hash AS file_hash,
+                   v.created AS version_created,
+                   e.id AS evaluation_id, e.status, e.failed_rung, e.error, e.max_abs, e.median_us,
+                   e.ref_median_us, e.speedup, e.roofline_pct, e.device_name, e.finished, e.queued, e.started,
+                   e.flags, e.sandbox,
+                   d.verdict, d.reason AS verdict_reason, d.created AS verdict_time,
+                   (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
+                   (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct
+            FROM versions v
+            LEFT JOIN evaluations e ON e.id = (SELECT MAX(id) FROM evaluations WHERE version_id = v.id)
+            LEFT JOIN verdicts d ON d.id = (SELECT MAX(id) FROM verdicts WHERE version_id = v.id)
+            WHERE v.problem = ?
+              AND v.id = (SELECT MAX(id) FROM versions w WHERE w.problem = v.problem AND w.name = v.name)
+            ORDER BY v.number DESC, v.name DESC
+            """,
+            [problem],
+        )
+
+    def version_source(self, version_id: int) -> str:
+        """The text of a version as it was judged ('' when unknown)."""
+        found = self.conn.execute("SELECT source FROM versions WHERE id = ?", [version_id]).fetchone()
+        return (found[0] or "") if found else ""
+
+    def version_path(self, version_id: int) -> str | None:
+        found = self.conn.execute("SELECT path FROM versions WHERE id = ?", [version_id]).fetchone()
+        return found[0] if found else None
+
+    def present_versions(self) -> list[dict[str, Any]]:
+        """(problem, name, path) of every version whose file is not known to be deleted."""
+        return self.rows("SELECT DISTINCT problem, name, path FROM versions WHERE deleted IS NULL")
+
+    def max_version_number(self, problem: str) -> int:
+        found = self.conn.execute("SELECT MAX(number) FROM versions WHERE problem = ?", [problem]).fetchone()
+        return int(found[0] or 0)
+
+    def was_judged(self, version_id: int) -> bool:
+        """Whether this version (this content) has an evaluation, in any state."""
+        found = self.conn.execute("SELECT 1 FROM evaluations WHERE version_id = ? LIMIT 1", [version_id]).fetchone()
+        return found is not None
+
+    def latest_evaluation(
+        self,
+        problem: str | None = None,
+        version: str | None = None,
+        version_id: int | None = None,
+        statuses: tuple[str, ...] = (),
+    ) -> dict[str, Any] | None:
+        """The newest evaluation of a version, by its id or by problem and name; of these statuses if given."""
+        where = ["version_id = ?"] if version_id is not None else ["problem = ?", "version = ?"]
+        params: list[Any] = [version_id] if version_id is not None else [problem, version]
+        if statuses:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            params += list(statuses)
+        found = self.rows(f"SELECT * FROM evaluations WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT 1", params)
+        return found[0] if found else None
+
+    def finished_since(self, problem: str, since: str, statuses: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Evaluations of a problem that ended (in one of these statuses) at or after `since`, oldest first."""
+        marks = ", ".join("?" * len(statuses))
+        return self.rows(
+            f"SELECT * FROM evaluations WHERE problem = ? AND finished >= ? AND status IN ({marks}) ORDER BY id",
+            [problem, since, *statuses],
+        )
+
+    def case_results(self, evaluation_id: int) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM case_results WHERE evaluation_id = ? ORDER BY id", [evaluation_id])
+
+    def recent_verdicts(self, problem: str, limit: int) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM verdicts WHERE problem = ? ORDER BY id DESC LIMIT ?", [problem, limit])
+
+    def problem_rows(self) -> list[dict[str, Any]]:
+        """Every problem with its newest evaluation, queued work, and its best passing median and % of roofline
+        on the GPU of its newest timing (`best_device`): times from two kinds of GPU are never compared.
+
+        A few passes over evaluations (grouped), not a subquery per problem: this runs before the first screen
+        of a history with thousands of versions.
+        """
+        return self.rows(
+            f"""
+            WITH agg AS (
+                SELECT problem, MAX(id) AS latest_id, SUM(status IN ('queued', 'running')) AS pending,
+                       MAX(CASE WHEN median_us IS NOT NULL THEN id END) AS timed_id
+                FROM evaluations GROUP BY problem),
+            gpu AS (SELECT a.problem, e.device_name FROM agg a JOIN evaluations e ON e.id = a.timed_id),
+            best AS (
+                SELECT evaluations.problem, MIN(median_us) AS best_us, MAX(roofline_pct) AS best_pct
+                FROM evaluations JOIN gpu g
+                    ON g.problem = evaluations.problem AND g.device_name IS evaluations.device_name
+                WHERE {MAY_BE_BEST} GROUP BY evaluations.problem),
+            counts AS (SELECT problem, COUNT(DISTINCT name) AS versions FROM versions GROUP BY problem)
+            SELECT p.name, p.path, p.description, p.error, c.versions,
+                   l.version AS latest_version, l.status AS latest_status, l.error AS latest_error,
+                   l.roofline_pct AS latest_pct, b.best_us, b.best_pct, g.device_name AS best_device, a.pending
+            FROM problems p
+            LEFT JOIN agg a ON a.problem = p.name
+            LEFT JOIN gpu g ON g.problem = p.name
+            LEFT JOIN best b ON b.problem = p.name
+            LEFT JOIN counts c ON c.problem = p.name
+            LEFT JOIN evaluations l ON l.id = a.latest_id
+            ORDER BY p.name
+            """
+        )
+
+    def trend_rows(self, problem: str) -> list[dict[str, Any]]:
+        """Per version, GPU (its newest timed evaluation there) and bench case: median and % of roofline."""
+        return self.rows(
+            """
+            SELECT e.version, v.number, t.case_label, t.median_us, t.roofline_pct, e.status, e.device_name
+            FROM timings t JOIN evaluations e ON e.id = t.evaluation_id JOIN versions v ON v.id = e.version_id
+            WHERE e.problem = ? AND e.id IN (
+                SELECT MAX(id) FROM evaluations WHERE problem = ? AND median_us IS NOT NULL
+                GROUP BY version, device_name)
+            ORDER BY v.number, t.id
+            """,
+            [problem, problem],
+        )
+
+    def artifacts(self, evaluation_id: int) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM artifacts WHERE evaluation_id = ? ORDER BY id", [evaluation_id])
+
+    def guidance(self, problem: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        if problem:
+            return self.rows("SELECT * FROM guidance WHERE problem = ? ORDER BY id DESC LIMIT ?", [problem, limit])
+        return self.rows("SELECT * FROM guidance ORDER BY id DESC LIMIT ?", [limit])
+
+    def verdicts(self, version_id: int) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM verdicts WHERE version_id = ? ORDER BY id DESC", [version_id])
+
+    def pending_count(self, problem: str | None = None) -> int:
+        """Evaluations queued or running (of one problem, or of all)."""
+        sql = "SELECT COUNT(*) FROM evaluations WHERE status IN ('queued', 'running')"
+        if problem is None:
+            return int(self.conn.execute(sql).fetchone()[0])
+        return int(self.conn.execute(sql + " AND problem = ?", [problem]).fetchone()[0])
+
+    def best_medians(self, problem: str) -> dict[str, float]:
+        """The best median (µs) of a problem on each device: a version is judged again before it beats it."""
+        found = self.rows(
+            f"SELECT device_name, MIN(median_us) AS best FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} "
+            "AND median_us IS NOT NULL GROUP BY device_name",
+            [problem],
+        )
+        return {str(r["device_name"]): float(r["best"]) for r in found if r["device_name"]}
+
+    def best_passing(self, problem: str, device_name: str | None = None) -> dict[str, Any] | None:
+        """The fastest passing evaluation that nothing flagged (or whose version the person approved), on
+        `device_name` or else the GPU of the problem's newest timing: times of two kinds of GPU never race."""
+        device = device_name or self.newest_device(problem)
+        found = self.rows(
+            f"SELECT * FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} AND median_us IS NOT NULL "
+            "AND device_name IS ? ORDER BY median_us LIMIT 1",
+            [problem, device],
+        )
+        return found[0] if found else None
+
+    def newest_device(self, problem: str) -> str | None:
+        """The GPU of the problem's newest timed evaluation (None: nothing timed yet)."""
+        found = self.conn.execute(
+            "SELECT device_name FROM evaluations WHERE problem = ? AND median_us IS NOT NULL ORDER BY id DESC LIMIT 1",
+            [problem],
+        ).fetchone()
+        return None if found is None else found[0]
+
+    def best_passing_text(self, problem: str) -> str | None:
+        """'v002 (52 µs, 91% of roofline)': the fastest passing version, as agents and people read it."""
+        from harness.report import duration_us
+
+        best = self.best_passing(problem)
+        if best is None:
+            return None
+        pct = f", {best['roofline_pct']:.0f}% of roofline" if best.get("roofline_pct") else ""
+        return f"{best['version']} ({duration_us(best['median_us'])}{pct})"
+
+    def last_approved(self, problem: str) -> dict[str, Any] | None:
+        found = self.rows(
+            "SELECT v.* FROM verdicts d JOIN versions v ON v.id = d.version_id WHERE d.problem = ? "
+            "AND d.verdict = 'approved' ORDER BY d.id DESC LIMIT 1",
+            [problem],
+        )
+        return found[0] if found else None
+
+    def history(self, problem: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Evaluations, newest first, with their version's latest verdict."""
+        where, params = ("WHERE e.problem = ?", [problem]) if problem else ("", [])
+        sql = f"""
+            SELECT e.*, v.path AS path, v.notes AS notes, v.author AS author,
+                   (SELECT verdict FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
+                       AS verdict,
+                   (SELECT reason FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
+                       AS verdict_reason
+            FROM evaluations e JOIN versions v ON v.id = e.version_id
+            {where} ORDER BY e.id DESC {"LIMIT ?" if limit else ""}
+        """
+        cursor = self.conn.execute(sql, [*params, *([limit] if limit else [])])
+        columns = [c[0] for c in cursor.description]
+        return [history_entry(dict(zip(columns, row, strict=True))) for row in cursor.fetchall()]
+
+    def rungs(self, evaluation_id: int) -> list[RungResult]:
+        rows = self.conn.execute(
+            "SELECT name, ok, skipped, err, seconds, metrics, log FROM rungs WHERE evaluation_id = ? ORDER BY idx",
+            [evaluation_id],
+        ).fetchall()
+        return [
+            RungResult(
+                name=r[0],
+                ok=None if r[1] is None else bool(r[1]),
+                skipped=r[2],
+                err=r[3],
+                seconds=r[4] or 0.0,
+                metrics=json.loads(r[5] or "{}"),
+                log=r[6],
+            )
+            for r in rows
+        ]
+
+
+def parse_flags(text: Any) -> list[dict[str, str]]:
+    """The flags column: [{"name", "reason"}] (empty for none, or for a history older than flags)."""
+    try:
+        flags = json.loads(text) if isinstance(text, str) else []
+    except ValueError:
+        return []
+    return [{"name": str(f.get("name")), "reason": str(f.get("reason"))} for f in flags if isinstance(f, dict)]
+
+
+def history_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """The `kerneltui history --json` shape of one evaluation."""
+    return {
+        "id": row["id"],
+        "problem": row["problem"],
+        "version": row["version"],
+        "hash": row["hash"],
+        "path": row.get("path"),
+        "ok": None if row["ok"] is None else bool(row["ok"]),
+        "status": row["status"],
+        "failed_rung": row["failed_rung"],
+        "error": row["error"],
+        "metrics": {k: row.get(k) for k in KEY_METRICS},
+        "device": row["device_name"],
+        "sandbox": row["sandbox"],
+        "flags": parse_flags(row.get("flags")),
+        "notes": row.get("notes"),
+        "author": row.get("author"),
+        "verdict": row.get("verdict"),
+        "verdict_reason": row.get("verdict_reason"),
+        "time": row["finished"] or row["started"] or row["queued"],
+    }
