@@ -9,7 +9,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from kerneltui.history import store as store_mod
+from kerneltui.history import agents, evaluations, writes
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.widgets.versions import VersionTable
 from tests import dashboard_fixtures
@@ -20,7 +20,8 @@ SIZE = (160, 48)
 
 @pytest.fixture
 def app(monkeypatch: pytest.MonkeyPatch) -> KernelTUI:
-    monkeypatch.setattr(store_mod, "now", lambda: "2026-12-02T11:42:07.000+00:00")
+    for module in (agents, evaluations, writes):  # every part of the history that stamps what it writes
+        monkeypatch.setattr(module, "now", lambda: "2026-12-02T11:42:07.000+00:00")
     workspace = dashboard_fixtures.build(ROOT)
     return KernelTUI(workspace, run_scheduler=False)
 

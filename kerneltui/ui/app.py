@@ -7,11 +7,7 @@ workers and the scheduler's own thread); results come back as messages.
 from __future__ import annotations
 
 import functools
-import getpass
-import subprocess
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +19,18 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from agents.acp import AcpAgent
-from kerneltui.core.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
+from kerneltui.core.agent_host import AgentRun
 from kerneltui.core.config import Config
-from kerneltui.core.feedback import person_spoke
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.session import AgentEnded, PermissionWaiting, Recorded, Session, SessionEvent, SessionRefused
 from kerneltui.core.workspace import Workspace
-from kerneltui.history.store import Store
 from kerneltui.ui.commands import KernelCommands
 from kerneltui.ui.messages import (
     AgentFinished,
     Detail,
     DetailLoaded,
     PermissionAsked,
-    Recorded,
+    RecordedMessage,
     SchedulerChanged,
     Snapshot,
     SnapshotLoaded,
@@ -110,27 +104,30 @@ class KernelTUI(App[None]):
         super().__init__()
         self.autostart = list(autostart or [])  # problems to start an agent on once judging is up (the demo)
         self.note = note  # shown once the screen is up (the demo says what is going on)
-        self.agents: dict[str, AgentRun] = {}
-        self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
         self.deferred_to: int | None = None
         self.workspace = workspace
         self.config = config or Config()
-        self.run_scheduler = run_scheduler
-        self.run_judges = run_judges
-        self.scheduler: Scheduler | None = None
-        self.stores: dict[str, Store] = {}
+        self.session = Session(workspace, self.config, self._from_session, run_scheduler, run_judges)
         self.snapshot = Snapshot()
         self.detail: Detail | None = None
         self.device: dict[str, Any] | None = None
         self.running = 0
-        self.who = getpass.getuser()
-        self.last_version = -1
         self.wanted_problem: str | None = None
-        self.writer_lock = threading.Lock()
         self.stale_panes: set[str] = set()
         self.rungs_width = 116
         self.rungs_expanded = False
-        self.ready = False
+
+    @property
+    def agents(self) -> dict[str, AgentRun]:
+        return self.session.agents
+
+    @property
+    def asks(self) -> dict[str, Any]:
+        return self.session.asks
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        return self.session.scheduler
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -171,108 +168,64 @@ class KernelTUI(App[None]):
     @work(thread=True, group="startup", exit_on_error=False)
     def start_up(self) -> None:
         """Opens the history off the UI thread. An existing one is read at once with plain sqlite3; the
-        writer (sqlite-utils, and creating a new history) comes after the first screen (open_writer)."""
-        if self.workspace.db_path.is_file():
-            self._open_readers()
-            with self.reading("snapshot") as store:
+        writer (sqlite-utils, and creating a new history) comes after the first screen (open_writer_soon)."""
+        if self.session.has_history:
+            self.session.open_readers()
+            with self.session.reading("snapshot") as store:
                 if store is not None:
                     self.post_message(SnapshotLoaded(self._read_snapshot(store)))
         else:
-            self.open_writer()
-
-    def open_writer(self) -> Store:
-        """The connection verdicts and guidance are written with; opened once, by the first thread to need it."""
-        with self.writer_lock:
-            if "write" in self.stores:
-                return self.stores["write"]
-            opened = Store.open(self.workspace.db_path, check=False)
-            self.stores["write"] = opened.store
-        if opened.warning:  # the old file was moved aside: read the new one
-            self.call_from_thread(self.notify, opened.warning, severity="warning", timeout=15)
-        if opened.warning or "snapshot" not in self.stores:
-            self._open_readers()
+            self.session.open_writer()
             self.call_from_thread(self.load_snapshot)
-        self.ready = True
-        return opened.store
 
     @work(thread=True, group="startup", exit_on_error=False)
     def open_writer_soon(self) -> None:
-        self.open_writer()
-
-    def _open_readers(self) -> None:
-        for name in ("snapshot", "detail", "poll"):
-            old = self.stores.get(name)
-            self.stores[name] = Store(self.workspace.db_path, create=False)
-            if old is not None:
-                old.close()
+        self.session.open_writer()
 
     def start_scheduler(self) -> None:
         """After the first screen is up: the writer, the scan and the judges' start need not delay it."""
-        if "write" not in self.stores:
+        if "write" not in self.session.stores:
             self.open_writer_soon()
-        if self.run_scheduler and self.scheduler is None:
-            self.scheduler = Scheduler(
-                self.workspace,
-                self.config.ladder,
-                self._from_scheduler,
-                run_judges=self.run_judges,
-                feedback_file=self.config.agent.feedback_file,
-            )
-            self.scheduler.start()
+        if self.session.start_scheduler():
             for problem in self.autostart:
                 self.start_agent(problem)
             self.autostart = []
 
-    def _from_scheduler(self, event: SchedulerEvent) -> None:
-        self.post_message(SchedulerChanged(event))  # thread-safe
+    def _from_session(self, event: SessionEvent) -> None:
+        """Events arrive on the scheduler's and agents' threads: each becomes a message (thread-safe)."""
+        if isinstance(event, SchedulerEvent):
+            self.post_message(SchedulerChanged(event))
+        elif isinstance(event, Recorded):
+            self.post_message(RecordedMessage(event.what, event.text))
+        elif isinstance(event, AgentEnded):
+            self.post_message(AgentFinished(event.problem, event.reason, event.failed))
+        elif isinstance(event, PermissionWaiting):
+            self.post_message(PermissionAsked(event.problem, event.ask))
 
     # --- loading what the screen shows ---------------------------------------------------------
 
     def poll_history(self) -> None:
         """Notices writes by other processes (the CLI's approve/reject/guide) within a second."""
-        with self.reading("poll") as store:
-            if store is None:
-                return
-            version = store.data_version()
-        if version != self.last_version:
-            self.last_version = version
+        if self.session.history_changed():
             self.load_snapshot()
 
     @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
     def load_snapshot(self) -> None:
-        with self.reading("snapshot") as store:
+        with self.session.reading("snapshot") as store:
             if store is None:
                 return
             snapshot = self._read_snapshot(store)
         if not get_current_worker().is_cancelled:
             self.post_message(SnapshotLoaded(snapshot))
 
-    @contextmanager
-    def reading(self, name: str) -> Iterator[Store | None]:
-        """The named reader, held while a thread reads it (None before it is opened or once closed)."""
-        store = self.stores.get(name)
-        if store is None:
-            yield None
-            return
-        with store.held() as held:
-            yield held
-
-    def _read_snapshot(self, store: Store) -> Snapshot:
-        problems = store.problem_rows()
-        problem = self._selected_problem() or (problems[0]["name"] if problems else None)
-        session, events = store.latest_agent(problem) if problem else (None, [])
-        guidance = store.guidance(problem) if problem else []
+    def _read_snapshot(self, store: Any) -> Snapshot:
+        view = self.session.read_view(store, self._selected_problem())
+        problem = view.problem
         # Wrapping a long transcript takes milliseconds: done here, off the UI thread, on every change.
         width = max(60, self.size.width - 38)  # the detail pane's text width, known while its tab is hidden
         running, ask = problem in self.agents, self.asks.get(problem or "")
-        return Snapshot(
-            problems=problems,
-            versions=store.version_rows(problem) if problem else [],
-            problem=problem,
-            pending=store.pending_count(),
-            guidance=guidance,
-            agent_lines=agent_lines(problem, session, events, guidance, running, width, ask),
-        )
+        lines = agent_lines(problem, view.agent_session, view.agent_events, view.guidance, running, width, ask)
+        return Snapshot(view.problems, view.versions, problem, view.pending, view.guidance, lines)
 
     def _selected_problem(self) -> str | None:
         """Read from worker threads: the UI thread keeps `wanted_problem` current, no widget is touched."""
@@ -338,41 +291,15 @@ class KernelTUI(App[None]):
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def _load_detail(self, row: dict[str, Any]) -> None:
-        with self.reading("detail") as store:
+        with self.session.reading("detail") as store:
             if store is None:
                 return
-            detail = self._read_detail(store, row)
-        if not get_current_worker().is_cancelled:
-            self.post_message(DetailLoaded(detail))
-
-    def _read_detail(self, store: Store, row: dict[str, Any]) -> Detail:
-        evaluation_id = row.get("evaluation_id")
-        detail = Detail(version=dict(row), source=store.version_source(row["version_id"]))
-        if evaluation_id:
-            detail.rungs = store.rungs(evaluation_id)
-            detail.artifacts = store.artifacts(evaluation_id)
-            detail.cases = store.case_results(evaluation_id)
-        problem = self.snapshot.problem or ""
-        detail.trends = store.trend_rows(problem) if problem else []
-        for target, other in self._compare_targets(store, row, problem).items():
-            detail.compare[target] = other
-            if other:
-                detail.compare_sources[target] = store.version_source(other["version_id"])
-                if other.get("evaluation_id"):
-                    detail.compare_artifacts[target] = store.artifacts(other["evaluation_id"])
+            detail = self.session.read_detail(store, row, self.snapshot.problem or "", self.snapshot.versions)
+        for target in detail.compare:
             detail.diffs[target] = diff_for(detail, target)
         detail.rung_lines = detail_lines(detail, self.rungs_expanded, self.rungs_width)
-        return detail
-
-    def _compare_targets(self, store: Store, row: dict[str, Any], problem: str) -> dict[str, dict[str, Any] | None]:
-        rows = self.snapshot.versions
-        names = [r["name"] for r in rows]
-        previous = rows[names.index(row["name"]) + 1] if row["name"] in names[:-1] else None
-        best = store.best_passing(problem, row.get("device_name"))  # raced on its own kind of GPU
-        best_row = next((r for r in rows if best and r["version_id"] == best["version_id"]), None)
-        approved = store.last_approved(problem)
-        approved_row = next((r for r in rows if approved and r["version_id"] == approved["id"]), None)
-        return {"previous": previous, "best": best_row, "approved": approved_row}
+        if not get_current_worker().is_cancelled:
+            self.post_message(DetailLoaded(detail))
 
     @while_running
     def on_detail_loaded(self, message: DetailLoaded) -> None:
@@ -430,7 +357,7 @@ class KernelTUI(App[None]):
         if self.deferred_to:
             judges = f"judged by kerneltui pid {self.deferred_to}"
         else:
-            judges = "judge starting…" if self.run_judges and self.run_scheduler else "judging off"
+            judges = "judge starting…" if self.session.run_judges and self.session.run_scheduler else "judging off"
         agents = [(run.agent.model, problem) for problem, run in self.agents.items()]
         self.query_one("#status", StatusBar).update(
             status_text(str(self.workspace.root), self.device, self.running, waiting, judges, agents)
@@ -495,39 +422,20 @@ class KernelTUI(App[None]):
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
-        with self.open_writer().held() as store:  # quitting waits for the verdict to be written
-            if store is None:
-                return
-            store.add_verdict(row["version_id"], verdict, reason or None, self.who)
-            self.post_message(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
-            self._person_spoke(store, Path(row["path"]).parent)
+        self.session.record_verdict(row, verdict, reason)
 
     @work(thread=True, group="write", exit_on_error=False)
     def record_guidance(self, problem: str, text: str) -> None:
-        with self.open_writer().held() as store:
-            if store is None:
-                return
-            guidance_id = store.add_guidance(problem, text, self.who)
-            self.post_message(Recorded("guidance", text))
-            self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
-
-    def _person_spoke(
-        self, store: Store, folder: Path, text: str | None = None, guidance_id: int | None = None
-    ) -> None:
-        """The feedback file, and guidance typed into a configured tmux pane (worker thread)."""
-        panes, write = self.config.tmux_panes, self.config.agent.feedback_file
-        try:
-            said = person_spoke(store, folder, panes, write, text, guidance_id)
-        except (OSError, subprocess.SubprocessError) as exc:
-            said = f"warning: {exc}"
-        if said:
-            self.post_message(Recorded("tmux", said))
+        self.session.record_guidance(problem, text)
 
     @while_running
-    def on_recorded(self, message: Recorded) -> None:
-        if message.what == "tmux":
-            warning = message.text.startswith("warning: ")
-            self.notify(message.text, severity="warning" if warning else "information", timeout=6, markup=False)
+    def on_recorded_message(self, message: RecordedMessage) -> None:
+        if message.what in ("delivery", "warning"):
+            self.notify(message.text, severity=message.what, timeout=6, markup=False)  # type: ignore[arg-type]
+            return
+        if message.what == "history":  # the old file was moved aside: a new one is read
+            self.notify(message.text, severity="warning", timeout=15, markup=False)
+            self.load_snapshot()
             return
         self.notify(
             message.text if message.what == "verdict" else f"guidance sent: {message.text}", timeout=4, markup=False
@@ -598,32 +506,17 @@ class KernelTUI(App[None]):
         self.start_agent(self.snapshot.problem)
 
     def start_agent(self, problem: str) -> None:
-        if problem in self.agents:
-            self.notify(f"an agent is already working on {problem}: x stops it", severity="warning")
-            return
-        if not (self.run_scheduler and (self.run_judges or self.deferred_to)):
-            self.notify("judging is off in this dashboard: an agent's versions would never be judged", severity="error")
-            return
         try:
-            agent = make_agent(self.config.agent, problem, self.workspace, self.config.acp_agents, self._asker(problem))
-        except AgentSetupError as exc:
+            run = self.session.start_agent(problem, judged_elsewhere=bool(self.deferred_to))
+        except SessionRefused as exc:
             self.notify(str(exc), severity="error", timeout=12, markup=False)
             return
-        run = AgentRun(agent, problem)
-        self.agents[problem] = run
-        self.notify(f"{agent.model} started on {problem}", timeout=4, markup=False)
+        self.notify(f"{run.agent.model} started on {problem}", timeout=4, markup=False)
         self._update_status()
         self.run_agent_worker(run)
 
-    def _asker(self, problem: str) -> Any:
-        def ask(request: Any) -> None:  # the agent's thread
-            self.post_message(PermissionAsked(problem, request))
-
-        return ask
-
     @while_running
     def on_permission_asked(self, message: PermissionAsked) -> None:
-        self.asks[message.problem] = message.ask
         if self.config.bell:
             self.bell()
         self.notify(
@@ -643,67 +536,45 @@ class KernelTUI(App[None]):
         return True
 
     def action_permission(self, kind: str) -> None:
-        ask = self._pending_ask()
-        if ask is None:
-            return
-        kinds = ("reject_once", "reject_always") if kind == "reject" else (kind,)
-        option = ask.option_for(kinds) or (ask.option_for(("allow_once",)) if kind == "allow_always" else None)
-        ask.answer(option)
-        self.asks.pop(self.snapshot.problem or "", None)
-        self.load_snapshot()
+        if self._pending_ask() is not None and self.session.answer_permission(self.snapshot.problem or "", kind):
+            self.load_snapshot()
 
     def interrupt_agent(self) -> bool:
         """Esc on the Agent pane: ends the ACP agent's running turn so queued guidance goes now."""
-        run = self.agents.get(self.snapshot.problem or "")
-        if run is None or not isinstance(run.agent, AcpAgent) or not run.agent.busy:
-            return False  # only an ACP agent has turns to interrupt, and only while one runs
-        run.agent.interrupt()
+        if not self.session.interrupt_agent(self.snapshot.problem or ""):
+            return False
         self.notify("interrupting the agent's turn: queued guidance goes next", timeout=4)
         return True
 
     @work(thread=True, group="agents", exit_on_error=False)
     def run_agent_worker(self, run: AgentRun) -> None:
-        reason, failed = "it ended", True
-        try:
-            scheduler = self.scheduler
-            context = find_context(self.workspace, self.config.agent.context)
-            enqueue = scheduler.enqueue if scheduler else None
-            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue)
-            failed = run.failed
-        except Exception as exc:  # the history could not be opened: said, and the agent is not left listed
-            reason = f"it could not start: {type(exc).__name__}: {exc}"
-        finally:
-            self.post_message(AgentFinished(run.problem, reason, failed))
+        self.session.run_agent(run)
 
     @while_running
     def on_agent_finished(self, message: AgentFinished) -> None:
-        self.agents.pop(message.problem, None)
-        self.asks.pop(message.problem, None)
         text = f"agent on {message.problem} stopped: {message.reason}"
         self.notify(text, severity="error" if message.failed else "information", timeout=8, markup=False)
         self._update_status()
         self.load_snapshot()
 
     def action_stop_agent(self) -> None:
-        run = self.agents.get(self.snapshot.problem or "")
-        if run is None:
-            self.notify("no agent of this dashboard is working on this problem", severity="warning")
+        try:
+            run = self.session.stop_agent(self.snapshot.problem or "")
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="warning")
             return
-        run.request_stop()
         self.notify(f"stopping the agent on {run.problem}…", timeout=3, markup=False)
 
     def action_rebench(self) -> None:
         row = self.selected_version()
         if row is None:
             return
-        path = Path(row["path"])
-        if self.scheduler is None:
-            self.notify("judging is off in this session", severity="warning")
-        elif not path.is_file():
-            self.notify(f"{path} is gone: nothing to judge again", severity="error")
-        else:
-            self.scheduler.enqueue(path, force=True)
-            self.notify(f"{row['name']} queued to be judged again", timeout=3)
+        try:
+            self.session.judge_again(Path(row["path"]))
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{row['name']} queued to be judged again", timeout=3)
 
     def select_problem(self, name: str) -> None:
         self.wanted_problem = name
@@ -733,7 +604,7 @@ class KernelTUI(App[None]):
         self.push_screen(HelpScreen(rows))
 
     def action_quit_app(self) -> None:
-        pending = self.scheduler.pending if self.scheduler else 0
+        pending = self.session.pending
         if not pending and not self.agents:
             self.exit()
             return
@@ -760,9 +631,4 @@ class KernelTUI(App[None]):
             event.stop()
 
     def on_unmount(self) -> None:
-        for run in list(self.agents.values()):
-            run.request_stop()
-        if self.scheduler:
-            self.scheduler.stop()
-        for store in self.stores.values():
-            store.close()
+        self.session.close()

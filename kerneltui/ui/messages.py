@@ -8,6 +8,9 @@ from typing import Any
 from textual.message import Message
 
 from kerneltui.core.scheduler import SchedulerEvent
+from kerneltui.core.session import Detail
+
+__all__ = ["Detail"]  # the dashboard's messages carry the session's Detail
 
 
 class SchedulerChanged(Message):
@@ -36,31 +39,14 @@ class SnapshotLoaded(Message):
         self.snapshot = snapshot
 
 
-@dataclass
-class Detail:
-    """The selected version's rungs, files and neighbours, for the detail panes."""
-
-    version: dict[str, Any]
-    rungs: list[Any] = field(default_factory=list)
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
-    source: str = ""
-    compare: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    compare_sources: dict[str, str] = field(default_factory=dict)
-    compare_artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    cases: list[dict[str, Any]] = field(default_factory=list)
-    trends: list[dict[str, Any]] = field(default_factory=list)
-    rung_lines: list[Any] = field(default_factory=list)  # built in the worker: the UI thread only shows them
-    diffs: dict[str, list[Any]] = field(default_factory=dict)
-
-
 class DetailLoaded(Message):
     def __init__(self, detail: Detail | None) -> None:
         super().__init__()
         self.detail = detail
 
 
-class Recorded(Message):
-    """A verdict or guidance reached the history."""
+class RecordedMessage(Message):
+    """A verdict or guidance reached the history, or guidance a tmux pane (kerneltui.core.session.Recorded)."""
 
     def __init__(self, what: str, text: str) -> None:
         super().__init__()

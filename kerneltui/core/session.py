@@ -1,0 +1,330 @@
+"""The supervisor with no screen: the history's connections, the scheduler and the agents' runs.
+
+A front end (the dashboard) asks it to read, judge, record verdicts and guidance, and start, stop or
+answer agents, and hears back through typed events (`SessionEvent`), which arrive on other threads.
+Its reads and writes block: a front end calls them from worker threads, never its UI thread.
+"""
+
+from __future__ import annotations
+
+import getpass
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.acp import AcpAgent
+from kerneltui.core.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
+from kerneltui.core.config import Config
+from kerneltui.core.feedback import person_spoke
+from kerneltui.core.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.workspace import Workspace
+from kerneltui.history.store import Store
+
+READERS = ("snapshot", "detail", "poll")  # one connection per reading thread: none waits on another's query
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A verdict or guidance reached the history (`verdict`, `guidance`), guidance reached a tmux pane
+    (`delivery`; `warning` when it did not), or the history file was replaced (`history`)."""
+
+    what: str
+    text: str
+
+
+@dataclass(frozen=True)
+class AgentEnded:
+    problem: str
+    reason: str
+    failed: bool
+
+
+@dataclass(frozen=True)
+class PermissionWaiting:
+    """An ACP agent asks the person before it acts (answered with `answer_permission`)."""
+
+    problem: str
+    ask: Any
+
+
+SessionEvent = SchedulerEvent | Recorded | AgentEnded | PermissionWaiting
+
+
+@dataclass
+class HistoryView:
+    """One problem as the history holds it, with the list of all problems."""
+
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    versions: list[dict[str, Any]] = field(default_factory=list)
+    problem: str | None = None
+    pending: int = 0
+    guidance: list[dict[str, Any]] = field(default_factory=list)
+    agent_session: dict[str, Any] | None = None
+    agent_events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Detail:
+    """The selected version's rungs, files and neighbours (previous, best on its GPU, last approved)."""
+
+    version: dict[str, Any]
+    rungs: list[Any] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""
+    compare: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    compare_sources: dict[str, str] = field(default_factory=dict)
+    compare_artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    trends: list[dict[str, Any]] = field(default_factory=list)
+    rung_lines: list[Any] = field(default_factory=list)  # drawn by a front end, off its UI thread
+    diffs: dict[str, list[Any]] = field(default_factory=dict)
+
+
+class SessionRefused(Exception):
+    """What was asked cannot be done now; the message says why, for the person."""
+
+
+class Session:
+    def __init__(
+        self,
+        workspace: Workspace,
+        config: Config,
+        on_event: Callable[[SessionEvent], None],
+        run_scheduler: bool = True,
+        run_judges: bool = True,
+    ) -> None:
+        self.workspace, self.config, self.on_event = workspace, config, on_event
+        self.run_scheduler, self.run_judges = run_scheduler, run_judges
+        self.scheduler: Scheduler | None = None
+        self.stores: dict[str, Store] = {}
+        self.writer_lock = threading.Lock()
+        self.agents: dict[str, AgentRun] = {}
+        self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
+        self.last_version = -1
+        self.who = getpass.getuser()
+
+    # --- the history ---------------------------------------------------------------------------
+
+    @property
+    def has_history(self) -> bool:
+        return self.workspace.db_path.is_file()
+
+    def open_writer(self) -> Store:
+        """The connection verdicts and guidance are written with; opened once, by the first thread to need it.
+        A history that could not be read is moved aside: said as Recorded('history', ...)."""
+        with self.writer_lock:
+            if "write" in self.stores:
+                return self.stores["write"]
+            opened = Store.open(self.workspace.db_path, check=False)
+            self.stores["write"] = opened.store
+        if opened.warning or "snapshot" not in self.stores:
+            self.open_readers()
+        if opened.warning:
+            self.on_event(Recorded("history", opened.warning))
+        return opened.store
+
+    def open_readers(self) -> None:
+        for name in READERS:
+            old = self.stores.get(name)
+            self.stores[name] = Store(self.workspace.db_path, create=False)
+            if old is not None:
+                old.close()
+
+    @contextmanager
+    def reading(self, name: str) -> Iterator[Store | None]:
+        """The named reader, held while a thread reads it (None before it is opened or once closed)."""
+        store = self.stores.get(name)
+        if store is None:
+            yield None
+            return
+        with store.held() as held:
+            yield held
+
+    def history_changed(self) -> bool:
+        """Whether any process wrote the history since the last look (the CLI's approve, reject, guide)."""
+        with self.reading("poll") as store:
+            if store is None:
+                return False
+            version = store.data_version()
+        changed, self.last_version = version != self.last_version, version
+        return changed
+
+    def read_view(self, store: Store, problem: str | None) -> HistoryView:
+        problems = store.problem_rows()
+        problem = problem or (problems[0]["name"] if problems else None)
+        if problem is None:
+            return HistoryView(problems=problems, pending=store.pending_count())
+        session, events = store.latest_agent(problem)
+        return HistoryView(
+            problems=problems,
+            versions=store.version_rows(problem),
+            problem=problem,
+            pending=store.pending_count(),
+            guidance=store.guidance(problem),
+            agent_session=session,
+            agent_events=events,
+        )
+
+    def read_detail(self, store: Store, row: dict[str, Any], problem: str, rows: list[dict[str, Any]]) -> Detail:
+        """`row` of the versions `rows` (newest first) with what it is compared with."""
+        evaluation_id = row.get("evaluation_id")
+        detail = Detail(version=dict(row), source=store.version_source(row["version_id"]))
+        if evaluation_id:
+            detail.rungs = store.rungs(evaluation_id)
+            detail.artifacts = store.artifacts(evaluation_id)
+            detail.cases = store.case_results(evaluation_id)
+        detail.trends = store.trend_rows(problem) if problem else []
+        for target, other in compare_targets(store, row, problem, rows).items():
+            detail.compare[target] = other
+            if other:
+                detail.compare_sources[target] = store.version_source(other["version_id"])
+                if other.get("evaluation_id"):
+                    detail.compare_artifacts[target] = store.artifacts(other["evaluation_id"])
+        return detail
+
+    # --- judging -------------------------------------------------------------------------------
+
+    def start_scheduler(self) -> bool:
+        """Starts judging (once); False when this session does not judge."""
+        if not self.run_scheduler or self.scheduler is not None:
+            return False
+        self.scheduler = Scheduler(
+            self.workspace,
+            self.config.ladder,
+            self.on_event,
+            run_judges=self.run_judges,
+            feedback_file=self.config.agent.feedback_file,
+        )
+        self.scheduler.start()
+        return True
+
+    def judge_again(self, path: Path) -> None:
+        if self.scheduler is None:
+            raise SessionRefused("judging is off in this session")
+        if not path.is_file():
+            raise SessionRefused(f"{path} is gone: nothing to judge again")
+        self.scheduler.enqueue(path, force=True)
+
+    @property
+    def pending(self) -> int:
+        return self.scheduler.pending if self.scheduler else 0
+
+    # --- the person's word ---------------------------------------------------------------------
+
+    def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
+        with self.open_writer().held() as store:  # closing waits for the verdict to be written
+            if store is None:
+                return
+            store.add_verdict(row["version_id"], verdict, reason or None, self.who)
+            self.on_event(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
+            self._person_spoke(store, Path(row["path"]).parent)
+
+    def record_guidance(self, problem: str, text: str) -> None:
+        with self.open_writer().held() as store:
+            if store is None:
+                return
+            guidance_id = store.add_guidance(problem, text, self.who)
+            self.on_event(Recorded("guidance", text))
+            self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
+
+    def _person_spoke(
+        self, store: Store, folder: Path, text: str | None = None, guidance_id: int | None = None
+    ) -> None:
+        """The feedback file, and guidance typed into a configured tmux pane."""
+        panes, write = self.config.tmux_panes, self.config.agent.feedback_file
+        try:
+            said = person_spoke(store, folder, panes, write, text, guidance_id)
+        except (OSError, subprocess.SubprocessError) as exc:
+            said = f"warning: {exc}"
+        if said:
+            warning = said.startswith("warning: ")
+            self.on_event(Recorded("warning" if warning else "delivery", said.removeprefix("warning: ")))
+
+    # --- agents --------------------------------------------------------------------------------
+
+    def start_agent(self, problem: str, judged_elsewhere: bool = False) -> AgentRun:
+        """An agent made for the problem and listed; run it with run_agent (in a thread of its own)."""
+        if problem in self.agents:
+            raise SessionRefused(f"an agent is already working on {problem}: x stops it")
+        if not (self.run_scheduler and (self.run_judges or judged_elsewhere)):
+            raise SessionRefused("judging is off in this dashboard: an agent's versions would never be judged")
+        asker = self._asker(problem)
+        try:
+            agent = make_agent(self.config.agent, problem, self.workspace, self.config.acp_agents, asker)
+        except AgentSetupError as exc:
+            raise SessionRefused(str(exc)) from None
+        run = AgentRun(agent, problem)
+        self.agents[problem] = run
+        return run
+
+    def _asker(self, problem: str) -> Callable[[Any], None]:
+        def ask(request: Any) -> None:  # the agent's thread
+            self.asks[problem] = request
+            self.on_event(PermissionWaiting(problem, request))
+
+        return ask
+
+    def run_agent(self, run: AgentRun) -> None:
+        """Runs the agent to its end (blocking); AgentEnded says how, whatever happens."""
+        reason, failed = "it ended", True
+        try:
+            context = find_context(self.workspace, self.config.agent.context)
+            enqueue = self.scheduler.enqueue if self.scheduler else None
+            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue)
+            failed = run.failed
+        except Exception as exc:  # the history could not be opened: said, and the agent is not left listed
+            reason = f"it could not start: {type(exc).__name__}: {exc}"
+        finally:
+            self.agents.pop(run.problem, None)
+            self.asks.pop(run.problem, None)
+            self.on_event(AgentEnded(run.problem, reason, failed))
+
+    def stop_agent(self, problem: str) -> AgentRun:
+        run = self.agents.get(problem)
+        if run is None:
+            raise SessionRefused("no agent of this dashboard is working on this problem")
+        run.request_stop()
+        return run
+
+    def interrupt_agent(self, problem: str) -> bool:
+        """Ends an ACP agent's running turn so queued guidance goes now; False when there is none."""
+        run = self.agents.get(problem)
+        if run is None or not isinstance(run.agent, AcpAgent) or not run.agent.busy:
+            return False  # only an ACP agent has turns to interrupt, and only while one runs
+        run.agent.interrupt()
+        return True
+
+    def answer_permission(self, problem: str, kind: str) -> bool:
+        """allow_once, allow_always or reject; False when nothing waits."""
+        ask = self.asks.pop(problem, None)
+        if ask is None:
+            return False
+        kinds = ("reject_once", "reject_always") if kind == "reject" else (kind,)
+        option = ask.option_for(kinds) or (ask.option_for(("allow_once",)) if kind == "allow_always" else None)
+        ask.answer(option)
+        return True
+
+    def close(self) -> None:
+        for run in list(self.agents.values()):
+            run.request_stop()
+        if self.scheduler:
+            self.scheduler.stop()
+        for store in self.stores.values():
+            store.close()
+
+
+def compare_targets(
+    store: Store, row: dict[str, Any], problem: str, rows: list[dict[str, Any]]
+) -> dict[str, dict[str, Any] | None]:
+    """What a version is compared with: the one before it, the best on its own GPU, the last approved."""
+    names = [r["name"] for r in rows]
+    previous = rows[names.index(row["name"]) + 1] if row["name"] in names[:-1] else None
+    best = store.best_passing(problem, row.get("device_name"))
+    best_row = next((r for r in rows if best and r["version_id"] == best["version_id"]), None)
+    approved = store.last_approved(problem)
+    approved_row = next((r for r in rows if approved and r["version_id"] == approved["id"]), None)
+    return {"previous": previous, "best": best_row, "approved": approved_row}
