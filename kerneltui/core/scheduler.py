@@ -20,33 +20,21 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from harness.results import Evaluation, RungResult
-from harness.source import VersionTooLarge, defines
 from harness.workers import cuda_device_count
 from kerneltui.core.config import Config, LadderConfig
+from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.feedback import write_feedback
-from kerneltui.core.runner import harness_env, harness_python, record_refusal, record_version
+from kerneltui.core.intake import Intake
+from kerneltui.core.runner import harness_env, harness_python
 from kerneltui.core.watcher import WorkspaceWatcher
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 
-PROBLEM_NAMES = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
 MAX_JUDGE_RESTARTS = 5
-
-
-@dataclass
-class SchedulerEvent:
-    """What changed, for the dashboard: queued, started, rung, finished, failed, judge, problem, deleted."""
-
-    kind: str
-    evaluation_id: int | None = None
-    problem: str | None = None
-    version: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 class Judge:
@@ -122,7 +110,7 @@ class Judge:
             self.log.close()
 
 
-class Scheduler:
+class Scheduler(Intake):
     def __init__(
         self,
         workspace: Workspace,
@@ -230,74 +218,6 @@ class Scheduler:
             self._deleted(Path(a))
         elif kind == "problem":
             self._problem(Path(a))
-
-    def _scan(self) -> None:
-        """Versions written while kerneltui was not running are queued; vanished ones marked deleted."""
-        assert self.store is not None
-        stamps = self.store.judged_file_stamps()
-        for folder in self.workspace.problems():
-            self._problem(folder, announce=False)
-            for path in self.workspace.versions(folder.name):
-                try:
-                    stat = path.stat()
-                except OSError:
-                    continue
-                if stamps.get(str(path)) != (stat.st_size, stat.st_mtime_ns):
-                    self._enqueue(path, force=False, announce=False)
-        for row in self.store.present_versions():
-            if not Path(row["path"]).exists():
-                self.store.mark_deleted(row["problem"], row["name"])
-        self.notify(SchedulerEvent("scan", data={"queued": len(self.queue)}))
-
-    def _problem(self, folder: Path, announce: bool = True) -> None:
-        assert self.store is not None
-        problem_file = folder / "problem.py"
-        if not problem_file.is_file():
-            return
-        text = problem_file.read_text(errors="replace")
-        missing = [name for name in PROBLEM_NAMES if not defines(text, name)]
-        error = f"problem.py is missing {', '.join(missing)}" if missing else None
-        from harness.source import notes, parse
-
-        if parse(text) is None:
-            error = "problem.py does not parse (SyntaxError)"
-        self.store.ensure_problem(folder.name, str(folder), notes(text))
-        self.store.set_problem_error(folder.name, error)
-        if announce:
-            self.notify(SchedulerEvent("problem", problem=folder.name, data={"error": error}))
-        if announce and error is None:
-            self._rejudge_errors(folder.name)
-
-    def _rejudge_errors(self, problem: str) -> None:
-        """problem.py changed and reads well: versions it broke (status error) are judged again."""
-        assert self.store is not None
-        for row in self.store.version_rows(problem):
-            if row.get("status") == "error" and not row.get("deleted") and row.get("path"):
-                self._enqueue(Path(row["path"]), force=True)
-
-    def _enqueue(self, path: Path, force: bool, announce: bool = True) -> None:
-        assert self.store is not None
-        if not path.is_file():
-            return
-        try:
-            version_id, digest, problem = record_version(self.store, self.workspace, path)
-        except VersionTooLarge as exc:
-            record_refusal(self.store, path, str(exc))
-            self.notify(SchedulerEvent("warning", data={"message": f"{path.parent.name}/{exc}"}))
-            return
-        self.store.mark_present(problem, path.stem)
-        if self.store.was_judged(version_id) and not force:
-            return
-        evaluation_id = self.store.start_evaluation(version_id, problem, path.stem, digest, status="queued")
-        self.queue.append(evaluation_id)
-        self.paths[evaluation_id] = path
-        if announce:
-            self.notify(SchedulerEvent("queued", evaluation_id, problem, path.stem))
-
-    def _deleted(self, path: Path) -> None:
-        assert self.store is not None
-        self.store.mark_deleted(path.parent.name, path.stem)
-        self.notify(SchedulerEvent("deleted", problem=path.parent.name, version=path.stem))
 
     def _start_judges(self) -> None:
         gpus = cuda_device_count()

@@ -1,0 +1,17 @@
+"""What the scheduler says to whoever runs it (the session, the headless CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class SchedulerEvent:
+    """What changed, for the dashboard: queued, started, rung, finished, failed, judge, problem, deleted."""
+
+    kind: str
+    evaluation_id: int | None = None
+    problem: str | None = None
+    version: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)

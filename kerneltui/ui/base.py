@@ -1,0 +1,77 @@
+"""What every part of the dashboard shares: its state, the session it fronts, the status line."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import App
+
+from kerneltui.core.agent_host import AgentRun
+from kerneltui.core.config import Config
+from kerneltui.core.scheduler import Scheduler
+from kerneltui.core.session import Detail, Session
+from kerneltui.core.workspace import Workspace
+from kerneltui.ui.messages import Snapshot
+from kerneltui.ui.widgets.status import StatusBar, status_text
+
+
+def while_running(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """A message still queued when shutdown has removed the widgets (background work, a cursor move) is dropped."""
+
+    @functools.wraps(handler)
+    def guarded(app: Any, message: Any) -> None:
+        if app.is_running:
+            handler(app, message)
+
+    return guarded
+
+
+class DashboardBase(App[None]):
+    """The state the dashboard's parts read and write, set up by KernelTUI.__init__."""
+
+    session: Session
+    workspace: Workspace
+    config: Config
+    snapshot: Snapshot
+    detail: Detail | None
+    device: dict[str, Any] | None
+    running: int
+    deferred_to: int | None
+    wanted_problem: str | None
+    stale_panes: set[str]
+    rungs_width: int
+    rungs_expanded: bool
+
+    def start_scheduler(self) -> None:
+        """Starts judging once the first screen is up (KernelTUI)."""
+
+    @property
+    def agents(self) -> dict[str, AgentRun]:
+        return self.session.agents
+
+    @property
+    def asks(self) -> dict[str, Any]:
+        return self.session.asks
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        return self.session.scheduler
+
+    def _update_status(self) -> None:
+        waiting = max(0, self.snapshot.pending - self.running)
+        if self.deferred_to:
+            judges = f"judged by kerneltui pid {self.deferred_to}"
+        else:
+            judges = "judge starting…" if self.session.run_judges and self.session.run_scheduler else "judging off"
+        # agents end on their own threads: a copy to iterate
+        agents = [(run.agent.model, problem) for problem, run in list(self.agents.items())]
+        self.query_one("#status", StatusBar).update(
+            status_text(str(self.workspace.root), self.device, self.running, waiting, judges, agents)
+        )
+
+    def _alert(self, text: str) -> None:
+        if self.config.bell:
+            self.bell()
+        self.notify(text, timeout=6, markup=False)

@@ -1,0 +1,192 @@
+"""What the person does: verdicts, guidance, diffs and search, and agents started, stopped and answered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.widgets import Input, TabbedContent
+
+from kerneltui.core.agent_host import AgentRun
+from kerneltui.core.session import SessionRefused
+from kerneltui.ui.base import while_running
+from kerneltui.ui.messages import AgentFinished, PermissionAsked, RecordedMessage
+from kerneltui.ui.panes import PaneLoading
+from kerneltui.ui.screens.dialogs import RejectScreen
+from kerneltui.ui.widgets.asm import AsmPane
+from kerneltui.ui.widgets.diff import DiffPane
+from kerneltui.ui.widgets.versions import VersionTable
+
+
+class Steering(PaneLoading):
+    def selected_version(self) -> dict[str, Any] | None:
+        row = self.query_one("#versions", VersionTable).selected
+        if row is None:
+            self.notify("no version selected", severity="warning")
+        return row
+
+    def action_approve(self) -> None:
+        row = self.selected_version()
+        if row is not None:
+            self.record_verdict(row, "approved", None)
+
+    def action_reject(self) -> None:
+        row = self.selected_version()
+        if row is None:
+            return
+
+        def rejected(reason: str | None) -> None:
+            if reason is not None:
+                self.record_verdict(row, "rejected", reason)
+
+        self.push_screen(RejectScreen(row["name"]), rejected)
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
+        self.session.record_verdict(row, verdict, reason)
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def record_guidance(self, problem: str, text: str) -> None:
+        self.session.record_guidance(problem, text)
+
+    @while_running
+    def on_recorded_message(self, message: RecordedMessage) -> None:
+        if message.what in ("delivery", "warning"):
+            self.notify(message.text, severity=message.what, timeout=6, markup=False)  # type: ignore[arg-type]
+            return
+        if message.what == "history":  # the old file was moved aside: a new one is read
+            self.notify(message.text, severity="warning", timeout=15, markup=False)
+            self.load_snapshot()
+            return
+        self.notify(
+            message.text if message.what == "verdict" else f"guidance sent: {message.text}", timeout=4, markup=False
+        )
+        self.load_snapshot()
+
+    def action_guide(self) -> None:
+        self.query_one("#guidance", Input).focus()
+
+    @on(Input.Submitted, "#guidance")
+    def guidance_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        problem = self.snapshot.problem
+        if not text:
+            return
+        if problem is None:
+            self.notify("no problem selected", severity="warning")
+            return
+        event.input.value = ""
+        self.record_guidance(problem, text)  # kept even when typed at quit: the stores close after this
+        if self.is_running:
+            self.query_one("#versions").focus()  # back to reviewing: a, r, j, k work again
+
+    def action_diff(self) -> None:
+        tabs = self.query_one("#detail", TabbedContent)
+        if tabs.active == "diff":
+            self.query_one("#diff-view", DiffPane).cycle()
+        tabs.active = "diff"
+        self._show_diff()
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one("#detail", TabbedContent).active = tab
+
+    def action_search(self) -> None:
+        if self.active_view() is None:
+            self.notify("nothing to search in this pane", severity="warning")
+            return
+        box = self.query_one("#search-box", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Submitted, "#search-box")
+    @while_running
+    def search_submitted(self, event: Input.Submitted) -> None:
+        view = self.active_view()
+        event.input.display = False
+        if view is None:
+            return
+        count = view.search(event.value)
+        view.focus()
+        self.notify(view.match_label() or "search cleared", timeout=3, markup=False)
+        if self.query_one("#detail", TabbedContent).active == "asm":
+            self.query_one("#asm-pane", AsmPane).update_bar()
+        if not count and event.value:
+            self.bell()
+
+    def action_start_agent(self) -> None:
+        if self.snapshot.problem is None:
+            self.notify("no problem selected", severity="warning")
+            return
+        self.start_agent(self.snapshot.problem)
+
+    def start_agent(self, problem: str) -> None:
+        try:
+            run = self.session.start_agent(problem, judged_elsewhere=bool(self.deferred_to))
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="error", timeout=12, markup=False)
+            return
+        self.notify(f"{run.agent.model} started on {problem}", timeout=4, markup=False)
+        self._update_status()
+        self.run_agent_worker(run)
+
+    @while_running
+    def on_permission_asked(self, message: PermissionAsked) -> None:
+        if self.config.bell:
+            self.bell()
+        self.notify(
+            f"agent on {message.problem} asks: {message.ask.title}  (Agent pane: y allow once · a always · n deny)",
+            timeout=15,
+            markup=False,
+        )
+        self.load_snapshot()
+
+    def _pending_ask(self) -> Any:
+        tab = self.query_one("#detail", TabbedContent).active
+        return self.asks.get(self.snapshot.problem or "") if tab == "agent" else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "permission":
+            return self._pending_ask() is not None  # else the key does what it usually does
+        return True
+
+    def action_permission(self, kind: str) -> None:
+        if self._pending_ask() is not None and self.session.answer_permission(self.snapshot.problem or "", kind):
+            self.load_snapshot()
+
+    def interrupt_agent(self) -> bool:
+        """Esc on the Agent pane: ends the ACP agent's running turn so queued guidance goes now."""
+        if not self.session.interrupt_agent(self.snapshot.problem or ""):
+            return False
+        self.notify("interrupting the agent's turn: queued guidance goes next", timeout=4)
+        return True
+
+    @work(thread=True, group="agents", exit_on_error=False)
+    def run_agent_worker(self, run: AgentRun) -> None:
+        self.session.run_agent(run)
+
+    @while_running
+    def on_agent_finished(self, message: AgentFinished) -> None:
+        text = f"agent on {message.problem} stopped: {message.reason}"
+        self.notify(text, severity="error" if message.failed else "information", timeout=8, markup=False)
+        self._update_status()
+        self.load_snapshot()
+
+    def action_stop_agent(self) -> None:
+        try:
+            run = self.session.stop_agent(self.snapshot.problem or "")
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self.notify(f"stopping the agent on {run.problem}…", timeout=3, markup=False)
+
+    def action_rebench(self) -> None:
+        row = self.selected_version()
+        if row is None:
+            return
+        try:
+            self.session.judge_again(Path(row["path"]))
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{row['name']} queued to be judged again", timeout=3)
