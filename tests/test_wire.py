@@ -100,3 +100,24 @@ def test_timeout_and_close() -> None:
 def test_bad_tensor_reference_in_tree() -> None:
     with pytest.raises(wire.ChannelError, match="bad tensor reference"):
         wire.decode_tree({"$t": 3}, [])
+
+
+def test_the_judges_events_read_back_as_written() -> None:
+    """One definition of the judge's line protocol, written by the judge and read by both its clients."""
+    from harness import protocol
+    from harness.results import Evaluation, RungResult
+
+    rung = RungResult("load", ok=True, seconds=0.5, metrics={"dsls": ["triton"]})
+    evaluation = Evaluation(problem="p", version="v001", path="/w/p/v001.py", hash="h", rungs=[rung])
+    events = [
+        protocol.Ready({"kind": "cpu", "name": "x"}),
+        protocol.Started(3, "/w/p/v001.py"),
+        protocol.RungFinished(rung, 3),
+        protocol.Finished(evaluation, 3),
+        protocol.Failed("problem.py is missing cases", True, 3),
+        protocol.Failed("bad request", False, None),
+    ]
+    for event in events:
+        assert protocol.parse(protocol.line(event)) == event
+    for noise in ("", "warning: something", "[1, 2]", '{"event": "rung"}', '{"event": "what"}'):
+        assert protocol.parse(noise) is None

@@ -12,9 +12,9 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from harness import source
+from harness import protocol, source
 from harness.results import Evaluation, RungResult
 from harness.workers import judge_env
 from kerneltui.core.workspace import Workspace
@@ -182,20 +182,15 @@ def _tail(file: IO[bytes], chars: int) -> str:
 
 
 def _handle_event(store: Store, outcome: Outcome, line: str, on_rung: Callable[[RungResult], None] | None) -> None:
-    try:
-        event: dict[str, Any] = json.loads(line)
-    except json.JSONDecodeError:
-        return  # the judge prints only JSON lines on stdout; anything else is noise
-    kind = event.get("event")
-    if kind == "rung":
-        rung = RungResult.from_json(event["rung"])
-        store.add_rung(outcome.evaluation_id, len(outcome.rungs), rung)
-        outcome.rungs.append(rung)
+    event = protocol.parse(line)  # anything but the judge's events is noise on its stdout
+    if isinstance(event, protocol.RungFinished):
+        store.add_rung(outcome.evaluation_id, len(outcome.rungs), event.rung)
+        outcome.rungs.append(event.rung)
         if on_rung:
-            on_rung(rung)
-    elif kind == "done":
-        outcome.evaluation = Evaluation.from_json(event["evaluation"])
+            on_rung(event.rung)
+    elif isinstance(event, protocol.Finished):
+        outcome.evaluation = event.evaluation
         store.finish_evaluation(outcome.evaluation_id, outcome.evaluation)
-    elif kind == "error":
-        outcome.problem_error = event.get("error", "bad problem")
+    elif isinstance(event, protocol.Failed):
+        outcome.problem_error = event.error
         store.fail_evaluation(outcome.evaluation_id, outcome.problem_error, status="error")

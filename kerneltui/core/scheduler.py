@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from harness.results import Evaluation, RungResult
+from harness import protocol
+from harness.results import Evaluation
 from harness.workers import cuda_device_count
 from kerneltui.core.config import Config, LadderConfig
 from kerneltui.core.events import SchedulerEvent
@@ -277,35 +278,37 @@ class Scheduler(Intake):
 
     def _judge_line(self, judge: Judge, line: str) -> None:
         assert self.store is not None
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return
-        kind, evaluation_id = event.get("event"), event.get("id")
-        if kind == "ready":
-            judge.ready, judge.device = True, event.get("device", {})
+        event = protocol.parse(line)
+        if isinstance(event, protocol.Ready):
+            judge.ready, judge.device = True, event.device
             self.notify(SchedulerEvent("judge", data={"judge": judge.index, "device": judge.device}))
-        elif kind == "rung" and isinstance(evaluation_id, int):
-            rung = RungResult.from_json(event["rung"])
-            index = self.rung_counts.get(evaluation_id, 0)
-            self.rung_counts[evaluation_id] = index + 1
-            self.store.add_rung(evaluation_id, index, rung)
-            self.notify(SchedulerEvent("rung", evaluation_id, data={"rung": rung.name, "ok": rung.ok}))
-        elif kind == "done" and isinstance(evaluation_id, int):
-            evaluation = Evaluation.from_json(event["evaluation"])
-            self.store.finish_evaluation(evaluation_id, evaluation)
+        elif not isinstance(event, (protocol.RungFinished, protocol.Finished, protocol.Failed)) or not isinstance(
+            event.id, int
+        ):
+            return
+        elif isinstance(event, protocol.RungFinished):
+            index = self.rung_counts.get(event.id, 0)
+            self.rung_counts[event.id] = index + 1
+            self.store.add_rung(event.id, index, event.rung)
+            self.notify(SchedulerEvent("rung", event.id, data={"rung": event.rung.name, "ok": event.rung.ok}))
+        elif isinstance(event, protocol.Finished):
+            self.store.finish_evaluation(event.id, event.evaluation)
             judge.busy = None
-            self._finished(evaluation_id, evaluation)
-        elif kind == "error" and isinstance(evaluation_id, int):
-            self.store.fail_evaluation(evaluation_id, event.get("error", "error"), status="error")
-            if event.get("problem"):
-                row = self.store.evaluation(evaluation_id)
-                if row:
-                    self.store.set_problem_error(row["problem"], event.get("error"))
-            judge.busy = None
-            self._write_feedback(evaluation_id)
-            self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.get("error")}))
-            self._maybe_idle()
+            self._finished(event.id, event.evaluation)
+        else:
+            self._failed(judge, event.id, event)
+
+    def _failed(self, judge: Judge, evaluation_id: int, event: protocol.Failed) -> None:
+        assert self.store is not None
+        self.store.fail_evaluation(evaluation_id, event.error, status="error")
+        if event.problem:
+            row = self.store.evaluation(evaluation_id)
+            if row:
+                self.store.set_problem_error(row["problem"], event.error)
+        judge.busy = None
+        self._write_feedback(evaluation_id)
+        self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.error}))
+        self._maybe_idle()
 
     def _finished(self, evaluation_id: int, evaluation: Evaluation) -> None:
         assert self.store is not None
