@@ -19,7 +19,7 @@ from harness.rungs.benchmark import benchmark
 from harness.rungs.compile import smem_overflow
 from harness.rungs.correctness import mutated_inputs
 from harness.rungs.roofline import roofline
-from tests.conftest import make_workspace
+from tests.conftest import add_version, make_workspace, run
 
 
 @pytest.fixture
@@ -131,3 +131,21 @@ def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -
     assert rungs["load"].ok is False and "SyntaxError" in (rungs["load"].err or "") + (rungs["load"].log or "")
     assert rungs["correctness"].skipped == rungs["dumps"].skipped == "load failed"
     assert ev.status == "fail"
+
+
+def test_every_advertised_rung_is_registered_in_order() -> None:
+    from harness.__main__ import parse_rungs
+    from harness.results import DEFAULT_RUNGS, RUNG_ORDER
+    from harness.rungs.builtin import BUILTIN
+
+    assert tuple(BUILTIN) == RUNG_ORDER  # --rungs lists RUNG_ORDER; the ladder climbs it through the registry
+    assert set(DEFAULT_RUNGS) <= set(BUILTIN) and parse_rungs(None) == DEFAULT_RUNGS
+    assert all(BUILTIN[name].name == name for name in RUNG_ORDER)
+
+
+def test_an_unknown_rung_is_a_usage_error_naming_the_known_ones(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    done = run(["-m", "harness", str(version), "--rungs", "load,profile"])
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    known = "load, compile, correctness, benchmark, roofline, dumps"
+    assert done.stderr.strip() == f"error: unknown rung(s) profile; rungs are {known}"

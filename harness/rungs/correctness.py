@@ -62,7 +62,8 @@ def check_case(
     ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], seed: int
 ) -> tuple[dict[str, Any], tuple[Any, ...], Any]:
     """Calls the version on one case in `worker` and holds its outputs to the reference. Returns the outcome,
-    the judge's pristine copy of the inputs, and the version's outputs (None where the call failed)."""
+    the judge's pristine copy of the inputs, and the version's outputs as the reference returns them (one
+    tensor or a tuple; None where the call failed)."""
     outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
     inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
     pristine = tuple(_clone_inputs(t) for t in inputs)
@@ -98,7 +99,8 @@ def check_case(
     if mutated and not err:
         err = mutated
     outcome.update(ok=err is None, err=err, **metrics)
-    return outcome, pristine, outputs
+    single = not isinstance(expected, (tuple, list)) and isinstance(outputs, (tuple, list)) and len(outputs) == 1
+    return outcome, pristine, outputs[0] if single else outputs  # the worker sends a tuple either way
 
 
 def judge_outputs(
