@@ -23,6 +23,7 @@ import torch
 from harness import nsight, wire
 from harness.problem import Problem, case_label
 from harness.results import Flag
+from harness.rungs.correctness import judge_outputs
 from harness.workers import WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ class Confirmation:
 def confirm(ladder: Ladder, run: VersionRun, first_median_us: float) -> Confirmation:
     """Judges the version again in a fresh worker: variations of every bench case, then the first bench case
     timed anew. An error is the version's failure; a timing far from the first is a flag."""
+    from harness.rungs.benchmark import time_case  # the benchmark rung imports this module
+
     worker = ladder.pool.take("run")
     run.workers["confirm"] = worker  # released with the others when the evaluation ends
     loaded = ladder.load_into(worker, run)
@@ -113,11 +116,11 @@ def confirm(ladder: Ladder, run: VersionRun, first_median_us: float) -> Confirma
         if not reply.get("ok"):
             return Confirmation(err=f"on {case_label(varied)} (a variation of the bench case): {reply.get('err')}")
         expected = problem.reference(*inputs)
-        err, _ = ladder.judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected, [])
+        err, _ = judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected, [])
         if err:
             return Confirmation(err=f"wrong on {case_label(varied)}, a variation of the bench case: {err}")
         result.metrics.setdefault("variations", []).append(case_label(varied))
-    median = ladder.time_case(run, worker, problem.bench_cases[0])
+    median = time_case(ladder, run, worker, problem.bench_cases[0])
     result.metrics["fresh_median_us"] = median
     if ladder.cuda:
         outside = nsight.time_outside(ladder, run, problem.bench_cases[0])

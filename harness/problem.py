@@ -2,8 +2,9 @@
 
 A problem defines `reference(*inputs)`, `make_inputs(case, seed, device)`, `cases`, `bench_cases`,
 `tolerance` (atol/rtol, optional min_cosine/min_psnr, optionally per output dtype) and
-`cost(case) -> {"flops", "bytes"}`. Problems are written by people and trusted: they run in the
-judge's process. Anything missing or malformed raises ProblemError naming the file and the fix.
+`cost(case) -> {"flops", "bytes"}`, and may define rungs of their own (harness.rungs.rung). Problems are
+written by people and trusted: they run in the judge's process. Anything missing or malformed raises
+ProblemError naming the file and the fix.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from harness.results import RUNG_ORDER
+from harness.rungs import Rung, defined_in
 
 REQUIRED = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
 TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_psnr")
@@ -61,6 +65,7 @@ class Problem:
     description: str = ""
     hash: str = ""
     allowed_ops: frozenset[str] = frozenset()  # torch ops a version may use without a uses-library flag
+    rungs: list[Rung] = field(default_factory=list)  # the problem's own rungs, run after correctness
 
     def allows(self, op: str) -> bool:
         """'aten::mm' is allowed by "aten::mm" or "mm" in the problem's allowed_ops."""
@@ -117,6 +122,7 @@ def load_problem(folder: Path) -> Problem:
         description=(inspect.getdoc(module) or "").strip(),
         hash=file_hash(path),
         allowed_ops=_check_allowed_ops(getattr(module, "allowed_ops", ()), path),
+        rungs=_check_rungs(module, path),
     )
     return problem
 
@@ -125,6 +131,25 @@ def _check_allowed_ops(value: Any, path: Path) -> frozenset[str]:
     if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
         raise ProblemError(f"{path.parent.name}: allowed_ops in problem.py must be a list of torch op names")
     return frozenset(str(op) for op in value)
+
+
+def _check_rungs(module: ModuleType, path: Path) -> list[Rung]:
+    """The rungs problem.py defines: new names, checks taking (inputs, output), needing only rungs before them."""
+    problem, known = path.parent.name, {"correctness"}
+    rungs = defined_in(module)
+    for defined in rungs:
+        if defined.name in RUNG_ORDER or defined.name in known:
+            taken = "a built-in rung's" if defined.name in RUNG_ORDER else "another of its rungs'"
+            raise ProblemError(f"{problem}: rung {defined.name!r} in problem.py has {taken} name")
+        _check_signature(defined.run, f"rung {defined.name!r}", ("inputs", "output"), path)
+        unknown = [n for n in (*defined.needs, *defined.after) if n not in known]
+        if unknown:
+            raise ProblemError(
+                f"{problem}: rung {defined.name!r} in problem.py needs {', '.join(unknown)}; it may need only "
+                "correctness and the rungs defined above it"
+            )
+        known.add(defined.name)
+    return rungs
 
 
 def _import_problem(path: Path, name: str) -> ModuleType:

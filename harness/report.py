@@ -33,9 +33,7 @@ def rung_detail(rung: RungResult) -> str:
         return f"skipped: {rung.skipped}"
     if rung.ok is False:
         return (rung.err or "failed").split("\n")[0]
-    describe = _DETAILS.get(rung.name)
-    if describe is None:
-        return ""
+    describe = _DETAILS.get(rung.name, _problem_rung_detail)
     try:
         return describe(rung.metrics)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
@@ -114,6 +112,18 @@ def _dumps_detail(m: dict[str, Any]) -> str:
     if not m.get("files"):
         return m.get("note", "nothing to dump")
     return f"{' '.join(m.get('kinds', []))} → {_short_path(m.get('dir', ''))}"
+
+
+def _problem_rung_detail(m: dict[str, Any]) -> str:
+    """A problem's own rung: how many cases it checked and the largest of each figure its check returned."""
+    cases = [c for c in m.get("cases", []) if isinstance(c, dict)]
+    largest: dict[str, float] = {}
+    for case in cases:
+        for key, value in case.items():
+            figure = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if figure and key not in ("case", "seed", "ok", "err", "log"):
+                largest[key] = max(largest.get(key, value), value)
+    return " · ".join([f"{len(cases)} cases", *(f"{key} ≤ {sig(value)}" for key, value in largest.items())])
 
 
 def _short_path(path: str) -> str:

@@ -6,7 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps", "profile")
+# The built-in rungs (harness.rungs.builtin), in the order they climb; a problem's own rungs follow correctness.
+RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")
 DEFAULT_RUNGS = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")
 
 

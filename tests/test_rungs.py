@@ -11,11 +11,15 @@ import torch
 
 from harness import device, timing
 from harness.dumps import Kernel, smem_limit
-from harness.ladder import Ladder, VersionRun, _mutated_inputs
+from harness.ladder import Ladder, VersionRun
 from harness.options import Options
 from harness.problem import load_problem
 from harness.results import Evaluation
-from tests.conftest import make_workspace
+from harness.rungs.benchmark import benchmark
+from harness.rungs.compile import smem_overflow
+from harness.rungs.correctness import mutated_inputs
+from harness.rungs.roofline import roofline
+from tests.conftest import add_version, make_workspace, run
 
 
 @pytest.fixture
@@ -45,7 +49,7 @@ def test_roofline_percent_of_measured_copy(ladder: Ladder, tmp_path: Path) -> No
     seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
     bytes_moved = 12 * (1 << 24)
     floor_us = bytes_moved / 4000e9 * 1e6
-    result = ladder.rung_roofline(fake_run(tmp_path, median_us=floor_us / 0.8))
+    result = roofline(ladder, fake_run(tmp_path, median_us=floor_us / 0.8))
     assert result.ok is True
     row = result.metrics["cases"][0]
     assert row["bound"] == "memory" and row["pct"] == pytest.approx(80.0)
@@ -55,14 +59,14 @@ def test_roofline_percent_of_measured_copy(ladder: Ladder, tmp_path: Path) -> No
 def test_roofline_refuses_a_time_faster_than_the_device(ladder: Ladder, tmp_path: Path) -> None:
     seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
     floor_us = 12 * (1 << 24) / 4000e9 * 1e6
-    result = ladder.rung_roofline(fake_run(tmp_path, median_us=floor_us / 3))
+    result = roofline(ladder, fake_run(tmp_path, median_us=floor_us / 3))
     assert result.ok is False and "faster than the device can go" in result.err
 
 
 def test_benchmark_without_gpu_is_skipped_with_reason(ladder: Ladder, tmp_path: Path) -> None:
     if ladder.cuda:
         pytest.skip("this machine has a GPU: the benchmark runs (tests/test_gpu.py)")
-    result = ladder.rung_benchmark(fake_run(tmp_path, 1.0))
+    result = benchmark(ladder, fake_run(tmp_path, 1.0))
     assert result.ok is None and "no GPU" in result.skipped
 
 
@@ -82,9 +86,9 @@ def test_summary_percentiles() -> None:
 
 def test_shared_memory_over_the_limit_fails_compile() -> None:
     kernel = Kernel(name="big_tile", dsl="triton", meta={"shared": 300_000})
-    message = Ladder._smem_overflow([kernel], "sm_90")
+    message = smem_overflow([kernel], "sm_90")
     assert message and "big_tile needs 300000 B" in message and str(smem_limit("sm_90")) in message
-    assert Ladder._smem_overflow([Kernel(name="ok", dsl="triton", meta={"shared": 1024})], "sm_90") is None
+    assert smem_overflow([Kernel(name="ok", dsl="triton", meta={"shared": 1024})], "sm_90") is None
 
 
 def test_datasheet_lookup() -> None:
@@ -103,13 +107,13 @@ def test_rung_lines_survive_partial_metrics() -> None:
 
 def test_changes_to_nested_inputs_are_named() -> None:
     pristine = [torch.ones(3), [torch.zeros(2), torch.zeros(2)], {"scale": 0.5, "dims": (1, 2)}]
-    assert _mutated_inputs(pristine, [torch.ones(3), [torch.zeros(2)] * 2, {"scale": 0.5, "dims": [1, 2]}]) is None
+    assert mutated_inputs(pristine, [torch.ones(3), [torch.zeros(2)] * 2, {"scale": 0.5, "dims": [1, 2]}]) is None
     in_list = [torch.ones(3), [torch.zeros(2), torch.tensor([0.0, 7.0])], {"scale": 0.5, "dims": [1, 2]}]
     assert (
-        _mutated_inputs(pristine, in_list) == "custom_kernel modified its input 1[1] in place (1 of 2 elements changed)"
+        mutated_inputs(pristine, in_list) == "custom_kernel modified its input 1[1] in place (1 of 2 elements changed)"
     )
     in_dict = [torch.ones(3), [torch.zeros(2)] * 2, {"scale": 0.0, "dims": [1, 2]}]
-    assert _mutated_inputs(pristine, in_dict) == "custom_kernel changed input 2['scale'] from 0.5 to 0.0"
+    assert mutated_inputs(pristine, in_dict) == "custom_kernel changed input 2['scale'] from 0.5 to 0.0"
 
 
 def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -> None:
@@ -127,3 +131,21 @@ def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -
     assert rungs["load"].ok is False and "SyntaxError" in (rungs["load"].err or "") + (rungs["load"].log or "")
     assert rungs["correctness"].skipped == rungs["dumps"].skipped == "load failed"
     assert ev.status == "fail"
+
+
+def test_every_advertised_rung_is_registered_in_order() -> None:
+    from harness.__main__ import parse_rungs
+    from harness.results import DEFAULT_RUNGS, RUNG_ORDER
+    from harness.rungs.builtin import BUILTIN
+
+    assert tuple(BUILTIN) == RUNG_ORDER  # --rungs lists RUNG_ORDER; the ladder climbs it through the registry
+    assert set(DEFAULT_RUNGS) <= set(BUILTIN) and parse_rungs(None) == DEFAULT_RUNGS
+    assert all(BUILTIN[name].name == name for name in RUNG_ORDER)
+
+
+def test_an_unknown_rung_is_a_usage_error_naming_the_known_ones(workspace: Path) -> None:
+    version = add_version(workspace, "good", "v001.py")
+    done = run(["-m", "harness", str(version), "--rungs", "load,profile"])
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    known = "load, compile, correctness, benchmark, roofline, dumps"
+    assert done.stderr.strip() == f"error: unknown rung(s) profile; rungs are {known}"

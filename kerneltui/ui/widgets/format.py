@@ -22,7 +22,8 @@ def next_rung(last: str | None) -> str:
     """The rung a running evaluation is on: the one after the last it reported."""
     if last is None:
         return RUNG_ORDER[0]
-    index = RUNG_ORDER.index(last) if last in RUNG_ORDER else -1
+    # A name not among the built-in rungs is a problem's own rung: those run right after correctness.
+    index = RUNG_ORDER.index(last if last in RUNG_ORDER else "correctness")
     return RUNG_ORDER[min(index + 1, len(RUNG_ORDER) - 1)]
 
 

@@ -1,0 +1,149 @@
+"""Benchmark: each bench case timed in the version's worker (fresh seed, the timed calls' output checked again)
+and the reference timed the same way by the judge; a would-be best is judged again in a fresh worker."""
+
+from __future__ import annotations
+
+import functools
+import math
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness import confirm, wire
+from harness.problem import Problem, case_label
+from harness.results import RungResult
+from harness.rungs import rung
+from harness.rungs.correctness import judge_outputs
+from harness.workers import WorkerFailure, WorkerProcess
+
+if TYPE_CHECKING:
+    from harness import timing
+    from harness.ladder import Ladder, VersionRun
+
+# Time until the whole device is idle (less a synchronize's latency) may exceed the time on the caller's
+# stream by this much before the version is taken to leave work on a stream nobody waits for.
+UNAWAITED_RATIO, UNAWAITED_US = 1.05, 5.0
+
+
+@rung("benchmark", needs=("correctness",))
+def benchmark(ladder: Ladder, run: VersionRun) -> RungResult:
+    if not ladder.cuda:
+        return RungResult.skip(
+            "benchmark", "no GPU: kernel timings need CUDA; interpreter timings are not kernel timings"
+        )
+    if not run.problem.bench_cases:
+        return RungResult.skip("benchmark", "the problem has no bench_cases")
+    worker = run.workers["run"]
+    cases: list[dict[str, Any]] = []
+    for case in run.problem.bench_cases:
+        entry, err = bench_case(ladder, run, worker, case)
+        if err is not None:
+            return RungResult(name="benchmark", ok=False, err=err, metrics={"cases": cases})
+        cases.append(entry)
+    bound = confirm.outside_bound_us(worker, ladder.options.timeout)  # on the last case's inputs
+    flag = confirm.outside_flag(cases[-1]["median_us"], bound, cases[-1]["case"])
+    run.ev.flags += [flag] if flag else []
+    speedups = [c["speedup"] for c in cases if c["speedup"]]
+    metrics = {
+        "cases": cases,
+        "median_us": cases[0]["median_us"],
+        "speedup": _geomean(speedups),
+        "ref_median_us": cases[0]["ref_median_us"],
+        "outside_bound_us": bound,
+    }
+    best = ladder.options.best_for(str(ladder.device_info.get("name")))
+    if ladder.options.confirm and (best is None or cases[0]["median_us"] < best):
+        checked = confirm.confirm(ladder, run, cases[0]["median_us"])
+        if checked.err:
+            return RungResult(name="benchmark", ok=False, err=checked.err, metrics=metrics)
+        run.ev.flags += checked.flags
+        metrics["confirmed"] = checked.metrics
+    return RungResult(name="benchmark", ok=True, metrics=metrics)
+
+
+def bench_case(
+    ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], reference: bool = True
+) -> tuple[dict[str, Any], str | None]:
+    """Times one bench case in `worker` (fresh seed), checks the timed calls' output, times the reference
+    (unless `reference` is False: a case timed again needs only the version's median)."""
+    from harness import timing
+
+    seed = secrets.randbelow(2**31)
+    inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
+    tensors: list[torch.Tensor] = []
+    tree = wire.encode_tree(list(inputs), tensors)
+    timeout = ladder.options.timeout + 4 * ladder.options.bench_budget_s
+    label = case_label(case)
+    reply, got = worker.request(
+        {"op": "bench", "inputs": tree, "budget_s": ladder.options.bench_budget_s},
+        tensors,
+        timeout,
+        f"benchmarking {label}",
+    )
+    if not reply.get("ok"):
+        return {}, f"{label}: {reply.get('err')}"
+    expected = run.problem.reference(*inputs)
+    devices_seen = [s.get("device") for s in reply.get("tensors", [])]
+    err, _ = judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected, devices_seen)
+    if err:
+        return {}, f"{label}: the timed calls' output is wrong: {err}"
+    run.observed.add(reply.get("recorded"), "run", f"bench case {label}")
+    kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
+    settled_us, unawaited = _unawaited_work(kernel, reply)
+    if unawaited:
+        return {}, f"{label}: {unawaited}"
+    if not reference:
+        return {"case": label, **kernel.to_json()}, None
+    if ladder.flush is None:
+        ladder.flush = timing.flush_buffer(ladder.device)
+    call = functools.partial(run.problem.reference, *inputs)
+    ref_timing = timing.summarize(timing.time_calls(call, ladder.flush, budget_s=ladder.options.bench_budget_s))
+    entry = {
+        "case": label,
+        **kernel.to_json(),
+        "settled_us": settled_us,
+        "ref_median_us": ref_timing.median_us,
+        "speedup": ref_timing.median_us / kernel.median_us if kernel.median_us > 0 else None,
+    }
+    run.timings.append({**entry, "case": case, "low_precision": _low_precision(run.problem, case, inputs)})
+    return entry, None
+
+
+def time_case(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]) -> float:
+    """The median (µs) of one bench case timed again in another worker."""
+    entry, err = bench_case(ladder, run, worker, case, reference=False)
+    if err is not None:
+        raise WorkerFailure(f"timed again in a fresh worker: {err}")
+    return float(entry["median_us"])
+
+
+def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float, str | None]:
+    """Time until the device is idle, less the synchronize's latency (µs), and the error when it is far above
+    the time on the caller's stream. Minima: that latency only ever adds, and varies by microseconds."""
+    settled_ms = min(_checked_samples(reply.get("settled_ms"))) - min(_checked_samples(reply.get("idle_ms")))
+    settled_us = 1000 * settled_ms
+    if settled_us <= kernel.min_us * UNAWAITED_RATIO + UNAWAITED_US:
+        return settled_us, None
+    return settled_us, (
+        f"its work outlasts the call on the caller's stream: {settled_us:.1f} µs until the device is idle against "
+        f"{kernel.min_us:.1f} µs timed on the stream (work on a stream the caller's stream never waits for)"
+    )
+
+
+def _checked_samples(samples: Any) -> list[float]:
+    if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) and s > 0 for s in samples):
+        raise WorkerFailure("the kernel's process sent no usable timings")
+    return [float(s) for s in samples]
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _low_precision(problem: Problem, case: dict[str, Any], inputs: tuple[Any, ...]) -> bool:
+    """Whether the matrix-unit ceiling is the bf16/fp16 one: cost may say so, else the inputs' dtypes do."""
+    declared = problem.cost(dict(case)).get("dtype")
+    if isinstance(declared, str):
+        return declared in ("bf16", "fp16", "bfloat16", "float16", "fp8")
+    return any(isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16) for t in inputs)

@@ -1,0 +1,14 @@
+"""The ladder's own rungs by name: the registry the ladder climbs in RUNG_ORDER."""
+
+from __future__ import annotations
+
+from harness.rungs import Rung, defined_in
+from harness.rungs import benchmark as benchmark_rung
+from harness.rungs import compile as compile_rung
+from harness.rungs import correctness as correctness_rung
+from harness.rungs import dumps as dumps_rung
+from harness.rungs import load as load_rung
+from harness.rungs import roofline as roofline_rung
+
+MODULES = (load_rung, compile_rung, correctness_rung, benchmark_rung, roofline_rung, dumps_rung)
+BUILTIN: dict[str, Rung] = {r.name: r for module in MODULES for r in defined_in(module)}

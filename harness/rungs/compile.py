@@ -1,0 +1,130 @@
+"""Compile: on a GPU the first call JIT-compiles what it launches; with no GPU a compile-only worker calls
+the version on the first bench case (shapes only) and every correctness case, and launches become compiles.
+Registers, spills and shared memory come from each kernel's cubin."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness import dumps as dumps_mod
+from harness import wire
+from harness.problem import Problem, case_label
+from harness.results import RungResult
+from harness.rungs import rung
+from harness.workers import WorkerFailure, WorkerProcess
+
+if TYPE_CHECKING:
+    from harness.ladder import Ladder, VersionRun
+
+
+@rung("compile", after=("load",))
+def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
+    first = (run.problem.bench_cases or run.problem.cases)[0]
+    if ladder.cuda:
+        worker = run.workers["run"]
+        plan = [(first, ladder.device)]
+        mode, arch, op = "jit", ladder.device_info.get("arch", "?"), "call"
+    else:
+        worker = ladder.worker(run, "compile")
+        loaded = ladder.load_into(worker, run)
+        if not loaded.get("ok"):
+            return RungResult(name="compile", ok=False, err=loaded.get("err"), log=loaded.get("trace"))
+        # Shapes only for the (large) bench case; CuTeDSL's from_dlpack needs real memory.
+        shapes_only = bool(run.problem.bench_cases) and "cutedsl" not in run.dsls
+        plan = [(first, torch.device("meta"))] * shapes_only
+        plan += [(case, torch.device("cpu")) for case in run.problem.cases]
+        mode, arch, op = "aot", ladder.aot_arch, "compile"
+    metrics: dict[str, Any] = {"mode": mode, "arch": arch}
+    if mode == "aot":
+        metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
+    failures: list[dict[str, Any]] = []
+    for case, where in plan:
+        inputs = _make_inputs(run.problem, case, where)
+        if inputs is None:
+            continue  # make_inputs cannot build this case on the meta device: the CPU cases still compile
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        what = "in the first call (JIT compile)" if mode == "jit" else "while compiling ahead of time"
+        reply = _compile_call(ladder, worker, {"op": op, "inputs": tree}, tensors, what)
+        collect_kernels(run, worker, case_label(case))
+        if reply.get("ok"):
+            if op == "compile":
+                run.observed.add(reply.get("recorded"), "compile", case_label(case))
+            continue
+        if reply.get("kind") == "compile":
+            metrics["kernels"] = [k.summary() for k in run.kernels]
+            return RungResult(name="compile", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
+        hint = " (given shape-only inputs)" if where.type == "meta" else ""
+        failures.append({"case": case_label(case) + hint, "err": reply.get("err"), "trace": reply.get("trace")})
+        if mode == "jit" or reply.get("kind") == "worker":
+            break
+    metrics["kernels"] = [k.summary() for k in run.kernels]
+    return _verdict(run, metrics, failures, mode, arch)
+
+
+def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str) -> None:
+    """Adds kernels compiled since the last look, each labelled with the case that compiled it."""
+    known = {k.files["cubin"] for k in run.kernels}
+    into = run.private / worker.mode
+    found = dumps_mod.collect_triton(worker.scratch, into) + dumps_mod.collect_cutedsl(worker.scratch, into)
+    for kernel in found:
+        if kernel.files["cubin"] not in known:
+            kernel.case = label
+            dumps_mod.read_resources(kernel)
+            run.kernels.append(kernel)
+
+
+def smem_overflow(kernels: list[dumps_mod.Kernel], arch: str) -> str | None:
+    limit = dumps_mod.smem_limit(arch)
+    for kernel in kernels:
+        needed = kernel.meta.get("shared") or kernel.resources.get("smem_bytes") or 0
+        if limit and needed > limit:
+            return f"kernel {kernel.name} needs {needed} B of shared memory; {arch} allows {limit} B per block"
+    return None
+
+
+def _compile_call(
+    ladder: Ladder, worker: WorkerProcess, header: dict[str, Any], tensors: list[torch.Tensor], what: str
+) -> dict[str, Any]:
+    """A hang or crash here is the call's doing, not the compiler's: it is reported as such."""
+    try:
+        reply, _ = worker.request(header, tensors, ladder.options.timeout, what)
+    except WorkerFailure as exc:
+        return {"ok": False, "err": str(exc).split("\n")[0], "kind": "worker", "trace": str(exc)}
+    return reply
+
+
+def _verdict(
+    run: VersionRun, metrics: dict[str, Any], failures: list[dict[str, Any]], mode: str, arch: str
+) -> RungResult:
+    if failures:
+        first = failures[0]
+        text = f"{first['case']}: {first['err']}"
+        if mode == "jit":
+            run.warmup_error = first["err"]
+        if not run.kernels:
+            how = "ahead of time" if mode == "aot" else "on the GPU"
+            return RungResult(
+                name="compile",
+                metrics=metrics,
+                log=first.get("trace"),
+                skipped=f"nothing compiled {how}: custom_kernel failed before launching a kernel: {text}",
+            )
+        metrics["note"] = f"compiled {len(run.kernels)} kernel(s); a call failed: {text}"
+    too_big = smem_overflow(run.kernels, arch)
+    if too_big:
+        return RungResult(name="compile", ok=False, err=too_big, metrics=metrics)
+    return RungResult(name="compile", ok=True, metrics=metrics)
+
+
+def _make_inputs(problem: Problem, case: dict[str, Any], where: torch.device) -> tuple[Any, ...] | None:
+    """A case's inputs; None when shape-only (meta) inputs are what make_inputs cannot build."""
+    try:
+        return tuple(problem.make_inputs(dict(case), secrets.randbelow(2**31), where))
+    except Exception:
+        if where.type == "meta":
+            return None
+        raise

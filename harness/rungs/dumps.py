@@ -1,0 +1,30 @@
+"""Dumps: every Triton and CuTeDSL kernel's intermediate code, PTX, cubin and SASS, written where the Asm pane
+reads them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness import dumps as dumps_mod
+from harness.results import RungResult
+from harness.rungs import rung
+from harness.rungs.compile import collect_kernels
+
+if TYPE_CHECKING:
+    from harness.ladder import Ladder, VersionRun
+
+
+@rung("dumps", after=("compile",))
+def dumps(ladder: Ladder, run: VersionRun) -> RungResult:
+    for worker in run.workers.values():
+        collect_kernels(run, worker, "later calls")
+    if not run.kernels:
+        return RungResult(name="dumps", ok=True, metrics={"files": [], "note": "no Triton or CuTeDSL kernels compiled"})
+    root = ladder.options.state_dir or run.path.parent.parent / ".kerneltui"
+    dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
+    try:
+        files = dumps_mod.write_dumps(run.kernels, dest)
+    except OSError as exc:
+        return RungResult(name="dumps", ok=False, err=f"cannot write dumps to {dest}: {exc.strerror or exc}")
+    kinds = sorted({f["kind"] for f in files})
+    return RungResult(name="dumps", ok=True, metrics={"dir": str(dest), "files": files, "kinds": kinds})
