@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness import protocol
 from harness.results import DEFAULT_RUNGS, RUNG_ORDER, RungResult
 from harness.source import MAX_VERSION_KB
 
@@ -63,8 +64,8 @@ def add_ladder_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event, default=str) + "\n")
+def emit(event: protocol.JudgeEvent) -> None:
+    sys.stdout.write(protocol.line(event) + "\n")
     sys.stdout.flush()
 
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_rung(rung: RungResult) -> None:
         if args.stream:
-            emit({"event": "rung", "rung": rung.to_json()})
+            emit(protocol.RungFinished(rung))
         elif not args.json:
             print(rung_line(rung), flush=True)
 
@@ -114,13 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         ev = ladder.evaluate(args.version, on_rung)
     except (ProblemError, VersionTooLarge) as exc:
         if args.stream:
-            emit({"event": "error", "error": str(exc), "problem": isinstance(exc, ProblemError)})
+            emit(protocol.Failed(str(exc), isinstance(exc, ProblemError)))
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         ladder.close()
     if args.stream:
-        emit({"event": "done", "evaluation": ev.to_json()})
+        emit(protocol.Finished(ev))
     elif args.json:
         print(ev.dumps())
     else:
@@ -180,7 +181,7 @@ def serve(argv: list[str]) -> int:
     from harness.source import VersionTooLarge
 
     ladder = Ladder(base, pool)
-    emit({"event": "ready", "device": ladder.device_info})
+    emit(protocol.Ready(ladder.device_info))
     try:
         for line in sys.stdin:
             if not line.strip():
@@ -190,16 +191,16 @@ def serve(argv: list[str]) -> int:
                 path = Path(request["path"])
                 ladder.options = make_options(argparse.Namespace(**{**vars(args), **_overrides(request)}), path)
             except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
-                emit({"event": "error", "error": f"bad request: {exc}", "id": _request_id(line)})
+                emit(protocol.Failed(f"bad request: {exc}", id=_request_id(line)))
                 continue
             rid = request.get("id")
-            emit({"event": "start", "id": rid, "path": str(path)})
+            emit(protocol.Started(rid, str(path)))
             try:
                 ev = ladder.evaluate(path, functools.partial(_emit_rung, rid))
             except (ProblemError, VersionTooLarge) as exc:
-                emit({"event": "error", "id": rid, "error": str(exc), "problem": isinstance(exc, ProblemError)})
+                emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), rid))
                 continue
-            emit({"event": "done", "id": rid, "evaluation": ev.to_json()})
+            emit(protocol.Finished(ev, rid))
     finally:
         ladder.close()
     return EXIT_OK
@@ -215,7 +216,7 @@ def doctor(argv: list[str]) -> int:
 
 
 def _emit_rung(rid: Any, rung: RungResult) -> None:
-    emit({"event": "rung", "id": rid, "rung": rung.to_json()})
+    emit(protocol.RungFinished(rung, rid))
 
 
 def _overrides(request: dict[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def to_json(event: JudgeEvent) -> dict[str, Any]:
 
 
 def line(event: JudgeEvent) -> str:
-    return json.dumps(to_json(event))
+    return json.dumps(to_json(event), default=str)  # a figure of a type JSON lacks is written as text
 
 
 def parse(text: str) -> JudgeEvent | None:

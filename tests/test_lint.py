@@ -68,3 +68,14 @@ def test_no_sql_outside_the_history_package() -> None:
                 if isinstance(node, ast.Attribute) and node.attr == "conn":
                     found.append(f"{path.relative_to(REPO)}:{node.lineno} (.conn)")
     assert not found, found
+
+
+def test_no_class_over_300_lines() -> None:
+    """Classes that grow past this are doing several jobs: split them by what they do."""
+    long = []
+    for folder in ("harness", "kerneltui", "agents"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and node.end_lineno and node.end_lineno - node.lineno >= 300:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+    assert not long, long
