@@ -11,7 +11,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from harness.report import rung_line, trust_lines
 from harness.results import RUNG_ORDER, RungResult
@@ -21,6 +21,9 @@ from kerneltui.core import config as config_mod
 from kerneltui.core import runner
 from kerneltui.core.workspace import Workspace, WorkspaceError, for_version, resolve
 from kerneltui.history.store import Store
+
+if TYPE_CHECKING:
+    from kerneltui.core.session import SessionEvent
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
@@ -129,28 +132,29 @@ def version_for_verdict(store: Store, workspace: Workspace, path: Path) -> tuple
 
 def cmd_verdict(args: argparse.Namespace) -> int:
     workspace, _, name = for_version(Path(args.version))
-    store = open_store(workspace)
+    path = Path(args.version).resolve()
+    verdict = "approved" if args.command == "approve" else "rejected"
+    from kerneltui.core.session import Session  # the agents it runs are imported only by commands that run them
+
+    session = Session(workspace, config_mod.load(args.config), say_on_terminal, run_scheduler=False)
     try:
-        version_id, problem = version_for_verdict(store, workspace, Path(args.version).resolve())
-        verdict = "approved" if args.command == "approve" else "rejected"
-        store.add_verdict(version_id, verdict, args.reason, args.who)
-        tell_agents(store, Path(args.version).resolve().parent, args.config)
+        version_id, problem = version_for_verdict(session.open_writer(), workspace, path)
+        row = {"version_id": version_id, "name": name, "path": str(path)}
+        session.record_verdict(row, verdict, args.reason, args.who)
     finally:
-        store.close()
+        session.close()
     print(f"{problem} {name}: {verdict}" + (f" ({args.reason})" if args.reason else ""))
     return EXIT_OK
 
 
-def tell_agents(
-    store: Store, folder: Path, config_path: str | None, guidance: str | None = None, guidance_id: int | None = None
-) -> None:
-    """What the dashboard does after a verdict or guidance: the feedback file, and a configured tmux pane."""
-    from kerneltui.core.feedback import person_spoke
+def say_on_terminal(event: SessionEvent) -> None:
+    """What the session says beyond the command's own line: a tmux delivery, a warning, a history moved aside."""
+    from kerneltui.core.session import Recorded
 
-    config = config_mod.load(config_path)
-    said = person_spoke(store, folder, config.tmux_panes, config.agent.feedback_file, guidance, guidance_id)
-    if said:
-        print(said, file=sys.stderr if said.startswith("warning") else sys.stdout)
+    if isinstance(event, Recorded) and event.what == "delivery":
+        print(event.text)
+    elif isinstance(event, Recorded) and event.what in ("warning", "history"):
+        print(f"warning: {event.text}", file=sys.stderr)
 
 
 def cmd_guide(args: argparse.Namespace) -> int:
@@ -159,13 +163,13 @@ def cmd_guide(args: argparse.Namespace) -> int:
     text = " ".join(args.text).strip()
     if not text:
         raise WorkspaceError("guidance is empty: kerneltui guide PROBLEM TEXT")
-    store = open_store(workspace)
+    from kerneltui.core.session import Session
+
+    session = Session(workspace, config_mod.load(args.config), say_on_terminal, run_scheduler=False)
     try:
-        store.ensure_problem(args.problem, str(workspace.root / args.problem))
-        guidance_id = store.add_guidance(args.problem, text, args.who)
-        tell_agents(store, workspace.root / args.problem, args.config, text, guidance_id)
+        session.record_guidance(args.problem, text, args.who)
     finally:
-        store.close()
+        session.close()
     print(f"{args.problem}: guidance recorded")
     return EXIT_OK
 

@@ -215,19 +215,21 @@ class Session:
 
     # --- the person's word ---------------------------------------------------------------------
 
-    def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None) -> None:
+    def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None, who: str | None = None) -> None:
+        """`row`: the version's version_id, name and path."""
         with self.open_writer().held() as store:  # closing waits for the verdict to be written
             if store is None:
                 return
-            store.add_verdict(row["version_id"], verdict, reason or None, self.who)
+            store.add_verdict(row["version_id"], verdict, reason or None, who or self.who)
             self.on_event(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
             self._person_spoke(store, Path(row["path"]).parent)
 
-    def record_guidance(self, problem: str, text: str) -> None:
+    def record_guidance(self, problem: str, text: str, who: str | None = None) -> None:
         with self.open_writer().held() as store:
             if store is None:
                 return
-            guidance_id = store.add_guidance(problem, text, self.who)
+            store.ensure_problem(problem, str(self.workspace.root / problem))
+            guidance_id = store.add_guidance(problem, text, who or self.who)
             self.on_event(Recorded("guidance", text))
             self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
 
