@@ -358,3 +358,19 @@ async def test_the_asm_pane_shows_the_listing_asked_for_last(history: Workspace)
         await wait_for(lambda: getattr(asm, "listings_read", 0) >= 2 or "LDG" in asm.view.plain, pilot, timeout=120)
         assert asm.kind == "ptx", (asm.kind, app.focused)
         assert "No ptx for add_kernel" in asm.view.plain, asm.view.plain[:200]
+
+
+async def test_background_work_that_fails_is_said(history: Workspace, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A worker thread's error (here reading a version's detail) vanished: the pane just stayed as it was."""
+    from kerneltui.core.session import Session
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("database disk image is malformed")
+
+    monkeypatch.setattr(Session, "read_detail", broken)
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await wait_for(lambda: notified(app, "detail failed: RuntimeError: database disk image"), pilot, timeout=30)
+        assert app.is_running

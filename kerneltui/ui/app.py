@@ -13,6 +13,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
 
 from kerneltui.core.config import Config
 from kerneltui.core.scheduler import SchedulerEvent
@@ -254,6 +255,18 @@ class KernelTUI(Steering):
             pane.expanded = not pane.expanded
             pane.show(self.detail, keep_scroll=True)
             event.stop()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Background work that fails (reading the history, writing a verdict, an agent's thread) is said,
+        never lost: the workers do not end the app on an error."""
+        if event.state == WorkerState.ERROR and self.is_running:
+            error = event.worker.error
+            self.notify(
+                f"{event.worker.group or event.worker.name} failed: {type(error).__name__}: {error}",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
 
     def on_unmount(self) -> None:
         self.session.close()

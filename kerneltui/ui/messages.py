@@ -38,11 +38,17 @@ class SnapshotLoaded(Message):
         super().__init__()
         self.snapshot = snapshot
 
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotLoaded)  # a newer reading makes an unshown older one moot
+
 
 class DetailLoaded(Message):
     def __init__(self, detail: Detail | None) -> None:
         super().__init__()
         self.detail = detail
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DetailLoaded)
 
 
 class RecordedMessage(Message):
