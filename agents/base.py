@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+DEFAULT_MODEL = "claude-opus-4-6"  # the Claude backend's model when the config names none
+
 
 @dataclass(frozen=True)
 class ProblemInfo:

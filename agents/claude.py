@@ -15,11 +15,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import Budget, Host, best_roofline, budget_reason, render_feedback
+from agents.base import DEFAULT_MODEL, Budget, Host, best_roofline, budget_reason, render_feedback
 from agents.prompt import SYSTEM, task_prompt
 from agents.tools import TOOL_SPECS, Toolbox
 
-DEFAULT_MODEL = "claude-opus-4-6"
 CACHE = {"type": "ephemeral"}
 TURN_ATTEMPTS = 3
 RETRYABLE_STATUS = (408, 409, 429)

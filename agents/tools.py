@@ -7,13 +7,14 @@ use, with a note saying what was left out and how to ask for it.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from agents.base import Host, Judged
 from harness.source import MAX_VERSION_KB
@@ -26,79 +27,91 @@ TEXT_SUFFIXES = {".py", ".md", ".txt", ".rst", ".ptx", ".sass", ".ttir", ".ttgir
 TEXT_SUFFIXES |= {".cuh", ".h", ".hpp", ".cpp", ".c", ".toml", ".json", ".yml", ".yaml", ".cfg", ".ini", ".sh"}
 SKIP_DIRS = {".git", "__pycache__", ".kerneltui", "node_modules", ".venv"}
 
+DumpKind = Literal["sass", "ptx", "ttgir", "ttir", "llir"]
+VERSION = "a version's name, e.g. 'v003'"
+OFFSET = "the line to start at (1-based)"
+
+
+class WriteVersionArgs(BaseModel):
+    code: str = Field(description="the whole module, defining custom_kernel(*inputs)")
+    notes: str = Field(description="what changed and why, one or two sentences")
+
+
+class ReadResultsArgs(BaseModel):
+    version: str = Field(description=VERSION)
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="relative to the workspace or the context folder, or absolute")
+    offset: int = Field(1, ge=1, description=OFFSET)
+
+
+class SearchContextArgs(BaseModel):
+    query: str = Field(description="words to look for")
+
+
+class ReadDumpArgs(BaseModel):
+    version: str = Field(description=VERSION)
+    kind: DumpKind = Field(description="which listing")
+    kernel: str | None = Field(None, description="a kernel's name (default: the first)")
+    grep: str | None = Field(None, description="a regular expression; matches come with context")
+    offset: int = Field(1, ge=1, description=OFFSET)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool, defined once: the Claude backend's schema and the MCP server's tool are made from it."""
+
+    name: str
+    description: str
+    args: type[BaseModel]
+    read_only: bool = True
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "write_version",
+        "Write the next version of the kernel (the next vNNN.py in the problem folder), wait for the "
+        "verification ladder to judge it, and return the result rung by rung: load, compile, "
+        "correctness against the reference, benchmark, roofline, dumps. The code is a whole Python "
+        "module defining custom_kernel(*inputs) that returns the output(s).",
+        WriteVersionArgs,
+        read_only=False,
+    ),
+    ToolSpec("read_results", "The ladder's latest result for a version (e.g. 'v003'), rung by rung.", ReadResultsArgs),
+    ToolSpec(
+        "read_file",
+        "Read a text file in the workspace or the context folder: a path relative to the workspace "
+        "(e.g. 'softmax/problem.py'), to the context folder (e.g. 'context/ptx-notes.md'), or absolute. "
+        "Long files come in windows: pass offset (a line number) to read on.",
+        ReadFileArgs,
+    ),
+    ToolSpec(
+        "search_context",
+        "Search the context folder (DSL docs, CUTLASS/CuTeDSL sources, PTX notes) for words; returns "
+        "matching lines as path:line: text, the files with most matching words first.",
+        SearchContextArgs,
+    ),
+    ToolSpec(
+        "read_dump",
+        "A window of a version's compiled code: kind is sass, ptx, ttgir, ttir or llir; kernel picks a "
+        "kernel by name (default: the first); grep is a regular expression, and the matching lines come "
+        "with two lines around each; offset is a line number to start the window at.",
+        ReadDumpArgs,
+    ),
+)
+TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 TOOL_SPECS: list[dict[str, Any]] = [
-    {
-        "name": "write_version",
-        "description": (
-            "Write the next version of the kernel (the next vNNN.py in the problem folder), wait for the "
-            "verification ladder to judge it, and return the result rung by rung: load, compile, "
-            "correctness against the reference, benchmark, roofline, dumps. The code is a whole Python "
-            "module defining custom_kernel(*inputs) that returns the output(s)."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "code": {"type": "string", "description": "the whole module"},
-                "notes": {"type": "string", "description": "what changed and why, one or two sentences"},
-            },
-            "required": ["code", "notes"],
-        },
-    },
-    {
-        "name": "read_results",
-        "description": "The ladder's latest result for a version (e.g. 'v003'), rung by rung.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"version": {"type": "string"}},
-            "required": ["version"],
-        },
-    },
-    {
-        "name": "read_file",
-        "description": (
-            "Read a text file in the workspace or the context folder: a path relative to the workspace "
-            "(e.g. 'softmax/problem.py'), to the context folder (e.g. 'context/ptx-notes.md'), or absolute. "
-            "Long files come in windows: pass offset (a line number) to read on."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "offset": {"type": "integer", "minimum": 1}},
-            "required": ["path"],
-        },
-    },
-    {
-        "name": "search_context",
-        "description": (
-            "Search the context folder (DSL docs, CUTLASS/CuTeDSL sources, PTX notes) for words; returns "
-            "matching lines as path:line: text, the files with most matching words first."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {"query": {"type": "string"}},
-            "required": ["query"],
-        },
-    },
-    {
-        "name": "read_dump",
-        "description": (
-            "A window of a version's compiled code: kind is sass, ptx, ttgir, ttir or llir; kernel picks a "
-            "kernel by name (default: the first); grep is a regular expression, and the matching lines come "
-            "with two lines around each; offset is a line number to start the window at."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "version": {"type": "string"},
-                "kind": {"type": "string", "enum": ["sass", "ptx", "ttgir", "ttir", "llir"]},
-                "kernel": {"type": "string"},
-                "grep": {"type": "string"},
-                "offset": {"type": "integer", "minimum": 1},
-            },
-            "required": ["version", "kind"],
-        },
-    },
+    {"name": t.name, "description": t.description, "input_schema": t.input_schema()} for t in TOOLS
 ]
-TOOL_NAMES = tuple(spec["name"] for spec in TOOL_SPECS)
+TOOL_NAMES = tuple(TOOLS_BY_NAME)
 
 
 class ToolError(Exception):
@@ -139,18 +152,25 @@ def confine(raw: str, roots: tuple[Path, ...], base: Path, private: tuple[Path, 
     return real
 
 
-def check_arguments(name: str, method: Any, args: dict[str, Any]) -> None:
+def check_arguments(tool: ToolSpec, args: dict[str, Any]) -> None:
     """ToolError naming what is wrong with the caller's arguments: unknown, missing, or of the wrong type."""
-    try:
-        inspect.signature(method).bind(**args)
-    except TypeError as exc:
-        raise ToolError(f"bad arguments for {name}: {exc}") from None
-    hints = typing.get_type_hints(method)
+    fields = tool.args.model_fields
+    unknown = [key for key in args if key not in fields]
+    if unknown:
+        raise ToolError(f"bad arguments for {tool.name}: got an unexpected keyword argument {unknown[0]!r}")
+    missing = [key for key, spec in fields.items() if spec.is_required() and key not in args]
+    if missing:
+        raise ToolError(f"bad arguments for {tool.name}: missing a required argument: {missing[0]!r}")
     for key, value in args.items():
-        expected = tuple(t for t in typing.get_args(hints.get(key)) or (hints.get(key),) if isinstance(t, type))
+        kinds = typing.get_args(fields[key].annotation) or (fields[key].annotation,)
+        if typing.get_origin(fields[key].annotation) is Literal:
+            if value not in kinds:
+                raise ToolError(f"bad arguments for {tool.name}: {key} must be one of {', '.join(map(str, kinds))}")
+            continue
+        expected = tuple(t for t in kinds if isinstance(t, type))
         if expected and value is not None and not isinstance(value, expected):
             wanted = " or ".join(t.__name__ for t in expected if t is not type(None))
-            raise ToolError(f"bad arguments for {name}: {key} must be {wanted}, not {type(value).__name__}")
+            raise ToolError(f"bad arguments for {tool.name}: {key} must be {wanted}, not {type(value).__name__}")
 
 
 @dataclass
@@ -170,11 +190,11 @@ class Toolbox:
     def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
         """(output, ok): the text the model gets back, and whether the tool did what was asked."""
         try:
-            method = getattr(self, f"tool_{name}") if name in TOOL_NAMES else None
-            if method is None:
+            tool = TOOLS_BY_NAME.get(name)
+            if tool is None:
                 raise ToolError(f"no tool {name!r}; tools are {', '.join(TOOL_NAMES)}")
-            check_arguments(name, method, args)
-            return method(**args), True
+            check_arguments(tool, args)
+            return getattr(self, f"tool_{name}")(**args), True
         except ToolError as exc:
             return str(exc), False
         except TypeError as exc:  # past the argument check: a fault of ours, not the caller's

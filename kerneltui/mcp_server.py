@@ -22,12 +22,12 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar, cast
 
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12 for nested TypedDicts
 
 from agents.base import Feedback, Judged, render_feedback
-from agents.tools import TOOL_SPECS, Toolbox, ToolError, record_call, record_result
+from agents.tools import TOOLS, TOOLS_BY_NAME, Toolbox, ToolError, ToolSpec, record_call, record_result
 from kerneltui.core.workspace import Workspace, WorkspaceError, resolve
 from kerneltui.history.store import Store, now
 
@@ -293,14 +293,10 @@ def waiting_feedback(host: "StoreHost") -> bool:
 # --- the MCP server -----------------------------------------------------------------------------
 
 PROBLEM = "the problem: its folder's name in the workspace, e.g. 'softmax'"
-VERSION = "a version's name, e.g. 'v003'"
-OFFSET = "the line to start at (1-based)"
-DumpKind = Literal["sass", "ptx", "ttgir", "ttir", "llir"]
 
 
 def description(tool: str) -> str:
-    spec = next(s for s in TOOL_SPECS if s["name"] == tool)
-    return f"{spec['description']} Every tool takes `problem`, the problem's folder name in the workspace."
+    return f"{TOOLS_BY_NAME[tool].description} Every tool takes `problem`, the problem's folder name in the workspace."
 
 
 def tool_error(message: str) -> NoReturn:
@@ -353,36 +349,18 @@ def build_server(ladder: Ladder) -> "MCPServer[Any]":
         log_level="WARNING",
     )
     add_version_tools(server, ladder)
-    add_reading_tools(server, ladder)
     return server
 
 
 def add_version_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
+    """The toolbox's tools, made from their one definition (agents.tools.TOOLS), and get_guidance."""
     from mcp.server.mcpserver import Context
-    from mcp_types import CallToolResult, ToolAnnotations
+    from mcp_types import CallToolResult
     from pydantic import Field
 
     Problem = Annotated[str, Field(description=PROBLEM)]
-    Version = Annotated[str, Field(description=VERSION)]
-
-    @server.tool(description=description("write_version"))
-    async def write_version(
-        problem: Problem,
-        code: Annotated[str, Field(description="the whole module, defining custom_kernel(*inputs)")],
-        notes: Annotated[str, Field(description="what changed and why, one or two sentences")],
-        ctx: Context,
-    ) -> Annotated[CallToolResult, Verdict]:
-        args = {"code": code, "notes": notes}
-        done = await offload(ladder.call, problem, client_name(ctx.request_context), "write_version", args)
-        assert done.judged is not None  # the toolbox judged what it wrote
-        return answer(done.text, verdict_of(problem, done.judged))
-
-    @server.tool(description=description("read_results"), annotations=ToolAnnotations(read_only_hint=True))
-    async def read_results(problem: Problem, version: Version, ctx: Context) -> Annotated[CallToolResult, Verdict]:
-        client = client_name(ctx.request_context)
-        done = await offload(ladder.call, problem, client, "read_results", {"version": version})
-        assert done.judged is not None  # the toolbox found it
-        return answer(done.text, verdict_of(problem, done.judged))
+    for tool in TOOLS:
+        add_toolbox_tool(server, ladder, tool)
 
     @server.tool(
         description=(
@@ -396,42 +374,59 @@ def add_version_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
         return answer(done.text, Guidance(problem=problem, items=items, text=done.text))
 
 
-def add_reading_tools(server: "MCPServer[Any]", ladder: Ladder) -> None:
+def add_toolbox_tool(server: "MCPServer[Any]", ladder: Ladder, tool: ToolSpec) -> None:
+    """One toolbox tool as an MCP tool: `problem`, then the tool's own arguments, as its model defines them."""
+    import inspect
+
     from mcp.server.mcpserver import Context
     from mcp_types import CallToolResult, ToolAnnotations
     from pydantic import Field
 
-    Problem = Annotated[str, Field(description=PROBLEM)]
-    Version = Annotated[str, Field(description=VERSION)]
-    Offset = Annotated[int, Field(ge=1, description=OFFSET)]
-    read_only = ToolAnnotations(read_only_hint=True)
+    output, shape = RESULTS[tool.name]
 
-    @server.tool(description=description("read_file"), annotations=read_only)
-    async def read_file(
-        problem: Problem, path: str, ctx: Context, offset: Offset = 1
-    ) -> Annotated[CallToolResult, FileText]:
-        args = {"path": path, "offset": offset}
-        done = await offload(ladder.call, problem, client_name(ctx.request_context), "read_file", args)
-        return answer(done.text, FileText(problem=problem, path=path, text=done.text))
+    async def call(problem: str, ctx: Context, **args: Any) -> CallToolResult:
+        done = await offload(ladder.call, problem, client_name(ctx.request_context), tool.name, args)
+        return answer(done.text, shape(problem, done, args))
 
-    @server.tool(description=description("search_context"), annotations=read_only)
-    async def search_context(problem: Problem, query: str, ctx: Context) -> Annotated[CallToolResult, SearchHits]:
-        done = await offload(ladder.call, problem, client_name(ctx.request_context), "search_context", {"query": query})
-        return answer(done.text, SearchHits(problem=problem, query=query, text=done.text))
+    keyword, annotated = inspect.Parameter.KEYWORD_ONLY, cast(Any, Annotated)
+    params = [
+        inspect.Parameter("problem", keyword, annotation=Annotated[str, Field(description=PROBLEM)]),
+        inspect.Parameter("ctx", keyword, annotation=Context),
+    ]
+    for name, spec in tool.args.model_fields.items():
+        parts = (spec.annotation, *spec.metadata, Field(description=spec.description))
+        annotation = annotated[parts]  # the field as a parameter: its type, its bounds, its description
+        default = inspect.Parameter.empty if spec.is_required() else spec.default
+        params.append(inspect.Parameter(name, keyword, annotation=annotation, default=default))
+    returns = Annotated[CallToolResult, output]
+    call.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    call.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+    call.__name__ = tool.name
+    hints = ToolAnnotations(read_only_hint=True) if tool.read_only else None
+    server.add_tool(call, name=tool.name, description=description(tool.name), annotations=hints)
 
-    @server.tool(description=description("read_dump"), annotations=read_only)
-    async def read_dump(
-        problem: Problem,
-        version: Version,
-        kind: DumpKind,
-        ctx: Context,
-        kernel: Annotated[str | None, Field(description="a kernel's name (default: the first)")] = None,
-        grep: Annotated[str | None, Field(description="a regular expression; matches come with context")] = None,
-        offset: Offset = 1,
-    ) -> Annotated[CallToolResult, DumpText]:
-        args = {"version": version, "kind": kind, "kernel": kernel, "grep": grep, "offset": offset}
-        done = await offload(ladder.call, problem, client_name(ctx.request_context), "read_dump", args)
-        return answer(done.text, DumpText(problem=problem, version=version, kind=kind, text=done.text))
+
+def _judged(problem: str, done: Any, args: dict[str, Any]) -> Verdict:
+    assert done.judged is not None  # the toolbox judged what it wrote, or found what was asked for
+    return verdict_of(problem, done.judged)
+
+
+# What each toolbox tool answers with, as structured content beside its text.
+RESULTS: dict[str, tuple[type, Callable[[str, Any, dict[str, Any]], Mapping[str, Any]]]] = {
+    "write_version": (Verdict, _judged),
+    "read_results": (Verdict, _judged),
+    "read_file": (FileText, lambda problem, done, args: FileText(problem=problem, path=args["path"], text=done.text)),
+    "search_context": (
+        SearchHits,
+        lambda problem, done, args: SearchHits(problem=problem, query=args["query"], text=done.text),
+    ),
+    "read_dump": (
+        DumpText,
+        lambda problem, done, args: DumpText(
+            problem=problem, version=args["version"], kind=args["kind"], text=done.text
+        ),
+    ),
+}
 
 
 # --- the command --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from agents.tools import MAX_OUTPUT_CHARS, Toolbox
 from kerneltui.core.agent_host import StoreHost, problem_info
 from kerneltui.history.store import Store
 from tests import dashboard_fixtures
+from tests.conftest import make_workspace
 
 
 @pytest.fixture
@@ -118,3 +119,22 @@ def test_a_fault_inside_a_tool_is_not_blamed_on_the_arguments(
     monkeypatch.setattr(toolbox.host, "results", broken)
     output, ok = toolbox.call("read_results", {"version": "v001"})
     assert not ok and "failed inside kerneltui (TypeError" in output and "bad arguments" not in output
+
+
+def test_the_claude_and_mcp_tools_come_from_one_definition(tmp_path: Path) -> None:
+    """The tools were declared twice (JSON schemas for Claude, annotated closures for MCP), and drifted."""
+    import asyncio
+
+    from agents.tools import TOOL_SPECS
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.mcp_server import Ladder, build_server
+
+    folder = make_workspace(tmp_path / "ws")
+    listed = asyncio.run(build_server(Ladder(Workspace(folder.parent), None, None)).list_tools())
+    mcp = {tool.name: tool.input_schema for tool in listed}
+    for spec in TOOL_SPECS:
+        theirs, ours = mcp[spec["name"]], spec["input_schema"]
+        assert set(theirs["properties"]) == set(ours["properties"]) | {"problem"}, spec["name"]
+        assert set(theirs["required"]) == set(ours.get("required", [])) | {"problem"}, spec["name"]
+        for key, prop in ours["properties"].items():
+            assert theirs["properties"][key]["description"] == prop["description"], (spec["name"], key)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.claude import DEFAULT_MODEL
+from agents.base import DEFAULT_MODEL
 from kerneltui.core.locations import config_file
 
 
