@@ -178,8 +178,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     """An agent on one problem, headless: judged here (or by the kerneltui already judging the workspace)."""
     import threading
 
-    from kerneltui.core.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
-    from kerneltui.core.scheduler import SchedulerEvent, start_headless
+    from kerneltui.core.session import Session, SessionRefused
 
     workspace = resolve(args.workspace)
     workspace.problem_dir(args.problem)
@@ -200,29 +199,17 @@ def cmd_agent(args: argparse.Namespace) -> int:
             setattr(agent_config, name, getattr(args, name))
     if args.acp:
         agent_config.backend = "acp"
+    session = Session(workspace, config, lambda event: say_headless(session, event), echo=print_event)
     try:
-        agent = make_agent(agent_config, args.problem, workspace, config.acp_agents, ask_on_terminal)
-    except AgentSetupError as exc:
+        run = session.start_agent(args.problem)
+    except SessionRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
+        session.close()
         return EXIT_USAGE
-
-    def scheduler_said(event: SchedulerEvent) -> None:
-        if event.kind == "deferred":
-            print(f"note: kerneltui pid {event.data.get('pid')} judges this workspace; its results are used")
-        elif event.kind == "warning":
-            print(f"warning: {event.data.get('message')}", file=sys.stderr)
-
-    scheduler = start_headless(workspace, config, scheduler_said)
-    run = AgentRun(agent, args.problem)
-    context = find_context(workspace, agent_config.context)
-    thread = threading.Thread(
-        target=run_agent,
-        args=(workspace, run, budget_from(agent_config), context, scheduler.enqueue, print_event),
-        name="kerneltui-agent",
-        daemon=True,
-    )
-    thread.start()
+    thread = threading.Thread(target=session.run_agent, args=(run,), name="kerneltui-agent", daemon=True)
     try:
+        session.start_scheduler(wait_s=120)
+        thread.start()
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
@@ -230,23 +217,36 @@ def cmd_agent(args: argparse.Namespace) -> int:
         run.request_stop()
         thread.join()
     finally:
-        scheduler.stop()
+        session.close()
     return EXIT_FAILED if run.failed else EXIT_OK
 
 
-def ask_on_terminal(ask: Any) -> None:
+def say_headless(session: Any, event: Any) -> None:
+    """What a headless agent's session says on the terminal: judging elsewhere, warnings, permission asks."""
+    from kerneltui.core.scheduler import SchedulerEvent
+    from kerneltui.core.session import PermissionWaiting
+
+    if isinstance(event, SchedulerEvent) and event.kind == "deferred":
+        print(f"note: kerneltui pid {event.data.get('pid')} judges this workspace; its results are used")
+    elif isinstance(event, SchedulerEvent) and event.kind == "warning":
+        print(f"warning: {event.data.get('message')}", file=sys.stderr)
+    elif isinstance(event, PermissionWaiting):
+        ask_on_terminal(session, event.problem, event.ask)
+
+
+def ask_on_terminal(session: Any, problem: str, ask: Any) -> None:
     """Headless permission requests: asked on the terminal when there is one, else denied."""
     import threading
 
     if not sys.stdin.isatty():
         print(f"  ? denied (no terminal to ask): {ask.title}", flush=True)
-        ask.answer(ask.option_for(("reject_once", "reject_always")))
+        session.answer_permission(problem, "reject")
         return
 
     def prompt() -> None:
         reply = input(f"  ? the agent wants to run: {ask.title}  [y] allow once [a] always [n] deny: ").strip()
-        kinds = {"y": ("allow_once",), "a": ("allow_always", "allow_once")}.get(reply.lower(), ("reject_once",))
-        ask.answer(ask.option_for(kinds))
+        kind = {"y": "allow_once", "a": "allow_always"}.get(reply.lower(), "reject")
+        session.answer_permission(problem, kind)
 
     threading.Thread(target=prompt, daemon=True).start()
 

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from agents.acp import AcpAgent
-from kerneltui.core.agent_host import AgentRun, AgentSetupError, budget_from, find_context, make_agent, run_agent
+from kerneltui.core.agent_host import (
+    AgentRun,
+    AgentSetupError,
+    Echo,
+    budget_from,
+    find_context,
+    make_agent,
+    run_agent,
+)
 from kerneltui.core.config import Config
 from kerneltui.core.feedback import person_spoke
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
@@ -96,8 +104,10 @@ class Session:
         on_event: Callable[[SessionEvent], None],
         run_scheduler: bool = True,
         run_judges: bool = True,
+        echo: Echo | None = None,
     ) -> None:
         self.workspace, self.config, self.on_event = workspace, config, on_event
+        self.echo = echo  # each agent event as it happens, for a headless front end's terminal
         self.run_scheduler, self.run_judges = run_scheduler, run_judges
         self.scheduler: Scheduler | None = None
         self.stores: dict[str, Store] = {}
@@ -188,8 +198,9 @@ class Session:
 
     # --- judging -------------------------------------------------------------------------------
 
-    def start_scheduler(self) -> bool:
-        """Starts judging (once); False when this session does not judge."""
+    def start_scheduler(self, wait_s: float = 0.0) -> bool:
+        """Starts judging (once); False when this session does not judge. `wait_s`: wait until the scheduler
+        has scanned the workspace and started its judges (or found another kerneltui judging it)."""
         if not self.run_scheduler or self.scheduler is not None:
             return False
         self.scheduler = Scheduler(
@@ -200,6 +211,8 @@ class Session:
             feedback_file=self.config.agent.feedback_file,
         )
         self.scheduler.start()
+        if wait_s:
+            self.scheduler.started.wait(wait_s)
         return True
 
     def judge_again(self, path: Path) -> None:
@@ -276,7 +289,7 @@ class Session:
         try:
             context = find_context(self.workspace, self.config.agent.context)
             enqueue = self.scheduler.enqueue if self.scheduler else None
-            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue)
+            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue, self.echo)
             failed = run.failed
         except Exception as exc:  # the history could not be opened: said, and the agent is not left listed
             reason = f"it could not start: {type(exc).__name__}: {exc}"
