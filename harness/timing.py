@@ -34,10 +34,11 @@ if _EventBase is not None and hasattr(_EventBase, "record"):  # a CUDA build of 
     _get_stream: Any = _C._cuda_getCurrentStream
     _get_device: Any = _C._cuda_getDevice
     _Stream: Any = _C._CudaStreamBase
+    _spin: Any = _C._cuda_sleep  # a one-block kernel that spins for a number of clock cycles
 else:  # no CUDA in this torch: nothing is timed, but the module imports
     _new_event = functools.partial(torch.cuda.Event, enable_timing=True)
     _record, _elapsed, _synchronize = torch.cuda.Event.record, torch.cuda.Event.elapsed_time, torch.cuda.synchronize
-    _get_stream = _get_device = _Stream = None
+    _get_stream = _get_device = _Stream = _spin = None
 _zero = _C.TensorBase.zero_
 _perf_counter = time.perf_counter
 
@@ -122,6 +123,10 @@ def time_calls(
     return samples
 
 
+# Cycles a GPU-side spin takes per µs: above any boost clock, so a spin lasts at least as long as asked.
+SPIN_CYCLES_PER_US = 2600
+
+
 def settled_calls(
     fn: Callable[[], Any], flush: torch.Tensor, reps: int = 30, budget_s: float = 0.5, min_reps: int = 3
 ) -> tuple[list[float], list[float]]:
@@ -130,23 +135,29 @@ def settled_calls(
     A version can launch work on a stream of its own that the caller's stream never waits for: the
     events of time_calls then stop early. Here the end event is recorded after a device-wide
     synchronize, so that work counts, and so does the synchronize's wake-up latency: each call is
-    paired with one of nothing, timed the same way, to subtract it. The flush ahead of the begin event
-    keeps the GPU busy while the host launches fn, as in time_calls. Up to `reps` pairs, fewer (not under
-    min_reps) past budget_s: a slow kernel's minimum needs few. Returns (fn's, nothing's).
+    paired with one of nothing, timed the same way, to subtract it. Ahead of the begin event the flush
+    and then a spin on the GPU outlast fn's host launch path (1.5 times the slowest seen, CuTeDSL's takes
+    ~0.2 ms), so the time the host takes to launch is not counted as work. Up to `reps` pairs, fewer (not
+    under min_reps) past budget_s: a slow kernel's minimum needs few. Returns (fn's, nothing's).
     """
+    launch_s = [0.0]
 
     def settle(call: Callable[[], Any]) -> float:
         begin, end = _new_event(), _new_event()
         stream = caller_stream()
         _zero(flush)
+        _spin(int(SPIN_CYCLES_PER_US * (1.5e6 * launch_s[0] + 10)))
         _record(begin, stream)
+        called = _perf_counter()
         call()
+        launch_s[0] = max(launch_s[0], _perf_counter() - called)
         _synchronize()
         _record(end, stream)
         _synchronize()
         return float(_elapsed(begin, end))
 
     _synchronize()
+    settle(fn)  # learns the launch path's time
     pairs: list[tuple[float, float]] = []
     start = _perf_counter()
     while len(pairs) < reps and (len(pairs) < min_reps or _perf_counter() - start < budget_s):

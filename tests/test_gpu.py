@@ -32,6 +32,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths.append(add_version(folder, "pure_torch"))
     paths.append(add_version(folder, "launches_past_hooks"))
     paths.append(add_version(folder, "fakes_timing_slow_kernel"))
+    paths.append(add_version(folder, "slow_launch"))
     paths.append(add_version(folder, "good", "good_again.py"))
     return judge_many(paths, timeout=10)
 
@@ -75,6 +76,12 @@ def test_honest_version_has_no_flag_and_is_confirmed(judged: dict[str, dict]) ->
     bench = rung(good, "benchmark")["metrics"]
     assert bench["confirmed"]["variations"] and bench["confirmed"]["fresh_median_us"] > 0
     assert bench["outside_bound_us"] is not None
+
+
+def test_a_slow_host_launch_path_is_not_taken_for_unawaited_work(judged: dict[str, dict]) -> None:
+    slow = judged["slow_launch"]  # 0.3 ms of host work per call, as CuTeDSL's launcher has
+    assert slow["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in slow["rungs"]]
+    assert slow["flags"] == [], slow["flags"]
 
 
 def test_torch_on_the_gpu_is_flagged(judged: dict[str, dict]) -> None:
