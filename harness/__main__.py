@@ -16,52 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness import options as ladder_options
 from harness import protocol
-from harness.results import DEFAULT_RUNGS, RUNG_ORDER, RungResult
-from harness.source import MAX_VERSION_KB
+from harness.results import RungResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def parse_rungs(text: str | None) -> tuple[str, ...]:
-    if not text:
-        return DEFAULT_RUNGS
-    wanted = [r.strip() for r in text.split(",") if r.strip()]
-    unknown = [r for r in wanted if r not in RUNG_ORDER]
-    if unknown:
-        raise ValueError(f"unknown rung(s) {', '.join(unknown)}; rungs are {', '.join(RUNG_ORDER)}")
-    return tuple(r for r in RUNG_ORDER if r in wanted)
-
-
-def add_ladder_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per call into the version (default 60)")
-    parser.add_argument("--rungs", help=f"comma-separated subset of {','.join(RUNG_ORDER)}")
-    parser.add_argument("--arch", default="sm_90", help="target for compiling with no GPU (default sm_90)")
-    parser.add_argument("--seeds", type=int, default=2, help="seeds per correctness case (default 2)")
-    parser.add_argument(
-        "--state-dir", type=Path, help="where dumps and device peaks go (default <workspace>/.kerneltui)"
-    )
-    parser.add_argument(
-        "--no-sandbox", action="store_true", help="run workers unconfined (no bubblewrap, Landlock or seccomp)"
-    )
-    parser.add_argument(
-        "--max-memory-mb", type=float, help="memory for the kernel's processes (default half the machine's)"
-    )
-    parser.add_argument(
-        "--best-us",
-        help="the best median so far in µs, or a JSON object of them by device name: a version is judged again "
-        "in a fresh worker before it can beat it (default: every passing version is)",
-    )
-    parser.add_argument("--no-confirm", action="store_true", help="do not judge a new best again in a fresh worker")
-    parser.add_argument(
-        "--max-version-kb", type=float, default=MAX_VERSION_KB, help="a larger version file is refused (default 1024)"
-    )
-    parser.add_argument(
-        "--max-file-mb",
-        type=float,
-        default=512.0,
-        help="largest file the kernel's process may write, its printed output included (default 512)",
-    )
 
 
 def emit(event: protocol.JudgeEvent) -> None:
@@ -85,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("version", type=Path, help="a version file, e.g. kernels/softmax/v002.py")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--stream", action="store_true", help="print JSON lines as rungs finish")
-    add_ladder_options(parser)
+    ladder_options.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        options = make_options(args, args.version)
+        options = make_options(ladder_options.given(args), args.version)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -129,51 +88,39 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK if ev.ok else EXIT_FAILED
 
 
-def make_options(args: argparse.Namespace, version: Path | None) -> Any:
+def make_options(values: dict[str, Any], version: Path | None, where: str = "") -> Any:
+    """Options from values by key (a command line's, a request's), checked against the version file."""
     from harness.aot import parse_arch
     from harness.options import Options
 
-    parse_arch(args.arch)
+    options = Options().updated(values, where)
+    parse_arch(options.arch)
     if version is not None:
         if not version.is_file():
             raise FileNotFoundError(f"no such version file: {version}")
         if version.name == "problem.py" or version.suffix != ".py":
             raise ValueError(f"{version} is not a version file (expected e.g. kernels/<problem>/v001.py)")
-    state = args.state_dir or (version.resolve().parent.parent / ".kerneltui" if version else None)
-    return Options(
-        rungs=parse_rungs(args.rungs),
-        timeout=args.timeout,
-        arch=args.arch,
-        seeds_per_case=args.seeds,
-        state_dir=state,
-        confine=not args.no_sandbox,
-        max_file_mb=args.max_file_mb,
-        max_memory_mb=args.max_memory_mb,
-        max_version_kb=args.max_version_kb,
-        confirm=not args.no_confirm,
-        best_us=parse_best(args.best_us),
-    )
-
-
-def parse_best(value: Any) -> float | dict[str, float] | None:
-    """--best-us: a number, or {device name: µs}; a JSON request may give either directly."""
-    if value is None or isinstance(value, (int, float, dict)):
-        return {str(k): float(v) for k, v in value.items()} if isinstance(value, dict) else value
-    text = str(value).strip()
-    parsed = json.loads(text) if text.startswith("{") else float(text)
-    return parse_best(parsed)
+    if options.state_dir is None and version is not None:
+        options.state_dir = version.resolve().parent.parent / ".kerneltui"
+    return options
 
 
 def serve(argv: list[str]) -> int:
     """Judges requests from stdin one at a time, a fresh worker pre-started for each next one."""
     parser = argparse.ArgumentParser(prog="python -m harness serve")
-    add_ladder_options(parser)
+    ladder_options.add_arguments(parser)
+    parser.add_argument("--once", action="store_true", help="judge one request, with no spare worker, then exit")
     args = parser.parse_args(argv)
     from harness.ladder import spawn_for
     from harness.workers import WorkerPool
 
-    base = make_options(args, None)
-    pool = WorkerPool(spawn_for(base), keep_spare=True, reap=True)
+    values = ladder_options.given(args)
+    try:
+        base = make_options(values, None)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    pool = WorkerPool(spawn_for(base), keep_spare=not args.once, reap=True)
     pool.prestart()
 
     from harness.ladder import Ladder
@@ -189,7 +136,8 @@ def serve(argv: list[str]) -> int:
             try:
                 request = json.loads(line)
                 path = Path(request["path"])
-                ladder.options = make_options(argparse.Namespace(**{**vars(args), **_overrides(request)}), path)
+                asked = {k: v for k, v in request.items() if k not in ("id", "path")}
+                ladder.options = make_options({**values, **asked}, path, "request")
             except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
                 emit(protocol.Failed(f"bad request: {exc}", id=_request_id(line)))
                 continue
@@ -201,6 +149,8 @@ def serve(argv: list[str]) -> int:
                 emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), rid))
                 continue
             emit(protocol.Finished(ev, rid))
+            if args.once:
+                break
     finally:
         ladder.close()
     return EXIT_OK
@@ -217,25 +167,6 @@ def doctor(argv: list[str]) -> int:
 
 def _emit_rung(rid: Any, rung: RungResult) -> None:
     emit(protocol.RungFinished(rung, rid))
-
-
-def _overrides(request: dict[str, Any]) -> dict[str, Any]:
-    known = {
-        "timeout": "timeout",
-        "rungs": "rungs",
-        "seeds": "seeds",
-        "state_dir": "state_dir",
-        "max_file_mb": "max_file_mb",
-        "best_us": "best_us",
-    }
-    out: dict[str, Any] = {}
-    for key, attr in known.items():
-        if key in request:
-            value = request[key]
-            out[attr] = ",".join(value) if key == "rungs" and isinstance(value, list) else value
-    if "state_dir" in out and out["state_dir"] is not None:
-        out["state_dir"] = Path(out["state_dir"])
-    return out
 
 
 def _request_id(line: str) -> Any:

@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from harness import options as ladder_options
 from harness.report import rung_line, trust_lines
-from harness.results import RUNG_ORDER, RungResult
+from harness.results import RungResult
 from harness.source import VersionTooLarge
 from harness.text import printable
 from kerneltui.core import config as config_mod
 from kerneltui.core import runner
+from kerneltui.core.judge import harness_env, harness_python
 from kerneltui.core.workspace import Workspace, WorkspaceError, for_version, resolve
 from kerneltui.history.store import Store
 
@@ -41,13 +43,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     workspace, _, _ = for_version(Path(args.version))
     if args.workspace and Path(args.workspace).resolve() != workspace.root:
         print(f"note: {args.version} belongs to workspace {workspace.root}; recording it there", file=sys.stderr)
-    rungs = [r.strip() for r in args.rungs.split(",")] if args.rungs else None
-    unknown = [r for r in rungs or [] if r not in RUNG_ORDER]
-    if unknown:
-        raise WorkspaceError(f"unknown rung(s) {', '.join(unknown)}; rungs are {', '.join(RUNG_ORDER)}")
-    options = runner.LadderOptions(
-        timeout=args.timeout, rungs=rungs, arch=args.arch, seeds=args.seeds, sandbox=not args.no_sandbox
-    )
+    config = config_mod.load(args.config)
+    try:  # the config file's [ladder] options, then the command line's
+        options = config.ladder.options.updated(ladder_options.given(args), "kerneltui eval")
+    except ValueError as exc:
+        raise WorkspaceError(str(exc)) from None
     store = open_store(workspace)
 
     def show(rung: RungResult) -> None:
@@ -55,7 +55,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(rung_line(rung), flush=True)
 
     try:
-        outcome = runner.evaluate(store, workspace, Path(args.version), options, on_rung=show)
+        outcome = runner.evaluate(store, workspace, Path(args.version), options, config.ladder.python, show)
     except VersionTooLarge as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -298,10 +298,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     import subprocess
     import tempfile
 
-    python = runner.harness_python()
+    python = harness_python()
     with tempfile.TemporaryDirectory() as state:
         argv = [python, "-m", "harness", "doctor", *(["--json"] if args.json else [])]
-        done = subprocess.run(argv, env=runner.harness_env(python, Path(state)), cwd=state)
+        done = subprocess.run(argv, env=harness_env(python, Path(state)), cwd=state)
     return done.returncode
 
 
@@ -319,13 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("version", help="kernels/<problem>/vNNN.py")
     ev.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
-    ev.add_argument("--timeout", type=float, default=60.0, help="seconds per call into the version (default 60)")
-    ev.add_argument("--rungs", help=f"comma-separated subset of {','.join(RUNG_ORDER)}")
-    ev.add_argument("--arch", default="sm_90", help="compile target when there is no GPU (default sm_90)")
-    ev.add_argument("--seeds", type=int, default=2, help="seeds per correctness case (default 2)")
-    ev.add_argument(
-        "--no-sandbox", action="store_true", help="run workers unconfined (no bubblewrap, Landlock or seccomp)"
-    )
+    ev.add_argument("--config", help=CONFIG_HELP + "; its [ladder] options apply, flags win")
+    ladder_options.add_arguments(ev, leave_out=ladder_options.PER_RUN)  # the history gives both
     ev.set_defaults(func=cmd_eval)
 
     doctor = sub.add_parser("doctor", help="how kernel versions are contained on this box, and how to get more")

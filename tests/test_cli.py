@@ -184,3 +184,18 @@ def test_eval_survives_a_judge_that_writes_much_to_stderr(workspace: Path) -> No
     done = kerneltui("eval", str(version), "--rungs", "load", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "✓ load" in done.stdout and "recorded as evaluation 1" in done.stdout
+
+
+def test_eval_takes_the_config_files_ladder_options_and_flags_win(workspace: Path, tmp_path: Path) -> None:
+    """`kerneltui eval` ignored the config file's [ladder] settings."""
+    version = add_version(workspace, "good", "v001.py")
+    config = tmp_path / "config.toml"
+    config.write_text('[ladder]\nrungs = ["load", "compile"]\nseeds = 1\n')
+    done = kerneltui("eval", str(version), "--json", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert [r["name"] for r in json.loads(done.stdout)["rungs"]] == ["load", "compile"]
+    done = kerneltui("eval", str(version), "--json", "--config", str(config), "--rungs", "load")
+    assert [r["name"] for r in json.loads(done.stdout)["rungs"]] == ["load"]
+    config.write_text("[ladder]\ntimeout = -1\n")
+    done = kerneltui("eval", str(version), "--config", str(config))
+    assert done.returncode == 2 and "[ladder]: timeout: must be above 0" in done.stderr, done.stderr

@@ -13,6 +13,7 @@ from textual import events
 from textual.widgets import DataTable, Input, TabbedContent
 from textual.widgets.data_table import RowKey
 
+from harness.options import Options
 from kerneltui.core.config import Config, LadderConfig
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.app import KernelTUI
@@ -56,7 +57,7 @@ def history(tmp_path: Path) -> Workspace:
 async def test_two_piece_write_is_one_evaluation_and_its_row_progresses(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "hang", "v001.py")  # keeps the judge busy, so the next version waits in the queue
-    config = Config(ladder=LadderConfig(timeout=4, debounce=0.2))
+    config = Config(ladder=LadderConfig(debounce=0.2, options=Options(timeout=4)))
     app = KernelTUI(Workspace(folder.parent), config)
     seen: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
@@ -134,7 +135,7 @@ async def test_broken_problem_shows_an_error_and_the_app_keeps_running(tmp_path:
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "good", "v001.py")
     (folder / "problem.py").write_text("import torch\n\ndef reference(a, b):\n    return a + b\n")
-    app = KernelTUI(Workspace(folder.parent), Config(ladder=LadderConfig(timeout=10)))
+    app = KernelTUI(Workspace(folder.parent), Config(ladder=LadderConfig(options=Options(timeout=10))))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: status_of(app, "v001") == "error", pilot, timeout=120)
         title = str(app.query_one("#versions-title").render())
@@ -249,7 +250,7 @@ async def test_queue_survives_a_restart_and_files_written_while_away_are_judged(
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: status_of(app, "v001") == "queued", pilot)
     add_version(folder, "nan_output", "v002.py")  # written while kerneltui was not running
-    app = KernelTUI(workspace, Config(ladder=LadderConfig(timeout=10)))
+    app = KernelTUI(workspace, Config(ladder=LadderConfig(options=Options(timeout=10))))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: status_of(app, "v001") == "pass" and status_of(app, "v002") == "fail", pilot, 180)
         await wait_for(lambda: notified(app, "queue empty"), pilot, timeout=10)
@@ -316,7 +317,7 @@ async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace
         raise PermissionError("problem.py: permission denied")
 
     monkeypatch.setattr(agent_host, "problem_info", unreadable)
-    config = Config(ladder=LadderConfig(timeout=10))
+    config = Config(ladder=LadderConfig(options=Options(timeout=10)))
     config.agent.backend, config.agent.recording = "replay", str(next(iter(builtin_recordings().values())))
     app = KernelTUI(history, config)
     async with app.run_test(size=SIZE) as pilot:
@@ -330,7 +331,7 @@ async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace
 
 
 async def test_a_deleted_version_is_struck_through_and_kept(history: Workspace) -> None:
-    app = KernelTUI(history, Config(ladder=LadderConfig(timeout=10, debounce=0.2)), run_judges=False)
+    app = KernelTUI(history, Config(ladder=LadderConfig(debounce=0.2, options=Options(timeout=10))), run_judges=False)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: len(table(app).order) == 4, pilot)
         (history.root / "vadd" / "v001.py").unlink()

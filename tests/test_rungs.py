@@ -134,7 +134,7 @@ def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -
 
 
 def test_every_advertised_rung_is_registered_in_order() -> None:
-    from harness.__main__ import parse_rungs
+    from harness.options import parse_rungs
     from harness.results import DEFAULT_RUNGS, RUNG_ORDER
     from harness.rungs.builtin import BUILTIN
 
@@ -148,4 +148,4 @@ def test_an_unknown_rung_is_a_usage_error_naming_the_known_ones(workspace: Path)
     done = run(["-m", "harness", str(version), "--rungs", "load,profile"])
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     known = "load, compile, correctness, benchmark, roofline, dumps"
-    assert done.stderr.strip() == f"error: unknown rung(s) profile; rungs are {known}"
+    assert done.stderr.strip() == f"error: rungs: unknown rung(s) profile; rungs are {known}"

@@ -6,7 +6,7 @@ import queue
 from pathlib import Path
 
 from kerneltui.core.config import Config
-from kerneltui.core.scheduler import SchedulerEvent, start_headless
+from kerneltui.core.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
 from tests.conftest import add_version, make_workspace
 
@@ -30,7 +30,8 @@ def test_a_judge_that_dies_after_ready_does_not_stop_the_scheduler(tmp_path: Pat
     config = Config()
     config.ladder.python = str(fake)
     events: queue.Queue[SchedulerEvent] = queue.Queue()
-    scheduler = start_headless(Workspace(folder.parent), config, events.put)
+    scheduler = Scheduler(Workspace(folder.parent), config.ladder, events.put)
+    scheduler.start()
     try:
         warning = None
         while warning is None:

@@ -19,7 +19,7 @@ from harness import confirm
 from harness.problem import load_problem
 from harness.results import Evaluation, Flag
 from harness.text import printable
-from kerneltui.core import runner
+from kerneltui.core import judge, runner
 from kerneltui.core.agent_host import StoreHost, problem_info
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
@@ -73,7 +73,7 @@ def test_the_judge_gets_no_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         monkeypatch.setenv(name, "sk-secret")
     monkeypatch.setenv("DATABASE_URL", "postgres://me:pw@db/x")  # no marker in its name: not passed either
     monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/t")
-    env = runner.harness_env(sys.executable, tmp_path)
+    env = judge.harness_env(sys.executable, tmp_path)
     assert "sk-secret" not in env.values() and "DATABASE_URL" not in env
     assert env["TRITON_CACHE_DIR"] == "/tmp/t" and env["PATH"] == os.environ["PATH"]
 

@@ -7,11 +7,13 @@ reject = "R,ctrl+r"
 
 [ladder]
 python = "/opt/torch/.venv/bin/python3"   # the GPU box's Python (default: kerneltui's own)
-timeout = 60                                # seconds per call into a version
-arch = "sm_90"                              # compile target with no GPU
-seeds = 2                                   # seeds per correctness case
 judges = 1                                  # judge processes with no GPU (one per GPU otherwise)
 debounce = 0.2                              # seconds a file must stay unchanged before it is judged
+timeout = 60                                # and every option of `python -m harness --help`, by its name:
+arch = "sm_90"                              # compile target with no GPU
+seeds = 2                                   # seeds per correctness case
+rungs = ["load", "compile", "correctness"]  # a subset of the ladder (default: all of it)
+sandbox = true                              # false: workers unconfined
 
 [ui]
 bell = true                                 # ring when a version beats the best or the queue empties
@@ -46,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import DEFAULT_MODEL
+from harness.options import PER_RUN, Options, by_key, config_values
 from kerneltui.core.locations import config_file
 
 
@@ -55,12 +58,12 @@ class ConfigError(Exception):
 
 @dataclass
 class LadderConfig:
+    """How kerneltui runs judges (python, judges, debounce) and the ladder's own options."""
+
     python: str | None = None
-    timeout: float = 60.0
-    arch: str = "sm_90"
-    seeds: int = 2
     judges: int = 1
     debounce: float = 0.2
+    options: Options = field(default_factory=Options)
 
 
 @dataclass
@@ -127,7 +130,7 @@ def _keys(section: Any, path: Path) -> dict[str, str]:
     return {str(k): v for k, v in section.items()}
 
 
-def _check_table(section: Any, fields: dict[str, Any], name: str, path: Path) -> None:
+def _check_table(section: Any, fields: Any, name: str, path: Path) -> None:
     """A TOML table whose keys are all fields of its dataclass; else ConfigError naming the strays."""
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [{name}] must be a table")
@@ -137,13 +140,14 @@ def _check_table(section: Any, fields: dict[str, Any], name: str, path: Path) ->
 
 
 def _ladder(section: Any, path: Path) -> LadderConfig:
-    _check_table(section, LadderConfig.__dataclass_fields__, "ladder", path)
+    own = {"python", "judges", "debounce"}
+    _check_table(section, own | (set(by_key()) - set(PER_RUN)), "ladder", path)
     try:
-        config = LadderConfig(**section)
-        config.timeout, config.seeds, config.judges = float(config.timeout), int(config.seeds), int(config.judges)
-        config.debounce = float(config.debounce)
+        config = LadderConfig(**{k: v for k, v in section.items() if k in own})
+        config.judges, config.debounce = int(config.judges), float(config.debounce)
+        config.options = Options().updated(config_values(section), "[ladder]")
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: [ladder]: {exc}") from None
+        raise ConfigError(f"{path}: [ladder]: {str(exc).removeprefix('[ladder]: ')}") from None
     return config
 
 

@@ -1,13 +1,10 @@
-"""Running the ladder from kerneltui: the judge is a subprocess (`python -m harness --stream`) in
-the GPU box's Python, and its JSON lines become history rows as they arrive.
+"""A version judged once, for `kerneltui eval`: recorded, judged by a judge of its own (kerneltui.core.judge),
+its rungs written into the history as they arrive; and the rows a version file becomes.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,33 +12,14 @@ from pathlib import Path
 from typing import IO
 
 from harness import protocol, source
+from harness.options import PER_RUN, Options
 from harness.results import Evaluation, RungResult
-from harness.workers import judge_env
+from kerneltui.core.judge import JudgeProcess, harness_python, record_event
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 
 STDERR_TAIL = 3000
 MAX_VERSION_BYTES = int(source.MAX_VERSION_KB * 1024)
-
-
-@dataclass
-class LadderOptions:
-    timeout: float = 60.0
-    rungs: list[str] | None = None
-    arch: str = "sm_90"
-    seeds: int = 2
-    sandbox: bool = True
-    best_us: dict[str, float] = field(default_factory=dict)  # by device: only a faster version is confirmed
-
-    def argv(self) -> list[str]:
-        args = ["--timeout", f"{self.timeout:g}", "--arch", self.arch, "--seeds", str(self.seeds)]
-        if self.best_us:
-            args += ["--best-us", json.dumps(self.best_us)]
-        if self.rungs:
-            args += ["--rungs", ",".join(self.rungs)]
-        if not self.sandbox:
-            args.append("--no-sandbox")
-        return args
 
 
 @dataclass
@@ -51,28 +29,6 @@ class Outcome:
     problem_error: str | None = None
     error: str | None = None
     rungs: list[RungResult] = field(default_factory=list)
-
-
-def harness_python() -> str:
-    """The Python that runs the ladder: $KERNELTUI_PYTHON (the GPU box's torch), else this one."""
-    return os.environ.get("KERNELTUI_PYTHON") or sys.executable
-
-
-def harness_env(python: str, state: Path) -> dict[str, str]:
-    """Environment for the judge: no secret (API keys live only in the agent's process), only what the
-    ladder and CUDA read; another Python gets a path holding only our harness package."""
-    env = dict(judge_env(), PYTHONUNBUFFERED="1", KERNELTUI_WATCH_PARENT="1")
-    if Path(python).resolve() != Path(sys.executable).resolve():
-        link_dir = state / "runtime"
-        link_dir.mkdir(parents=True, exist_ok=True)
-        link = link_dir / "harness"
-        target = Path(__file__).resolve().parent.parent / "harness"
-        if link.is_symlink() and link.resolve() != target:
-            link.unlink()
-        if not link.exists():
-            link.symlink_to(target, target_is_directory=True)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(link_dir), os.environ.get("PYTHONPATH")) if p)
-    return env
 
 
 def record_version(store: Store, workspace: Workspace, path: Path, author: str = "") -> tuple[int, str, str]:
@@ -124,52 +80,36 @@ def evaluate(
     store: Store,
     workspace: Workspace,
     path: Path,
-    options: LadderOptions,
+    options: Options,
+    python: str | None = None,
     on_rung: Callable[[RungResult], None] | None = None,
-    evaluation_id: int | None = None,
 ) -> Outcome:
-    """Runs the ladder on one file in a judge subprocess and records everything as it streams in."""
+    """Records the file, judges it in a judge of its own (the scheduler's kind, for one request) and records
+    everything as it streams in."""
     path = path.resolve()
-    if evaluation_id is None:
-        version_id, digest, problem = record_version(store, workspace, path)
-        options.best_us = store.best_medians(problem)
-        evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, vars(options))
-    python = harness_python()
-    argv = [
-        python,
-        "-m",
-        "harness",
-        str(path),
-        "--stream",
-        "--state-dir",
-        str(workspace.state),
-        *options.argv(),
-    ]
+    version_id, digest, problem = record_version(store, workspace, path)
+    best = store.best_medians(problem)
+    asked = {k: v for k, v in vars(options).items() if k not in PER_RUN}
+    evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, asked)
     outcome = Outcome(evaluation_id)
-    # stderr to a file, not a pipe: a pipe nobody drains while stdout is read blocks a chatty judge for good
-    errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed below)
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        text=True,
-        env=harness_env(python, workspace.state),
-        start_new_session=True,
-        cwd=workspace.state,  # `-m` puts the cwd first on sys.path: kerneltui's folder, not an agent's
-    )
-    assert proc.stdout is not None
+    errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed by _tail)
+    judge = JudgeProcess(python or harness_python(), options, workspace.state, errors, once=True)
+    judge.start()
     try:
-        for line in proc.stdout:
-            _handle_event(store, outcome, line, on_rung)
+        judge.submit(evaluation_id, path, best)
+        for line in judge.lines():
+            if _handle_event(store, outcome, protocol.parse(line), on_rung):
+                break
     except BaseException:
-        proc.kill()
+        judge.stop(grace=0)
         errors.close()
         store.fail_evaluation(evaluation_id, "interrupted", status="error")
         raise
-    proc.wait()
+    judge.stop()
     stderr = _tail(errors, STDERR_TAIL)
     if outcome.evaluation is None and outcome.problem_error is None:
-        outcome.error = f"the judge exited (code {proc.returncode}) without a result: {stderr[-STDERR_TAIL:].strip()}"
+        code = judge.proc.returncode if judge.proc else None
+        outcome.error = f"the judge exited (code {code}) without a result: {stderr[-STDERR_TAIL:].strip()}"
         store.fail_evaluation(evaluation_id, outcome.error)
     return outcome
 
@@ -181,16 +121,19 @@ def _tail(file: IO[bytes], chars: int) -> str:
         return file.read().decode(errors="replace")[-chars:]
 
 
-def _handle_event(store: Store, outcome: Outcome, line: str, on_rung: Callable[[RungResult], None] | None) -> None:
-    event = protocol.parse(line)  # anything but the judge's events is noise on its stdout
+def _handle_event(
+    store: Store, outcome: Outcome, event: protocol.JudgeEvent | None, on_rung: Callable[[RungResult], None] | None
+) -> bool:
+    """Records one of the judge's events; True once the evaluation is over. Anything else on stdout is noise."""
+    if event is None or getattr(event, "id", outcome.evaluation_id) != outcome.evaluation_id:
+        return False
+    record_event(store, outcome.evaluation_id, event, len(outcome.rungs))
     if isinstance(event, protocol.RungFinished):
-        store.add_rung(outcome.evaluation_id, len(outcome.rungs), event.rung)
         outcome.rungs.append(event.rung)
         if on_rung:
             on_rung(event.rung)
     elif isinstance(event, protocol.Finished):
         outcome.evaluation = event.evaluation
-        store.finish_evaluation(outcome.evaluation_id, outcome.evaluation)
     elif isinstance(event, protocol.Failed):
         outcome.problem_error = event.error
-        store.fail_evaluation(outcome.evaluation_id, outcome.problem_error, status="error")
+    return isinstance(event, (protocol.Finished, protocol.Failed))

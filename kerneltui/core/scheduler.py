@@ -10,9 +10,7 @@ Queued evaluations are rows in the history, so the queue survives a restart.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import json
 import os
 import queue
 import subprocess
@@ -21,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from harness import protocol
 from harness.results import Evaluation
@@ -30,85 +28,12 @@ from kerneltui.core.config import Config, LadderConfig
 from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.feedback import write_feedback
 from kerneltui.core.intake import Intake
-from kerneltui.core.runner import harness_env, harness_python
+from kerneltui.core.judge import Judge, harness_python, record_event
 from kerneltui.core.watcher import WorkspaceWatcher
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 
 MAX_JUDGE_RESTARTS = 5
-
-
-class Judge:
-    """One `python -m harness serve` process, fed one evaluation at a time."""
-
-    def __init__(
-        self,
-        index: int,
-        gpu: int | None,
-        argv: list[str],
-        env: dict[str, str],
-        log: Path,
-        inbox: queue.Queue[tuple[str, Any, Any]],
-    ) -> None:
-        self.index, self.gpu, self.argv, self.env, self.log_path, self.inbox = index, gpu, argv, env, log, inbox
-        self.busy: int | None = None
-        self.device: dict[str, Any] = {}
-        self.ready = False
-        self.restarts = 0
-        self.proc: subprocess.Popen[str] | None = None
-        self.log: IO[str] | None = None
-
-    def start(self) -> None:
-        env = dict(self.env)
-        if self.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        self.log = open(self.log_path, "a")  # noqa: SIM115  (kept open for the process's life)
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            env=env,
-            bufsize=1,
-            start_new_session=True,
-            cwd=self.log_path.parent,  # `-m` puts the cwd first on sys.path: kerneltui's folder, not an agent's
-        )
-        self.ready = False
-        proc = self.proc
-        threading.Thread(target=self._read, args=(proc,), name=f"kerneltui-judge-{self.index}", daemon=True).start()
-
-    def _read(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            self.inbox.put(("line", self, line))
-        proc.wait()
-        self.inbox.put(("judge-exit", self, proc))
-
-    def submit(self, evaluation_id: int, path: Path, best_us: dict[str, float]) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        self.busy = evaluation_id
-        self.proc.stdin.write(json.dumps({"id": evaluation_id, "path": str(path), "best_us": best_us}) + "\n")
-        self.proc.stdin.flush()
-
-    def stderr_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:].strip()
-        except OSError:
-            return ""
-
-    def stop(self, grace: float = 5.0) -> None:
-        if self.proc is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        if self.log:
-            self.log.close()
 
 
 class Scheduler(Intake):
@@ -224,25 +149,9 @@ class Scheduler(Intake):
         gpus = cuda_device_count()
         slots: list[int | None] = list(range(gpus)) if gpus else [None] * max(1, self.config.judges)
         python = self.config.python or harness_python()
-        state = self.workspace.state
-        (state / "logs").mkdir(parents=True, exist_ok=True)
-        argv = [
-            python,
-            "-m",
-            "harness",
-            "serve",
-            "--state-dir",
-            str(state),
-            "--timeout",
-            f"{self.config.timeout:g}",
-            "--arch",
-            self.config.arch,
-            "--seeds",
-            str(self.config.seeds),
-        ]
-        env = harness_env(python, state)
+        (self.workspace.state / "logs").mkdir(parents=True, exist_ok=True)
         for index, gpu in enumerate(slots):
-            judge = Judge(index, gpu, argv, env, state / "logs" / f"judge-{index}.log", self.inbox)
+            judge = Judge(index, gpu, python, self.config.options, self.workspace.state, self.inbox)
             judge.start()
             self.judges.append(judge)
 
@@ -289,10 +198,10 @@ class Scheduler(Intake):
         elif isinstance(event, protocol.RungFinished):
             index = self.rung_counts.get(event.id, 0)
             self.rung_counts[event.id] = index + 1
-            self.store.add_rung(event.id, index, event.rung)
+            record_event(self.store, event.id, event, index)
             self.notify(SchedulerEvent("rung", event.id, data={"rung": event.rung.name, "ok": event.rung.ok}))
         elif isinstance(event, protocol.Finished):
-            self.store.finish_evaluation(event.id, event.evaluation)
+            record_event(self.store, event.id, event, 0)
             judge.busy = None
             self._finished(event.id, event.evaluation)
         else:
@@ -300,7 +209,7 @@ class Scheduler(Intake):
 
     def _failed(self, judge: Judge, evaluation_id: int, event: protocol.Failed) -> None:
         assert self.store is not None
-        self.store.fail_evaluation(evaluation_id, event.error, status="error")
+        record_event(self.store, evaluation_id, event, 0)
         if event.problem:
             row = self.store.evaluation(evaluation_id)
             if row:
@@ -380,7 +289,7 @@ class Scheduler(Intake):
 
 
 def start_headless(workspace: Workspace, config: Config, notify: Callable[[SchedulerEvent], None]) -> Scheduler:
-    """Judging for a process with no dashboard (a headless agent, the MCP server); waits for its start."""
+    """Judging for a process with no dashboard; waits for its start. (Going: the MCP server moves to Session.)"""
     scheduler = Scheduler(workspace, config.ladder, notify, feedback_file=config.agent.feedback_file)
     scheduler.start()
     scheduler.started.wait(120)
