@@ -12,7 +12,7 @@ debounce = 0.2                              # seconds a file must stay unchanged
 timeout = 60                                # and every option of `python -m harness --help`, by its name:
 arch = "sm_90"                              # compile target with no GPU
 seeds = 2                                   # seeds per correctness case
-rungs = ["load", "compile", "correctness"]  # a subset of the ladder (default: all of it)
+rungs = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]  # or a subset
 sandbox = true                              # false: workers unconfined
 
 [ui]
