@@ -5,7 +5,10 @@
 Needs only the harness's own dependencies (torch, triton; nvidia-cutlass-dsl for CuTeDSL
 versions), so it runs in a GPU box's Python as it is. On a GPU it prints timings, bandwidth and
 % of roofline against the device's measured copy bandwidth and matmul rate (measured in the same
-run when the workspace has none cached yet). "min" is the fastest call timed on the caller's stream,
+run when the workspace has none cached yet). "median" is timed by CUDA events on the caller's stream (launch
+gaps included), "device" is the median of CUPTI's kernel durations per call (what Nsight Compute's
+gpu__time_duration sums), "ncu" Nsight Compute's own figure where a would-be best was confirmed.
+"min" is the fastest call timed on the caller's stream,
 "settled" the fastest until the whole device was idle (a synchronize's latency taken off): far apart,
 the version leaves work on a stream nobody waits for.
 """
@@ -55,9 +58,11 @@ def row(ev: dict) -> str:
     first = (bench.get("cases") or [{}])[0]
     roof_row = (roof.get("cases") or [{}])[0]
     failed = next((f"{r['name']}: {(r['err'] or '')[:60]}" for r in ev["rungs"] if r["ok"] is False), "")
+    nsight = (bench.get("confirmed") or {}).get("nsight_us")
     return (
         f"{ev['problem']:<9} {ev['version']:<5} {ev['status']:<10} "
         f"{first.get('median_us', float('nan')):>10.1f} {first.get('min_us', float('nan')):>8.1f} "
+        f"{first.get('device_median_us') or float('nan'):>8.1f} {nsight or float('nan'):>8.1f} "
         f"{first.get('settled_us', float('nan')):>8.1f} {first.get('ref_median_us', float('nan')):>10.1f} "
         f"{bench.get('speedup') or float('nan'):>7.2f} {roof_row.get('gbps', float('nan')):>8.0f} "
         f"{roof_row.get('tflops', float('nan')):>8.1f} {roof_row.get('pct', float('nan')):>6.0f}% "
@@ -77,7 +82,8 @@ def main() -> int:
     paths = [p.resolve() for p in args.versions] or sorted(args.workspace.glob("*/v*.py"))
     start = time.perf_counter()
     print(
-        f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'min µs':>8} {'settled':>8} {'ref µs':>10} "
+        f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'min µs':>8} {'device':>8} {'ncu':>8} "
+        f"{'settled':>8} {'ref µs':>10} "
         f"{'vs ref':>7} {'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case",
         flush=True,
     )

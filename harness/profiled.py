@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -121,3 +121,38 @@ def _innermost_free(event: Any) -> bool:
 
 def _capped(counter: collections.Counter[str]) -> dict[str, int]:
     return {str(name)[:200]: int(n) for name, n in counter.most_common(MAX_NAMES)}
+
+
+def device_times(
+    fn: Callable[[], Any], evict: Callable[[], None], synchronize: Callable[[], None], reps: int
+) -> list[float]:
+    """Each call's device time (ms) from CUPTI's kernel records: the sum of its kernels' durations, on any
+    stream, the quantity Nsight Compute's gpu__time_duration sums (no launch gaps, no events).
+
+    Each call runs alone between device-wide synchronizes, after an L2 eviction, inside a block named for it;
+    a kernel belongs to the call whose block was open when it started (the profiler puts CUPTI's GPU
+    timestamps on the host's clock). Memory copies and sets are not kernels and are left out, as ncu does."""
+    marks = [f"kerneltui.timed.{secrets.token_hex(6)}.{i}" for i in range(reps)]
+    prof = profile(activities=activities(True))
+    prof.start()
+    try:
+        for mark in marks:
+            evict()
+            synchronize()
+            with record_function(mark):
+                fn()
+                synchronize()
+    finally:
+        prof.stop()
+    events = list(prof.events() or [])
+    blocks = {e.name: e.time_range for e in events if e.name in marks and e.device_type == DeviceType.CPU}
+    if len(blocks) != reps:
+        raise RuntimeError("torch's profiler lost the timed calls' blocks (stopped or restarted during them)")
+    annotations = {e.name for e in events if e.device_type == DeviceType.CPU and e.scope != FUNCTION_SCOPE}
+    copies = ("Memcpy", "Memset")
+    kernels = [
+        e.time_range
+        for e in events
+        if e.device_type == DeviceType.CUDA and e.name not in annotations and not e.name.startswith(copies)
+    ]
+    return [sum(k.elapsed_us() for k in kernels if blocks[m].start <= k.start <= blocks[m].end) / 1000.0 for m in marks]

@@ -88,6 +88,8 @@ def _benchmark_detail(m: dict[str, Any]) -> str:
         f"{duration_us(first['p80_us'])} · ±{first['noise_pct']:.1f}% · n={first['n']})"
         f"  reference {duration_us(first['ref_median_us'])}"
     )
+    if first.get("device_median_us") is not None:
+        text += f"  device {duration_us(first['device_median_us'])} (CUPTI: its kernels alone)"
     if m.get("speedup"):
         text += f"  {m['speedup']:.2f}× vs reference"
     if len(m["cases"]) > 1:

@@ -78,6 +78,21 @@ def test_honest_version_has_no_flag_and_is_confirmed(judged: dict[str, dict]) ->
     assert bench["outside_bound_us"] is not None
 
 
+def test_device_time_from_cupti_sits_beside_the_event_time(judged: dict[str, dict]) -> None:
+    for name in ("good", "slow_launch"):
+        case = rung(judged[name], "benchmark")["metrics"]["cases"][0]
+        assert case.get("device_median_us"), case  # CUPTI's kernel records were read
+        assert 0.5 * case["min_us"] < case["device_median_us"] <= 1.02 * case["median_us"], case
+    # 0.3 ms of host work per call is in the event time (the GPU waits for the launch), not in the device time
+    slow = rung(judged["slow_launch"], "benchmark")["metrics"]["cases"][0]
+    assert slow["device_median_us"] < slow["median_us"] - 100, slow
+
+
+def test_the_first_call_compiles_on_the_first_correctness_case(judged: dict[str, dict]) -> None:
+    kernels = rung(judged["good"], "compile")["metrics"]["kernels"]
+    assert kernels and kernels[0]["case"] == "n=1", kernels
+
+
 def test_a_slow_host_launch_path_is_not_taken_for_unawaited_work(judged: dict[str, dict]) -> None:
     slow = judged["slow_launch"]  # 0.3 ms of host work per call, as CuTeDSL's launcher has
     assert slow["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in slow["rungs"]]

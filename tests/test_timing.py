@@ -67,3 +67,18 @@ def test_the_judges_bound_leaves_a_calls_host_overhead_out(tmp_path: Path) -> No
         pool.release(worker)
         pool.close()
     assert bound is not None and bound < 2000, f"{bound:.0f} µs of host work read as device time"
+
+
+def test_a_host_bound_version_is_not_flagged_when_its_device_times_agree() -> None:
+    """An honest Triton add behind 0.3 ms of host work read 276.7 µs in its first worker and 330.6 µs in a fresh
+    one on the H200 (the host's speed is in the event time) and was flagged timing-mismatch; its kernels took
+    43.7 and 43.6 µs in both (CUPTI)."""
+    from harness.confirm import fresh_flag
+
+    first, again = {"median_us": 276.7, "device_median_us": 43.7}, {"median_us": 330.6, "device_median_us": 43.6}
+    assert fresh_flag(first, again, "n=16777216") is None
+    flag = fresh_flag({"median_us": 276.7}, {"median_us": 330.6}, "n=16777216")  # no device times: flagged
+    assert flag is not None and flag.name == "timing-mismatch" and "330.6 µs in a fresh one" in flag.reason
+    faster = fresh_flag(first, {"median_us": 330.6, "device_median_us": 80.0}, "n")  # a different kernel ran
+    assert faster is not None
+    assert fresh_flag({"median_us": 50.0}, {"median_us": 52.0}, "n") is None

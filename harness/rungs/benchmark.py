@@ -54,7 +54,7 @@ def benchmark(ladder: Ladder, run: VersionRun) -> RungResult:
     }
     best = ladder.options.best_for(str(ladder.device_info.get("name")))
     if ladder.options.confirm and (best is None or cases[0]["median_us"] < best):
-        checked = confirm.confirm(ladder, run, cases[0]["median_us"])
+        checked = confirm.confirm(ladder, run, cases[0])
         if checked.err:
             return RungResult(name="benchmark", ok=False, err=checked.err, metrics=metrics)
         run.ev.flags += checked.flags
@@ -93,8 +93,9 @@ def bench_case(
     settled_us, unawaited = _unawaited_work(kernel, reply)
     if unawaited:
         return {}, f"{label}: {unawaited}"
+    device = _device_figures(reply)
     if not reference:
-        return {"case": label, **kernel.to_json()}, None
+        return {"case": label, **kernel.to_json(), **device}, None
     if ladder.flush is None:
         ladder.flush = timing.flush_buffer(ladder.device)
     call = functools.partial(run.problem.reference, *inputs)
@@ -102,6 +103,7 @@ def bench_case(
     entry = {
         "case": label,
         **kernel.to_json(),
+        **device,
         "settled_us": settled_us,
         "ref_median_us": ref_timing.median_us,
         "speedup": ref_timing.median_us / kernel.median_us if kernel.median_us > 0 else None,
@@ -110,12 +112,12 @@ def bench_case(
     return entry, None
 
 
-def time_case(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]) -> float:
-    """The median (µs) of one bench case timed again in another worker."""
+def time_case(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]) -> dict[str, Any]:
+    """One bench case timed again in another worker: its timings (µs), the device time's among them."""
     entry, err = bench_case(ladder, run, worker, case, reference=False)
     if err is not None:
         raise WorkerFailure(f"timed again in a fresh worker: {err}")
-    return float(entry["median_us"])
+    return entry
 
 
 def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float, str | None]:
@@ -129,6 +131,17 @@ def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float
         f"its work outlasts the call on the caller's stream: {settled_us:.1f} µs until the device is idle against "
         f"{kernel.min_us:.1f} µs timed on the stream (work on a stream the caller's stream never waits for)"
     )
+
+
+def _device_figures(reply: dict[str, Any]) -> dict[str, Any]:
+    """The calls' device time from CUPTI (the sum of their kernels' durations), beside the event timings."""
+    from harness import timing
+
+    samples = reply.get("device_ms")
+    if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) for s in samples):
+        return {"device_note": str(reply.get("device_note") or "no device times")[:300]}
+    device = timing.summarize([max(float(s), 1e-9) for s in samples])
+    return {"device_median_us": device.median_us, "device_min_us": device.min_us, "device_n": device.n}
 
 
 def _checked_samples(samples: Any) -> list[float]:

@@ -1,5 +1,6 @@
-"""Compile: on a GPU the first call JIT-compiles what it launches; with no GPU a compile-only worker calls
-the version on the first bench case (shapes only) and every correctness case, and launches become compiles.
+"""Compile: on a GPU the first call (on the first correctness case) JIT-compiles what it launches; with no GPU a
+compile-only worker calls the version on the first bench case (shapes only) and every correctness case, and
+launches become compiles.
 Registers, spills and shared memory come from each kernel's cubin."""
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ if TYPE_CHECKING:
 
 @rung("compile", after=("load",))
 def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
-    first = (run.problem.bench_cases or run.problem.cases)[0]
     if ladder.cuda:
+        # The first correctness case, not the (large) bench case: the correctness verdict never waits for
+        # benchmark-sized inputs; the bench case's own specialisations compile in the benchmark's warm-up.
         worker = run.workers["run"]
-        plan = [(first, ladder.device)]
+        plan = [((run.problem.cases or run.problem.bench_cases)[0], ladder.device)]
         mode, arch, op = "jit", ladder.device_info.get("arch", "?"), "call"
     else:
         worker = ladder.worker(run, "compile")
@@ -34,7 +36,7 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
             return RungResult(name="compile", ok=False, err=loaded.get("err"), log=loaded.get("trace"))
         # Shapes only for the (large) bench case; CuTeDSL's from_dlpack needs real memory.
         shapes_only = bool(run.problem.bench_cases) and "cutedsl" not in run.dsls
-        plan = [(first, torch.device("meta"))] * shapes_only
+        plan = [((run.problem.bench_cases or run.problem.cases)[0], torch.device("meta"))] * shapes_only
         plan += [(case, torch.device("cpu")) for case in run.problem.cases]
         mode, arch, op = "aot", ladder.aot_arch, "compile"
     metrics: dict[str, Any] = {"mode": mode, "arch": arch}
