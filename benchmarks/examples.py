@@ -104,8 +104,8 @@ def main() -> int:
     )
     if peaks:
         print(
-            f"device ceilings ({peaks.get('how', '')}): copy {peaks['copy_gbps']:.0f} GB/s, "
-            f"bf16 matmul {peaks['bf16_tflops']:.0f} TFLOP/s, fp32 matmul {peaks['fp32_tflops']:.1f} TFLOP/s"
+            f"device ceilings ({peaks.get('how', '')}): "
+            + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items() if k.endswith(("_gbps", "_tflops")))
         )
     device = evaluations[0]["device"] if evaluations else {}
     if evaluations:

@@ -98,16 +98,18 @@ def _benchmark_detail(m: dict[str, Any]) -> str:
 
 
 def _roofline_detail(m: dict[str, Any]) -> str:
-    row, peaks = m["cases"][0], m["peaks"]
-    if row["bound"] == "memory":
-        text = f"{row['gbps']:.0f} GB/s = {row['pct']:.0f}% of measured copy ({peaks['copy_gbps']:.0f} GB/s)"
-        sheet = (peaks.get("datasheet") or {}).get("bandwidth_gbps")
-        if sheet:
-            text += f" · {100 * row['gbps'] / sheet:.0f}% of datasheet"
-        return text
-    return (
-        f"{row['tflops']:.1f} TFLOP/s = {row['pct']:.0f}% of measured matmul ({row['flops_peak_tflops']:.0f} TFLOP/s)"
-    )
+    row = m["cases"][0]
+    memory = row["bound"] == "memory"
+    achieved, unit = (row["gbps"], "GB/s") if memory else (row["tflops"], "TFLOP/s")
+    ceiling = row.get("ceiling") or ("copy" if memory else "matmul")
+    value = row.get("ceiling_value") or (m["peaks"]["copy_gbps"] if memory else row["flops_peak_tflops"])
+    shown = f"{achieved:.0f}" if memory else f"{achieved:.1f}"
+    text = f"{shown} {unit} = {row['pct']:.0f}% of measured {ceiling} ({value:.0f} {unit})"
+    if row["pct"] > 100:
+        text += " · above the measured ceiling"
+    if row.get("datasheet_pct"):
+        text += f" · {row['datasheet_pct']:.0f}% of datasheet ({row['datasheet_value']:g} {unit})"
+    return text
 
 
 def _dumps_detail(m: dict[str, Any]) -> str:

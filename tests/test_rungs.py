@@ -34,15 +34,45 @@ def fake_run(tmp_path: Path, median_us: float) -> VersionRun:
     problem = load_problem(folder)
     ev = Evaluation(problem="vadd", version="v001", path=str(folder / "v001.py"), hash="0" * 64)
     run = VersionRun(problem=problem, path=folder / "v001.py", ev=ev, dsls=["triton"])
-    run.timings.append({"case": {"n": 1 << 24}, "low_precision": False, "median_us": median_us})
+    run.timings.append({"case": {"n": 1 << 24}, "precision": "fp32", "median_us": median_us})
     return run
 
 
-def seed_peaks(ladder: Ladder, state: Path, copy_gbps: float) -> None:
-    key = f"{ladder.device_info.get('name')}|{ladder.device_info.get('driver')}|{ladder.device_info.get('torch')}"
+def seed_peaks(ladder: Ladder, state: Path, copy_gbps: float, **more: float) -> None:
     state.mkdir(parents=True, exist_ok=True)
-    peaks = {"copy_gbps": copy_gbps, "bf16_tflops": 800.0, "fp32_tflops": 50.0, "measured": "test"}
-    (state / "device-peaks.json").write_text(json.dumps({key: peaks}))
+    peaks = {"copy_gbps": copy_gbps, "bf16_tflops": 800.0, "fp32_tflops": 50.0, "measured": "test", **more}
+    (state / "device-peaks.json").write_text(json.dumps({device.peaks_key(ladder.device_info): peaks}))
+
+
+def test_a_two_reads_one_write_kernel_is_held_to_the_stream_ceiling(ladder: Ladder, tmp_path: Path) -> None:
+    """vecadd v002 read 102% of roofline on the H200: 4335 GB/s against a 4249 GB/s copy (1 read : 1 write),
+    a mix it beats; the stream ceiling (2 reads : 1 write) is the one it can reach."""
+    seed_peaks(ladder, tmp_path / "state", copy_gbps=4249.0, stream_gbps=4400.0, read_gbps=4380.0)
+    bytes_moved = 12 * (1 << 24)
+    result = roofline(ladder, fake_run(tmp_path, median_us=bytes_moved / 4335e9 * 1e6))
+    row = result.metrics["cases"][0]
+    assert result.ok is True and row["ceiling"] == "stream" and row["pct"] == pytest.approx(98.5, abs=0.1)
+
+
+def test_past_the_measured_ceiling_is_said_past_the_datasheet_fails(ladder: Ladder, tmp_path: Path) -> None:
+    from harness.report import rung_line
+
+    ladder.device_info["name"] = "NVIDIA H200"  # datasheet 4800 GB/s
+    seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
+    bytes_moved = 12 * (1 << 24)
+    above = roofline(ladder, fake_run(tmp_path / "a", median_us=bytes_moved / 4400e9 * 1e6))
+    assert above.ok is True and "above the measured ceiling" in rung_line(above)
+    assert "92% of datasheet (4800 GB/s)" in rung_line(above)
+    past = roofline(ladder, fake_run(tmp_path / "b", median_us=bytes_moved / 5200e9 * 1e6))
+    assert past.ok is False and "108% of the datasheet's 4800" in past.err
+
+
+def test_an_fp32_problem_may_use_tf32_matrix_units() -> None:
+    """Triton's tl.dot computes fp32 inputs with TF32 by default: an honest fp32 matmul passes the fp32 rate."""
+    peaks = {"fp32_tflops": 50.0, "tf32_tflops": 400.0, "bf16_tflops": 800.0, "fp16_tflops": 790.0}
+    assert device.matmul_ceiling(peaks, "fp32") == ("tf32", 400.0)
+    assert device.matmul_ceiling(peaks, "fp8") == ("bf16", 800.0)  # no fp8 measured: the best it may fall to
+    assert device.matmul_ceiling({"fp32_tflops": 50.0}, "bf16") == ("fp32", 50.0)  # an old cache
 
 
 def test_roofline_percent_of_measured_copy(ladder: Ladder, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness import confirm, wire
+from harness.device import MATMULS
 from harness.problem import Problem, case_label
 from harness.results import RungResult
 from harness.rungs import rung
@@ -108,7 +109,7 @@ def bench_case(
         "ref_median_us": ref_timing.median_us,
         "speedup": ref_timing.median_us / kernel.median_us if kernel.median_us > 0 else None,
     }
-    run.timings.append({**entry, "case": case, "low_precision": _low_precision(run.problem, case, inputs)})
+    run.timings.append({**entry, "case": case, "precision": _precision(run.problem, case, inputs)})
     return entry, None
 
 
@@ -154,9 +155,19 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def _low_precision(problem: Problem, case: dict[str, Any], inputs: tuple[Any, ...]) -> bool:
-    """Whether the matrix-unit ceiling is the bf16/fp16 one: cost may say so, else the inputs' dtypes do."""
+def _precision(problem: Problem, case: dict[str, Any], inputs: tuple[Any, ...]) -> str:
+    """fp8, bf16, fp16 or fp32: which matrix units' ceiling applies. cost() may say (`dtype`), else the inputs'
+    lowest-precision floating type does."""
     declared = problem.cost(dict(case)).get("dtype")
     if isinstance(declared, str):
-        return declared in ("bf16", "fp16", "bfloat16", "float16", "fp8")
-    return any(isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16) for t in inputs)
+        name = declared.lower()
+        if "fp8" in name or "float8" in name:
+            return "fp8"
+        return {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}.get(name, name if name in MATMULS else "fp32")
+    dtypes = {t.dtype for t in inputs if isinstance(t, torch.Tensor)}
+    if any(d.is_floating_point and d.itemsize == 1 for d in dtypes):
+        return "fp8"
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+        if dtype in dtypes:
+            return name
+    return "fp32"

@@ -12,9 +12,10 @@ from harness.rungs import rung
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
 
-# Honest kernels reach a little over the measured copy (a 2:1 read:write mix beats a 1:1 copy);
-# a time this far past the ceiling is not a kernel doing the work.
+# With no datasheet figure for the device, a time this far past the measured ceiling is not a kernel doing the work.
 IMPLAUSIBLE_ROOFLINE_PCT = 125.0
+# Past the datasheet by more than this (timer noise, a boost clock above the rated one) is not credible either.
+DATASHEET_SLACK_PCT = 3.0
 
 
 @rung("roofline", needs=("benchmark",), shares_skip=True)
@@ -28,38 +29,56 @@ def roofline(ladder: Ladder, run: VersionRun) -> RungResult:
         "tflops": rows[0]["tflops"],
         "peaks": peaks,
     }
-    impossible = [r for r in rows if r["pct"] > IMPLAUSIBLE_ROOFLINE_PCT]
+    impossible = next((r for r in rows if _impossible(r)), None)
     if impossible:
-        r = impossible[0]
+        r = impossible
+        past = (
+            f"{r['datasheet_pct']:.0f}% of the datasheet's {r['datasheet_value']:g}"
+            if r["datasheet_value"]
+            else f"{r['pct']:.0f}% of the measured {r['ceiling']} ceiling"
+        )
         return RungResult(
             name="roofline",
             ok=False,
             metrics=metrics,
             err=(
-                f"{r['case']}: {r['pct']:.0f}% of the roofline is faster than the device can go: "
+                f"{r['case']}: {past} is faster than the device can go: "
                 "the timing is not credible (cached or skipped work?) or cost() undercounts"
             ),
         )
     return RungResult(name="roofline", ok=True, metrics=metrics)
 
 
+def _impossible(row: dict[str, Any]) -> bool:
+    if row["datasheet_value"]:
+        return bool(row["datasheet_pct"] > 100.0 + DATASHEET_SLACK_PCT)
+    return bool(row["pct"] > IMPLAUSIBLE_ROOFLINE_PCT)
+
+
 def _row(timing_entry: dict[str, Any], run: VersionRun, peaks: dict[str, Any]) -> dict[str, Any]:
-    """One bench case's achieved rates and the floor its cost sets on this device."""
+    """One bench case's achieved rates, the floor its cost sets on this device, and the ceiling that sets it."""
     case = timing_entry["case"]
     cost = run.problem.cost_of(case)
     seconds = timing_entry["median_us"] * 1e-6
-    flops_peak = peaks["bf16_tflops"] if timing_entry["low_precision"] else peaks["fp32_tflops"]
-    floor_s = max(cost["bytes"] / (peaks["copy_gbps"] * 1e9), cost["flops"] / (flops_peak * 1e12))
+    bandwidth_name, bandwidth = devices.bandwidth_ceiling(peaks)
+    matmul_name, matmul = devices.matmul_ceiling(peaks, timing_entry.get("precision", "fp32"))
+    memory_s, compute_s = cost["bytes"] / (bandwidth * 1e9), cost["flops"] / (matmul * 1e12)
+    memory = memory_s >= compute_s
+    sheet = peaks.get("datasheet") or {}
+    sheet_value = sheet.get("bandwidth_gbps") if memory else sheet.get(f"{matmul_name}_tflops")
+    achieved = cost["bytes"] / seconds / 1e9 if memory else cost["flops"] / seconds / 1e12
     return {
         "case": case_label(case),
         "bytes": cost["bytes"],
         "flops": cost["flops"],
         "gbps": cost["bytes"] / seconds / 1e9,
         "tflops": cost["flops"] / seconds / 1e12,
-        "floor_us": floor_s * 1e6,
-        "pct": 100.0 * floor_s / seconds,
-        "bound": "memory"
-        if cost["bytes"] / (peaks["copy_gbps"] * 1e9) >= cost["flops"] / (flops_peak * 1e12)
-        else "compute",
-        "flops_peak_tflops": flops_peak,
+        "floor_us": max(memory_s, compute_s) * 1e6,
+        "pct": 100.0 * max(memory_s, compute_s) / seconds,
+        "bound": "memory" if memory else "compute",
+        "ceiling": bandwidth_name if memory else f"{matmul_name} matmul",
+        "ceiling_value": bandwidth if memory else matmul,
+        "flops_peak_tflops": matmul,
+        "datasheet_value": sheet_value,
+        "datasheet_pct": 100.0 * achieved / sheet_value if sheet_value else None,
     }
