@@ -25,6 +25,7 @@ from harness import device as devices
 from harness import dumps as dumps_mod
 from harness import source
 from harness.aot import parse_arch
+from harness.clocks import ClockSampler
 from harness.options import Options
 from harness.problem import Problem, ProblemError, load_problem
 from harness.results import RUNG_ORDER, Evaluation, Flag, RungResult
@@ -68,6 +69,7 @@ class Ladder:
         self.pool.prestart()
         self.device_info = devices.describe()
         self.flush: torch.Tensor | None = None  # the judge's own L2 flush buffer, for timing references
+        self.clocks: ClockSampler | None = None  # NVML, opened by the first benchmark
 
     def close(self) -> None:
         self.pool.close()

@@ -90,10 +90,22 @@ def _benchmark_detail(m: dict[str, Any]) -> str:
     )
     if first.get("device_median_us") is not None:
         text += f"  device {duration_us(first['device_median_us'])} (CUPTI: its kernels alone)"
+    text += _clocks_detail(first.get("clocks") or {})
     if m.get("speedup"):
         text += f"  {m['speedup']:.2f}× vs reference"
     if len(m["cases"]) > 1:
         text += f" (geomean over {len(m['cases'])} cases)"
+    return text
+
+
+def _clocks_detail(clocks: dict[str, Any]) -> str:
+    """SM clock range while timed, and how much of that time the GPU held its clocks down, and why."""
+    if "sm_mhz" not in clocks:
+        return ""
+    low, _, high = clocks["sm_mhz"]
+    text = f"  SM {low}-{high} MHz" if low != high else f"  SM {low} MHz"
+    if clocks.get("slowed_pct"):
+        text += f", slowed {clocks['slowed_pct']:.0f}% of the time ({', '.join(clocks.get('reasons', []))})"
     return text
 
 

@@ -88,6 +88,11 @@ def test_device_time_from_cupti_sits_beside_the_event_time(judged: dict[str, dic
     assert slow["device_median_us"] < slow["median_us"] - 100, slow
 
 
+def test_clocks_are_sampled_while_timed(judged: dict[str, dict]) -> None:
+    clocks = rung(judged["good"], "benchmark")["metrics"]["cases"][0]["clocks"]
+    assert clocks.get("n", 0) > 0 and 100 < clocks["sm_mhz"][0] <= clocks["sm_mhz"][2], clocks
+
+
 def test_the_first_call_compiles_on_the_first_correctness_case(judged: dict[str, dict]) -> None:
     kernels = rung(judged["good"], "compile")["metrics"]["kernels"]
     assert kernels and kernels[0]["case"] == "n=1", kernels

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness import confirm, wire
+from harness.clocks import ClockSampler
 from harness.device import MATMULS
 from harness.problem import Problem, case_label
 from harness.results import RungResult
@@ -76,12 +77,18 @@ def bench_case(
     tree = wire.encode_tree(list(inputs), tensors)
     timeout = ladder.options.timeout + 4 * ladder.options.bench_budget_s
     label = case_label(case)
-    reply, got = worker.request(
-        {"op": "bench", "inputs": tree, "budget_s": ladder.options.bench_budget_s},
-        tensors,
-        timeout,
-        f"benchmarking {label}",
-    )
+    if ladder.clocks is None:
+        ladder.clocks = ClockSampler.for_current_device()
+    ladder.clocks.start()
+    try:
+        reply, got = worker.request(
+            {"op": "bench", "inputs": tree, "budget_s": ladder.options.bench_budget_s},
+            tensors,
+            timeout,
+            f"benchmarking {label}",
+        )
+    finally:
+        clocks = ladder.clocks.stop()
     if not reply.get("ok"):
         return {}, f"{label}: {reply.get('err')}"
     expected = run.problem.reference(*inputs)
@@ -94,7 +101,7 @@ def bench_case(
     settled_us, unawaited = _unawaited_work(kernel, reply)
     if unawaited:
         return {}, f"{label}: {unawaited}"
-    device = _device_figures(reply)
+    device = {**_device_figures(reply), "clocks": clocks}
     if not reference:
         return {"case": label, **kernel.to_json(), **device}, None
     if ladder.flush is None:
