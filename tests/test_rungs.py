@@ -179,3 +179,13 @@ def test_an_unknown_rung_is_a_usage_error_naming_the_known_ones(workspace: Path)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     known = "load, compile, correctness, benchmark, roofline, dumps"
     assert done.stderr.strip() == f"error: rungs: unknown rung(s) profile; rungs are {known}"
+
+
+def test_noise_covers_a_timing_that_drifts_during_the_run() -> None:
+    """The median's confidence interval alone said ±0% for a run whose calls slowed from 100 to 120 µs (clocks
+    dropping under load): the drift between the run's thirds is part of the noise."""
+    drifting = [0.100] * 30 + [0.110] * 30 + [0.120] * 30
+    assert timing.median_ci_halfwidth(drifting) < 0.001
+    assert timing.summarize(drifting).noise_pct == pytest.approx(100 * 0.010 / 0.110)
+    steady = [0.100, 0.101, 0.099] * 30
+    assert timing.summarize(steady).noise_pct < 1.0
