@@ -8,9 +8,11 @@ transcript. Backends implement `Agent.run`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from agents.verdict import Judged  # the verdict the Host returns (backends import it from here too)
 
 DEFAULT_MODEL = "claude-opus-4-6"  # the Claude backend's model when the config names none
 
@@ -37,19 +39,6 @@ class Budget:
     max_versions: int | None = None
     max_cost_usd: float | None = None
     target_roofline_pct: float | None = None
-
-
-@dataclass
-class Judged:
-    """The ladder's verdict on one version, as an agent sees it."""
-
-    version: str
-    status: str  # pass, fail, unverified, error, or stopped (the agent was stopped while it waited)
-    summary: str  # rung by rung, errors cut to what matters
-    median_us: float | None = None
-    roofline_pct: float | None = None
-    speedup: float | None = None
-    data: dict[str, Any] = field(default_factory=dict)  # structured: rungs, metrics
 
 
 @dataclass

@@ -126,11 +126,14 @@ def test_the_claude_and_mcp_tools_come_from_one_definition(tmp_path: Path) -> No
     import asyncio
 
     from agents.tools import TOOL_SPECS
+    from kerneltui.core.config import Config
+    from kerneltui.core.session import Session
     from kerneltui.core.workspace import Workspace
-    from kerneltui.mcp_server import Ladder, build_server
+    from kerneltui.mcp_server import build_server
 
     folder = make_workspace(tmp_path / "ws")
-    listed = asyncio.run(build_server(Ladder(Workspace(folder.parent), None, None)).list_tools())
+    session = Session(Workspace(folder.parent), Config(), on_event=lambda event: None, run_scheduler=False)
+    listed = asyncio.run(build_server(session).list_tools())
     mcp = {tool.name: tool.input_schema for tool in listed}
     for spec in TOOL_SPECS:
         theirs, ours = mcp[spec["name"]], spec["input_schema"]

@@ -188,7 +188,7 @@ def test_agents_are_told_why_a_version_is_flagged(tmp_path: Path) -> None:
     row = next(r for r in store.history("vadd") if r["version"] == "v005")
     judged = judged_from(store, store.evaluation(row["id"]) or {})
     assert "⚑ uses-library: torch computes under test" in judged.summary
-    assert judged.data["flags"][0]["name"] == "uses-library"
+    assert judged.flags[0].name == "uses-library"
     assert "best passing so far: v002" in judged.summary
 
 

@@ -23,6 +23,7 @@ from agents.acp import PermissionAsk
 from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
 from harness import source
 from harness.report import rung_line
+from harness.results import Flag
 from kerneltui.core.config import AgentConfig
 from kerneltui.core.workspace import VERSION_RE, Workspace
 from kerneltui.history.store import Store, now, parse_flags
@@ -77,27 +78,22 @@ def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
         lines.append(f"\n{failed.name} error:\n{err[:ERROR_CHARS]}" + ("\n[cut]" if len(err) > ERROR_CHARS else ""))
     if evaluation.get("error") and not rungs:
         lines.append(str(evaluation["error"])[:ERROR_CHARS])
-    flags = parse_flags(evaluation.get("flags"))
-    lines += [
-        f"⚑ {f['name']}: {f['reason']} (a flagged version is not the best until the person approves it)" for f in flags
-    ]
+    flags = [Flag.from_json(f) for f in parse_flags(evaluation.get("flags"))]
+    lines += [f"⚑ {f.name}: {f.reason} (a flagged version is not the best until the person approves it)" for f in flags]
     best = store.best_passing_text(evaluation["problem"])
     if best:
         lines.append(f"best passing so far: {best}")
-    data = {
-        "rungs": [r.to_json() for r in rungs],
-        "status": status,
-        "failed_rung": evaluation["failed_rung"],
-        "flags": flags,
-    }
     return Judged(
-        name,
-        status,
-        "\n".join(lines),
-        evaluation.get("median_us"),
-        evaluation.get("roofline_pct"),
-        evaluation.get("speedup"),
-        data,
+        problem=evaluation["problem"],
+        version=name,
+        status=status,
+        summary="\n".join(lines),
+        median_us=evaluation.get("median_us"),
+        roofline_pct=evaluation.get("roofline_pct"),
+        speedup=evaluation.get("speedup"),
+        failed_rung=evaluation["failed_rung"],
+        flags=flags,
+        rungs=rungs,
     )
 
 
@@ -168,8 +164,10 @@ class StoreHost:
             if found and found["status"] in FINAL:
                 return judged_from(self.store, found)
             if self.stop.wait(POLL_S):
-                return Judged(name, "stopped", f"{name} was written; the session stopped before it was judged")
-        return Judged(name, "error", f"{name} was not judged within {self.wait_s:.0f} s: is a judge running?")
+                said = f"{name} was written; the session stopped before it was judged"
+                return Judged(self.problem.name, name, "stopped", said)
+        said = f"{name} was not judged within {self.wait_s:.0f} s: is a judge running?"
+        return Judged(self.problem.name, name, "error", said)
 
     def results(self, version: str) -> Judged | None:
         found = self.store.latest_evaluation(self.problem.name, version)

@@ -1,7 +1,8 @@
 """The supervisor with no screen: the history's connections, the scheduler and the agents' runs.
 
-A front end (the dashboard) asks it to read, judge, record verdicts and guidance, and start, stop or
-answer agents, and hears back through typed events (`SessionEvent`), which arrive on other threads.
+A front end (the dashboard, the CLI, the MCP server) asks it to read, judge, record verdicts and
+guidance, start, stop or answer agents, and run external agents' tool calls (kerneltui.core.external),
+and hears back through typed events (`SessionEvent`), which arrive on other threads.
 Its reads and writes block: a front end calls them from worker threads, never its UI thread.
 """
 
@@ -27,6 +28,7 @@ from kerneltui.core.agent_host import (
     run_agent,
 )
 from kerneltui.core.config import Config
+from kerneltui.core.external import ExternalAgents, ToolOutcome
 from kerneltui.core.feedback import person_spoke
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
@@ -116,6 +118,7 @@ class Session:
         self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
         self.last_version = -1
         self.who = getpass.getuser()
+        self.external = ExternalAgents(workspace, config.agent.context, self._enqueue)
 
     # --- the history ---------------------------------------------------------------------------
 
@@ -222,6 +225,11 @@ class Session:
             raise SessionRefused(f"{path} is gone: nothing to judge again")
         self.scheduler.enqueue(path, force=True)
 
+    def _enqueue(self, path: Path) -> None:
+        """A version an external agent wrote, judged at once (without a scheduler, when a watcher sees it)."""
+        if self.scheduler is not None:
+            self.scheduler.enqueue(path)
+
     @property
     def pending(self) -> int:
         return self.scheduler.pending if self.scheduler else 0
@@ -323,7 +331,28 @@ class Session:
         ask.answer(option)
         return True
 
-    def close(self) -> None:
+    # --- agents kerneltui does not run (an MCP client) -----------------------------------------
+
+    def join_agent_session(self, session_id: int) -> None:
+        """External calls on that session's problem are recorded into it (its driver ends it);
+        WorkspaceError when there is no such session."""
+        self.external.join(session_id)
+
+    def tool_call(self, problem: str, client: str, tool: str, args: dict[str, Any]) -> ToolOutcome:
+        """An external agent's call of one of agents/tools.py's tools, recorded; ToolError when it refused."""
+        return self.external.tool_call(problem, client, tool, args)
+
+    def guidance_for(self, problem: str, client: str) -> ToolOutcome:
+        """The person's guidance and verdicts since the external agent last asked, recorded as delivered."""
+        return self.external.guidance(problem, client)
+
+    def end_external(self, reason: str) -> None:
+        """Ends the external agents' sessions (once), saying why; a write still waiting returns 'stopped'."""
+        self.external.close(reason)
+
+    def close(self, reason: str = "kerneltui stopped") -> None:
+        """`reason`: why external agents' sessions end (an MCP client disconnected, say)."""
+        self.end_external(reason)
         for run in list(self.agents.values()):
             run.request_stop()
         if self.scheduler:

@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from harness.report import duration_us, sig
-from harness.results import RUNG_ORDER
+from harness.results import RUNG_ORDER, Flag
 
 STATUS = {
     "pass": ("✓ pass", "green"),
@@ -38,10 +38,11 @@ def status_cell(row: dict[str, Any]) -> Text:
     return cell
 
 
-def row_flags(row: dict[str, Any]) -> list[dict[str, str]]:
+def row_flags(row: dict[str, Any]) -> list[Flag]:
+    """A version row's flags, as the type the agents' verdict (agents.verdict.Judged) holds them in."""
     from kerneltui.history.store import parse_flags
 
-    return parse_flags(row.get("flags"))
+    return [Flag.from_json(f) for f in parse_flags(row.get("flags"))]
 
 
 def may_be_best(row: dict[str, Any]) -> bool:

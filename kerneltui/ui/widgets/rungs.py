@@ -86,7 +86,7 @@ def trust_lines(version: dict[str, Any], width: int) -> list[Text]:
     """Each flag with its reason (a flagged version is not the best until approved), then the containment."""
     lines: list[Text] = []
     for flag in row_flags(version):
-        for i, part in enumerate(wrapped(f"⚑ {flag['name']}: {flag['reason']}", width)):
+        for i, part in enumerate(wrapped(f"⚑ {flag.name}: {flag.reason}", width)):
             lines.append(Text(part, style="bold yellow" if i == 0 else "yellow"))
     if version.get("sandbox"):
         lines.append(Text(f"  contained: {containment_summary(str(version['sandbox']))}", style="dim"))
