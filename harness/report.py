@@ -50,7 +50,7 @@ def _load_detail(m: dict[str, Any]) -> str:
 
 
 def _compile_detail(m: dict[str, Any]) -> str:
-    """The first kernel compiled (the bench case's where there is one) is the headline."""
+    """The first kernel compiled (on a GPU, the first correctness case's) is the headline."""
     kernels = m.get("kernels", [])
     how = f"({m.get('arch')}, {'JIT' if m.get('mode') == 'jit' else 'ahead of time'})"
     if not kernels:
@@ -151,6 +151,21 @@ def _short_path(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
+def _profile_detail(m: dict[str, Any]) -> str:
+    """Nsight Compute's view of the call: time, DRAM traffic and rate, the main kernel's throughput and occupancy."""
+    w = m["whole"]
+    parts = [f"{len(m['kernels'])} kernel(s) {duration_us(w['time_us'])}"]
+    if w.get("dram_bytes") is not None:
+        rate = f" at {w['dram_gbps']:.0f} GB/s" if w.get("dram_gbps") else ""
+        parts.append(f"DRAM {w['dram_bytes'] / 1e6:.1f} MB{rate}")
+    for key, label in (("sm_pct", "SM"), ("memory_pct", "memory"), ("occupancy_pct", "occupancy")):
+        if w.get(key) is not None:
+            parts.append(f"{label} {w[key]:.0f}%")
+    if w.get("registers"):
+        parts.append(f"{w['registers']:.0f} regs")
+    return " · ".join(parts) + f"  (ncu, {m['case']})"
+
+
 _DETAILS = {
     "load": _load_detail,
     "compile": _compile_detail,
@@ -158,6 +173,7 @@ _DETAILS = {
     "benchmark": _benchmark_detail,
     "roofline": _roofline_detail,
     "dumps": _dumps_detail,
+    "profile": _profile_detail,
 }
 
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # The built-in rungs (harness.rungs.builtin), in the order they climb; a problem's own rungs follow correctness.
-RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")
+RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps", "profile")  # profile: when asked
 DEFAULT_RUNGS = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")
 
 

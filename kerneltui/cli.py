@@ -29,7 +29,19 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
-SUBCOMMANDS = ("eval", "history", "approve", "reject", "guide", "agent", "mcp", "demo", "dashboard", "doctor")
+SUBCOMMANDS = (
+    "eval",
+    "profile",
+    "history",
+    "approve",
+    "reject",
+    "guide",
+    "agent",
+    "mcp",
+    "demo",
+    "dashboard",
+    "doctor",
+)
 
 
 def open_store(workspace: Workspace) -> Store:
@@ -293,6 +305,12 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """The version loaded, compiled and checked, then its kernels under Nsight Compute (the profile rung)."""
+    args.rungs = "load,compile,correctness,profile"
+    return cmd_eval(args)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """What containing versions can use on this box, asked of the ladder's own Python (KERNELTUI_PYTHON)."""
     import subprocess
@@ -322,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--config", help=CONFIG_HELP + "; its [ladder] options apply, flags win")
     ladder_options.add_arguments(ev, leave_out=ladder_options.PER_RUN)  # the history gives both
     ev.set_defaults(func=cmd_eval)
+
+    prof = sub.add_parser("profile", help="profile a version's kernels with Nsight Compute and record it")
+    prof.add_argument("version", help="kernels/<problem>/vNNN.py")
+    prof.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
+    prof.add_argument("--json", action="store_true", help="print one JSON object")
+    prof.add_argument("--config", help=CONFIG_HELP)
+    prof.set_defaults(func=cmd_profile)
 
     doctor = sub.add_parser("doctor", help="how kernel versions are contained on this box, and how to get more")
     doctor.add_argument("--json", action="store_true", help="print one JSON object")

@@ -135,3 +135,15 @@ def test_kernel_dumps_from_the_jit(judged: dict[str, dict]) -> None:
     files = rung(judged["good"], "dumps")["metrics"]["files"]
     assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= {f["kind"] for f in files}
     assert all(Path(f["path"]).is_file() for f in files)
+
+
+def test_profile_reads_nsight_computes_report(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    path = add_version(folder, "good", "v001.py")
+    evaluation = judge_many([path], timeout=10, rungs=["load", "compile", "correctness", "profile"])["v001"]
+    profile = rung(evaluation, "profile")
+    assert profile["ok"] is True, profile
+    whole = profile["metrics"]["whole"]
+    assert whole["dram_bytes"] > 100e6 and whole["dram_gbps"] > 100 and whole["time_us"] > 0
+    assert whole["occupancy_pct"] > 0 and whole["registers"] > 0 and whole["memory_pct"] > 0
+    assert Path(profile["metrics"]["report"]).is_file()

@@ -175,10 +175,10 @@ def test_every_advertised_rung_is_registered_in_order() -> None:
 
 def test_an_unknown_rung_is_a_usage_error_naming_the_known_ones(workspace: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
-    done = run(["-m", "harness", str(version), "--rungs", "load,profile"])
+    done = run(["-m", "harness", str(version), "--rungs", "load,flamegraph"])
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    known = "load, compile, correctness, benchmark, roofline, dumps"
-    assert done.stderr.strip() == f"error: rungs: unknown rung(s) profile; rungs are {known}"
+    known = "load, compile, correctness, benchmark, roofline, dumps, profile"
+    assert done.stderr.strip() == f"error: rungs: unknown rung(s) flamegraph; rungs are {known}"
 
 
 def test_noise_covers_a_timing_that_drifts_during_the_run() -> None:

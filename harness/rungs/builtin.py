@@ -8,7 +8,8 @@ from harness.rungs import compile as compile_rung
 from harness.rungs import correctness as correctness_rung
 from harness.rungs import dumps as dumps_rung
 from harness.rungs import load as load_rung
+from harness.rungs import profile as profile_rung
 from harness.rungs import roofline as roofline_rung
 
-MODULES = (load_rung, compile_rung, correctness_rung, benchmark_rung, roofline_rung, dumps_rung)
+MODULES = (load_rung, compile_rung, correctness_rung, benchmark_rung, roofline_rung, dumps_rung, profile_rung)
 BUILTIN: dict[str, Rung] = {r.name: r for module in MODULES for r in defined_in(module)}
