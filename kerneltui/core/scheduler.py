@@ -24,7 +24,7 @@ from typing import Any
 from harness import protocol
 from harness.results import Evaluation
 from harness.workers import cuda_device_count
-from kerneltui.core.config import Config, LadderConfig
+from kerneltui.core.config import LadderConfig
 from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.feedback import write_feedback
 from kerneltui.core.intake import Intake
@@ -286,14 +286,6 @@ class Scheduler(Intake):
             self.store.close()
         if self.lock:
             self.lock.release()
-
-
-def start_headless(workspace: Workspace, config: Config, notify: Callable[[SchedulerEvent], None]) -> Scheduler:
-    """Judging for a process with no dashboard; waits for its start. (Going: the MCP server moves to Session.)"""
-    scheduler = Scheduler(workspace, config.ladder, notify, feedback_file=config.agent.feedback_file)
-    scheduler.start()
-    scheduler.started.wait(120)
-    return scheduler
 
 
 class JudgeLock:
