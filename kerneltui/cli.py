@@ -51,7 +51,7 @@ def open_store(workspace: Workspace) -> Store:
     return opened.store
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
     workspace, _, _ = for_version(Path(args.version))
     if args.workspace and Path(args.workspace).resolve() != workspace.root:
         print(f"note: {args.version} belongs to workspace {workspace.root}; recording it there", file=sys.stderr)
@@ -67,7 +67,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(rung_line(rung), flush=True)
 
     try:
-        outcome = runner.evaluate(store, workspace, Path(args.version), options, config.ladder.python, show)
+        outcome = runner.evaluate(store, workspace, Path(args.version), options, config.ladder.python, show, kind)
     except VersionTooLarge as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -308,7 +308,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def cmd_profile(args: argparse.Namespace) -> int:
     """The version loaded, compiled and checked, then its kernels under Nsight Compute (the profile rung)."""
     args.rungs = "load,compile,correctness,profile"
-    return cmd_eval(args)
+    return cmd_eval(args, kind="profile")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -86,3 +86,30 @@ def test_kerneltui_profile_records_the_rung_and_says_why_it_was_skipped(workspac
     assert names == ["load", "compile", "correctness", "profile"]
     text = kerneltui("profile", str(version))
     assert "profile" in text.stdout and "no GPU" in text.stdout
+
+
+def test_a_profile_sits_beside_the_versions_evaluation(tmp_path: Path) -> None:
+    """`kerneltui profile` records an evaluation of its own (load, compile, correctness, profile): as the newest
+    it would have replaced the version's row, its median and roofline gone; it is shown beside them instead."""
+    from harness.results import Evaluation
+    from kerneltui.core.config import Config
+    from kerneltui.core.session import Session
+    from kerneltui.history.store import Store
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path, create=False)
+    row = next(r for r in store.version_rows("vadd") if r["name"] == "v002")
+    profiled = store.start_evaluation(row["version_id"], "vadd", "v002", row["file_hash"], {"kind": "profile"})
+    metrics = summarize([{"name": "add_kernel", "time_us": 45.0, "dram_bytes": 2e8}], tmp_path / "p.ncu-rep", {})
+    ev = Evaluation(problem="vadd", version="v002", path=str(row["path"]), hash=row["file_hash"])
+    ev.rungs.append(RungResult(name="profile", ok=True, metrics=metrics))
+    ev.finish()
+    store.finish_evaluation(profiled, ev)
+    again = next(r for r in store.version_rows("vadd") if r["name"] == "v002")
+    assert again["evaluation_id"] == row["evaluation_id"] and again["median_us"] == 52.0
+    session = Session(workspace, Config(), lambda event: None, run_scheduler=False)
+    rows = store.version_rows("vadd")
+    detail = session.read_detail(store, again, "vadd", rows)
+    assert [r.name for r in detail.rungs][-2:] == ["dumps", "profile"]
+    store.close()

@@ -83,13 +83,15 @@ def evaluate(
     options: Options,
     python: str | None = None,
     on_rung: Callable[[RungResult], None] | None = None,
+    kind: str | None = None,
 ) -> Outcome:
     """Records the file, judges it in a judge of its own (the scheduler's kind, for one request) and records
     everything as it streams in."""
     path = path.resolve()
     version_id, digest, problem = record_version(store, workspace, path)
     best = store.best_medians(problem)
-    asked = {k: v for k, v in vars(options).items() if k not in PER_RUN}
+    # a profile (kind "profile") sits beside the version's evaluation rather than replacing it in the history
+    asked = {k: v for k, v in vars(options).items() if k not in PER_RUN} | ({"kind": kind} if kind else {})
     evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, asked)
     outcome = Outcome(evaluation_id)
     errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed by _tail)

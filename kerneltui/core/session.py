@@ -190,6 +190,9 @@ class Session:
             detail.rungs = store.rungs(evaluation_id)
             detail.artifacts = store.artifacts(evaluation_id)
             detail.cases = store.case_results(evaluation_id)
+        profiled = store.latest_profile(row["version_id"])  # `kerneltui profile`, recorded beside it
+        if profiled and not any(r.name == "profile" for r in detail.rungs):
+            detail.rungs.append(profiled)
         detail.trends = store.trend_rows(problem) if problem else []
         for target, other in compare_targets(store, row, problem, rows).items():
             detail.compare[target] = other

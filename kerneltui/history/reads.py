@@ -40,7 +40,10 @@ class Reads(Connection):
                    (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
                    (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct
             FROM versions v
-            LEFT JOIN evaluations e ON e.id = (SELECT MAX(id) FROM evaluations WHERE version_id = v.id)
+            LEFT JOIN evaluations e ON e.id = (
+                SELECT MAX(id) FROM evaluations
+                WHERE version_id = v.id AND json_extract(options, '$.kind') IS NOT 'profile'
+            )
             LEFT JOIN verdicts d ON d.id = (SELECT MAX(id) FROM verdicts WHERE version_id = v.id)
             WHERE v.problem = ?
               AND v.id = (SELECT MAX(id) FROM versions w WHERE w.problem = v.problem AND w.name = v.name)
@@ -227,6 +230,16 @@ class Reads(Connection):
         cursor = self.conn.execute(sql, [*params, *([limit] if limit else [])])
         columns = [c[0] for c in cursor.description]
         return [history_entry(dict(zip(columns, row, strict=True))) for row in cursor.fetchall()]
+
+    def latest_profile(self, version_id: int) -> RungResult | None:
+        """The profile rung of the newest profile of this version (`kerneltui profile`), if it has one."""
+        found = self.conn.execute(
+            """SELECT id FROM evaluations WHERE version_id = ? AND json_extract(options, '$.kind') = 'profile'
+               AND status NOT IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",
+            [version_id],
+        ).fetchone()
+        rungs = self.rungs(found[0]) if found else []
+        return next((r for r in rungs if r.name == "profile"), None)
 
     def rungs(self, evaluation_id: int) -> list[RungResult]:
         rows = self.conn.execute(
