@@ -9,6 +9,7 @@ from typing import Any
 # The built-in rungs (harness.rungs.builtin), in the order they climb; a problem's own rungs follow correctness.
 RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps", "profile")  # profile: when asked
 DEFAULT_RUNGS = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")
+PROFILE_RUNGS = ("load", "compile", "correctness", "profile")  # a profile: checked first, then Nsight Compute
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from harness import options as ladder_options
 from harness.report import rung_line, trust_lines
-from harness.results import RungResult
+from harness.results import PROFILE_RUNGS, RungResult
 from harness.source import VersionTooLarge
 from harness.text import printable
 from kerneltui.core import config as config_mod
@@ -307,7 +307,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """The version loaded, compiled and checked, then its kernels under Nsight Compute (the profile rung)."""
-    args.rungs = "load,compile,correctness,profile"
+    args.rungs = ",".join(PROFILE_RUNGS)
     return cmd_eval(args, kind="profile")
 
 

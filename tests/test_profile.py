@@ -113,3 +113,44 @@ def test_a_profile_sits_beside_the_versions_evaluation(tmp_path: Path) -> None:
     detail = session.read_detail(store, again, "vadd", rows)
     assert [r.name for r in detail.rungs][-2:] == ["dumps", "profile"]
     store.close()
+
+
+def test_a_profile_asked_of_the_session_is_judged_with_the_profile_rungs(tmp_path: Path) -> None:
+    """The dashboard's `p`: the Session queues a profile; the scheduler's judge runs load, compile, correctness
+    and profile on it (skipped here: no GPU), recorded as a profile beside the version's evaluation."""
+    import queue
+
+    from kerneltui.core.config import Config
+    from kerneltui.core.scheduler import SchedulerEvent
+    from kerneltui.core.session import Session
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.history.store import Store
+    from tests.conftest import make_workspace
+
+    folder = make_workspace(tmp_path / "ws")
+    path = add_version(folder, "good", "v001.py")
+    events: queue.Queue[object] = queue.Queue()
+    config = Config()
+    config.ladder.options = config.ladder.options.updated({"rungs": "load,compile,correctness", "timeout": 30})
+    session = Session(Workspace(folder.parent), config, events.put)
+
+    def finished() -> SchedulerEvent:
+        while True:
+            event = events.get(timeout=300)
+            if isinstance(event, SchedulerEvent) and event.kind in ("finished", "failed"):
+                return event
+
+    try:
+        session.start_scheduler(wait_s=120)
+        first = finished()
+        session.profile(path)
+        second = finished()
+        assert second.kind == "finished" and second.evaluation_id != first.evaluation_id
+        store = Store(session.workspace.db_path, create=False)
+        names = [r.name for r in store.rungs(second.evaluation_id)]
+        assert names == ["load", "compile", "correctness", "profile"], names
+        assert store.version_rows("vadd")[0]["evaluation_id"] == first.evaluation_id
+        assert store.latest_profile(store.version_rows("vadd")[0]["version_id"]) is not None
+        store.close()
+    finally:
+        session.close()

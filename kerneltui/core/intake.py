@@ -69,7 +69,7 @@ class Intake:
             if row.get("status") == "error" and not row.get("deleted") and row.get("path"):
                 self._enqueue(Path(row["path"]), force=True)
 
-    def _enqueue(self, path: Path, force: bool, announce: bool = True) -> None:
+    def _enqueue(self, path: Path, force: bool, announce: bool = True, kind: str | None = None) -> None:
         assert self.store is not None
         if not path.is_file():
             return
@@ -82,7 +82,8 @@ class Intake:
         self.store.mark_present(problem, path.stem)
         if self.store.was_judged(version_id) and not force:
             return
-        evaluation_id = self.store.start_evaluation(version_id, problem, path.stem, digest, status="queued")
+        options = {"kind": kind} if kind else None  # a profile sits beside the version's evaluation
+        evaluation_id = self.store.start_evaluation(version_id, problem, path.stem, digest, options, status="queued")
         self.queue.append(evaluation_id)
         self.paths[evaluation_id] = path
         if announce:

@@ -82,10 +82,15 @@ class JudgeProcess:
         )
         return self.proc
 
-    def submit(self, evaluation_id: int, path: Path, best_us: dict[str, float]) -> None:
-        """OSError when the judge is gone."""
+    def submit(
+        self, evaluation_id: int, path: Path, best_us: dict[str, float], rungs: tuple[str, ...] | None = None
+    ) -> None:
+        """OSError when the judge is gone. `rungs`: these instead of the judge's own (a profile's)."""
         assert self.proc is not None and self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"id": evaluation_id, "path": str(path), "best_us": best_us}) + "\n")
+        request: dict[str, object] = {"id": evaluation_id, "path": str(path), "best_us": best_us}
+        if rungs:
+            request["rungs"] = list(rungs)
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
 
     def lines(self) -> Iterator[str]:
@@ -153,9 +158,11 @@ class Judge(JudgeProcess):
         proc.wait()
         self.inbox.put(("judge-exit", self, proc))
 
-    def submit(self, evaluation_id: int, path: Path, best_us: dict[str, float]) -> None:
+    def submit(
+        self, evaluation_id: int, path: Path, best_us: dict[str, float], rungs: tuple[str, ...] | None = None
+    ) -> None:
         self.busy = evaluation_id
-        super().submit(evaluation_id, path, best_us)
+        super().submit(evaluation_id, path, best_us, rungs)
 
     def stderr_tail(self, chars: int = 2000) -> str:
         try:

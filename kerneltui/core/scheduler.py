@@ -11,6 +11,7 @@ Queued evaluations are rows in the history, so the queue survives a restart.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import queue
 import subprocess
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import protocol
-from harness.results import Evaluation
+from harness.results import PROFILE_RUNGS, Evaluation
 from harness.workers import cuda_device_count
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.events import SchedulerEvent
@@ -72,6 +73,10 @@ class Scheduler(Intake):
 
     def enqueue(self, path: Path, force: bool = False) -> None:
         self.inbox.put(("enqueue", path, force))
+
+    def profile(self, path: Path) -> None:
+        """Queues a profile of the version (Nsight Compute), recorded beside its evaluation."""
+        self.inbox.put(("profile", path, None))
 
     def stop(self) -> None:
         if self.thread.is_alive():
@@ -144,6 +149,8 @@ class Scheduler(Intake):
             self._deleted(Path(a))
         elif kind == "problem":
             self._problem(Path(a))
+        elif kind == "profile" and self.owner:
+            self._enqueue(Path(a), force=True, kind="profile")
 
     def _start_judges(self) -> None:
         gpus = cuda_device_count()
@@ -167,7 +174,7 @@ class Scheduler(Intake):
                     self.notify(SchedulerEvent("failed", evaluation_id))
                     continue
                 try:
-                    judge.submit(evaluation_id, path, self.store.best_medians(row["problem"]))
+                    judge.submit(evaluation_id, path, self.store.best_medians(row["problem"]), _rungs_asked(row))
                 except OSError:  # it died after saying ready: its exit event restarts it; the version waits
                     judge.ready, judge.busy = False, None
                     self.queue.appendleft(evaluation_id)
@@ -286,6 +293,15 @@ class Scheduler(Intake):
             self.store.close()
         if self.lock:
             self.lock.release()
+
+
+def _rungs_asked(row: dict[str, Any]) -> tuple[str, ...] | None:
+    """A queued profile's rungs; None for an evaluation (the judge's own rungs)."""
+    try:
+        kind = json.loads(row.get("options") or "{}").get("kind")
+    except (ValueError, AttributeError):
+        return None
+    return PROFILE_RUNGS if kind == "profile" else None
 
 
 class JudgeLock:

@@ -233,6 +233,14 @@ class Session:
         if self.scheduler is not None:
             self.scheduler.enqueue(path)
 
+    def profile(self, path: Path) -> None:
+        """Queues the version for a profile under Nsight Compute (the profile rung), shown with its rungs."""
+        if self.scheduler is None:
+            raise SessionRefused("judging is off in this session")
+        if not path.is_file():
+            raise SessionRefused(f"{path} is gone: nothing to profile")
+        self.scheduler.profile(path)
+
     @property
     def pending(self) -> int:
         return self.scheduler.pending if self.scheduler else 0

@@ -56,6 +56,14 @@ class KernelTUI(Steering):
         Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved"),
         Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),
         Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
+        Binding(
+            "p",
+            "profile",
+            "profile",
+            id="profile",
+            show=False,
+            tooltip="profile the selected version with Nsight Compute",
+        ),
         Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
         Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
         # Answers to an ACP agent's permission request, live only while one waits on the Agent pane.

@@ -180,6 +180,17 @@ class Steering(PaneLoading):
             return
         self.notify(f"stopping the agent on {run.problem}…", timeout=3, markup=False)
 
+    def action_profile(self) -> None:
+        row = self.selected_version()
+        if row is None:
+            return
+        try:
+            self.session.profile(Path(row["path"]))
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{row['name']} queued for a profile (Nsight Compute; shown with its rungs)", timeout=4)
+
     def action_rebench(self) -> None:
         row = self.selected_version()
         if row is None:
