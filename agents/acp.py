@@ -220,7 +220,7 @@ class AcpAgent:
         while True:
             new = host.finished()
             judged += new
-            reason = budget_reason(budget, len(judged), 0.0, best_roofline(judged))
+            reason = budget_reason(budget, host.session_versions(), 0.0, best_roofline(judged))
             if reason:
                 return "", reason
             if self._cancel.is_set() or host.stop_requested():

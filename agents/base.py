@@ -98,6 +98,11 @@ class Host(Protocol):
         """Versions of this problem queued or being judged now."""
         ...
 
+    def session_versions(self) -> int:
+        """Versions written since this session started that were judged: what a version budget counts (old
+        versions judged again at start are not this session's)."""
+        ...
+
 
 class Agent(Protocol):
     backend: str

@@ -242,8 +242,21 @@ def say_headless(session: Any, event: Any) -> None:
         print(f"note: kerneltui pid {event.data.get('pid')} judges this workspace; its results are used")
     elif isinstance(event, SchedulerEvent) and event.kind == "warning":
         print(f"warning: {event.data.get('message')}", file=sys.stderr)
+    elif isinstance(event, SchedulerEvent) and event.kind == "finished":
+        print(verdict_line(event), flush=True)
     elif isinstance(event, PermissionWaiting):
         ask_on_terminal(session, event.problem, event.ask)
+
+
+def verdict_line(event: Any) -> str:
+    """A verdict as it lands, in the headless transcript: the version, its status, its time and against the best."""
+    data = event.data
+    line = f"  ◆ judged {event.problem}/{event.version}: {data.get('status')}"
+    if data.get("median_us"):
+        line += f" · {data['median_us']:.1f} µs"
+    if data.get("vs_best"):
+        line += f" · {data['vs_best']:.2f}× the best"
+    return line
 
 
 def ask_on_terminal(session: Any, problem: str, ask: Any) -> None:

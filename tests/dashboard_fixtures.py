@@ -200,7 +200,7 @@ def judged(
     if status == "queued":
         return
     dumps_dir = workspace.state / "dumps" / problem / path.stem / digest[:12]
-    dumps_dir.mkdir(parents=True)
+    dumps_dir.mkdir(parents=True, exist_ok=True)
     (dumps_dir / "add_kernel.sass").write_text(SASS.format(path=path))
     ev = Evaluation(
         problem=problem,

@@ -78,6 +78,7 @@ def test_claude_writes_versions_reads_results_takes_guidance_and_stops(tmp_path:
     assert not api.failures, api.failures
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert len(api.requests) == 4
+    assert "◆ judged vadd/v001: pass" in done.stdout and "◆ judged vadd/v002: fail" in done.stdout, done.stdout
     first = api.requests[0]
     assert first.headers["authorization"] == "Bearer test-key"
     assert first.body["stream"] is True and first.body["model"] == "claude-sonnet-4-6"

@@ -106,3 +106,27 @@ def test_trend_lines_split_by_gpu_only_when_there_are_several() -> None:
     assert set(series(rows, "median_us")) == {"n=1"}
     rows.append({"number": 2, "case_label": "n=1", "median_us": 20.0, "device_name": "NVIDIA A100"})
     assert series(rows, "median_us") == {"n=1 · NVIDIA H200": ([1, 2], [10.0, 9.0]), "n=1 · NVIDIA A100": ([2], [20.0])}
+
+
+def test_a_version_budget_counts_only_what_the_session_wrote(tmp_path: Path) -> None:
+    """An ACP agent's --max-versions counted every evaluation that finished after it started, old versions
+    judged again at start among them: a budget of 2 ended the session before it wrote anything."""
+    import time
+
+    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.history.store import Store, now
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path, create=False)
+    time.sleep(0.01)  # the session starts after the old versions were recorded
+    host = StoreHost(workspace, problem_info(workspace, "vadd", None), store, 1, started=now())
+    folder = workspace.root / "vadd"
+    good = (VERSIONS / "good.py").read_text()
+    for name in ("v001", "v002"):  # judged again at start: the same content, old version rows
+        dashboard_fixtures.judged(store, workspace, folder / f"{name}.py", (folder / f"{name}.py").read_text(),
+                                  "pass", 50.0)  # fmt: skip
+    assert host.session_versions() == 0 and len(host.finished()) == 2
+    dashboard_fixtures.judged(store, workspace, folder / "v005.py", good + "\n# new\n", "pass", 40.0)
+    assert host.session_versions() == 1
+    store.close()

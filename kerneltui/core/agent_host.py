@@ -216,6 +216,9 @@ class StoreHost:
     def judging(self) -> int:
         return self.store.pending_count(self.problem.name)
 
+    def session_versions(self) -> int:
+        return self.store.versions_judged_since(self.problem.name, self.started, tuple(FINAL))
+
 
 @dataclass
 class AgentRun:

@@ -94,9 +94,21 @@ class Reads(Connection):
         """Evaluations of a problem that ended (in one of these statuses) at or after `since`, oldest first."""
         marks = ", ".join("?" * len(statuses))
         return self.rows(
-            f"SELECT * FROM evaluations WHERE problem = ? AND finished >= ? AND status IN ({marks}) ORDER BY id",
+            f"SELECT * FROM evaluations WHERE problem = ? AND finished >= ? AND status IN ({marks})"
+            " AND json_extract(options, '$.kind') IS NOT 'profile' ORDER BY id",
             [problem, since, *statuses],
         )
+
+    def versions_judged_since(self, problem: str, since: str, statuses: tuple[str, ...]) -> int:
+        """Versions first recorded at or after `since` with an evaluation that ended (profiles aside)."""
+        marks = ", ".join("?" * len(statuses))
+        found = self.conn.execute(
+            f"""SELECT COUNT(DISTINCT e.version_id) FROM evaluations e JOIN versions v ON v.id = e.version_id
+                WHERE e.problem = ? AND v.created >= ? AND e.status IN ({marks})
+                  AND json_extract(e.options, '$.kind') IS NOT 'profile'""",
+            [problem, since, *statuses],
+        ).fetchone()
+        return int(found[0] or 0)
 
     def case_results(self, evaluation_id: int) -> list[dict[str, Any]]:
         return self.rows("SELECT * FROM case_results WHERE evaluation_id = ? ORDER BY id", [evaluation_id])
