@@ -152,13 +152,14 @@ class AcpAgent:
 
     def _mcp_servers(self, host: Host) -> list[Any]:
         """kerneltui's MCP server, recording into this session (so the transcript is one)."""
-        from acp.schema import McpServerStdio
+        from acp.schema import EnvVariable, McpServerStdio
 
         if not self.mcp_command:
             return []
         session = getattr(host, "session_id", None)
         args = self.mcp_command[1:] + (["--session", str(session)] if session is not None else [])
-        return [McpServerStdio(name="kerneltui", command=self.mcp_command[0], args=args, env=[])]
+        env = [EnvVariable(name=k, value=v) for k, v in sorted(mcp_env().items())]
+        return [McpServerStdio(name="kerneltui", command=self.mcp_command[0], args=args, env=env)]
 
     async def _converse(self, conn: Any, client: _Client, host: Host, budget: Budget, prompt: str, block: Any) -> str:
         """Prompt, wait for the turn (or interrupt it), then wait for something to say; until a stop."""
@@ -407,6 +408,20 @@ def split_command(command: str) -> list[str]:
     return words
 
 
-def mcp_command(workspace: Path) -> list[str]:
-    """How an agent starts kerneltui's MCP server on this workspace."""
-    return [sys.executable, "-m", "kerneltui", "mcp", "--workspace", str(workspace)]
+def mcp_command(workspace: Path, config: Path | None = None) -> list[str]:
+    """How an agent starts kerneltui's MCP server on this workspace, with the person's config."""
+    command = [sys.executable, "-m", "kerneltui", "mcp", "--workspace", str(workspace)]
+    return command + (["--config", str(config)] if config else [])
+
+
+# What the MCP server needs of kerneltui's environment, handed over explicitly: agents (Codex, the ACP SDK's
+# clients) start their MCP servers with an environment of their own. No API key: the server judges, it calls
+# no model.
+MCP_ENV_NAMES = ("PATH", "HOME", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
+                 "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")  # fmt: skip
+MCP_ENV_PREFIXES = ("KERNELTUI_", "TRITON_", "CUTE_DSL_")
+
+
+def mcp_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = dict(os.environ) if environ is None else environ
+    return {k: v for k, v in environ.items() if k in MCP_ENV_NAMES or k.startswith(MCP_ENV_PREFIXES)}

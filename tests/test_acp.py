@@ -5,6 +5,8 @@ interrupted, and hears the person's guidance; headless and in the dashboard."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +44,8 @@ def heard(workspace: Path, text: str) -> bool:
 
 def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path / "ws").parent
+    config, spec = tmp_path / "config.toml", tmp_path / "mcp-spec.json"
+    config.write_text("[ladder]\ntimeout = 30\n")
     argv = [
         sys.executable,
         "-m",
@@ -56,8 +60,11 @@ def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_p
         "allow",
         "--max-versions",
         "3",
+        "--config",
+        str(config),
     ]
-    agent = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(os.environ, KERNELTUI_MARK="handed", ANTHROPIC_API_KEY="sk-secret", ACP_SCRIPT_SPEC=str(spec))
+    agent = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         deadline = time.monotonic() + 180
         while not any("v002: fail" in p for p in said(workspace, "prompt")) and time.monotonic() < deadline:
@@ -91,6 +98,11 @@ def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_p
     assert rows(workspace, "SELECT COUNT(*) FROM guidance WHERE delivered IS NULL") == [(0,)]
     mcp_calls = [t for t in said(workspace, "tool_result") if "v001: pass" in t or "v003: pass" in t]
     assert len(mcp_calls) >= 2  # the agent read the ladder's verdicts through the MCP server
+    # Handed to the MCP server explicitly (agents start it with an environment of their own): the person's
+    # config and kerneltui's own variables, never an API key. The scripted agent uses only that environment.
+    handed = json.loads(spec.read_text())
+    assert handed["args"][-4:-2] == ["--config", str(config)], handed["args"]
+    assert handed["env"]["KERNELTUI_MARK"] == "handed" and "ANTHROPIC_API_KEY" not in handed["env"]
 
 
 def test_file_methods_stay_inside_the_workspace(tmp_path: Path) -> None:

@@ -278,10 +278,12 @@ def make_agent(
     workspace: Workspace,
     acp_agents: dict[str, str] | None = None,
     asker: Callable[[PermissionAsk], None] | None = None,
+    config_file: Path | None = None,
 ) -> Agent:
-    """The configured backend for this problem; AgentSetupError says what is missing."""
+    """The configured backend for this problem; AgentSetupError says what is missing. `config_file`: the
+    person's config, handed on to the MCP server an ACP agent starts."""
     if config.backend == "acp":
-        return make_acp_agent(config, problem, workspace, acp_agents or {}, asker)
+        return make_acp_agent(config, problem, workspace, acp_agents or {}, asker, config_file)
     if config.backend == "replay":
         from agents.replay import RecordingError, ReplayAgent, builtin_recordings, load_recording
 
@@ -319,6 +321,7 @@ def make_acp_agent(
     workspace: Workspace,
     acp_agents: dict[str, str],
     asker: Callable[[PermissionAsk], None] | None,
+    config_file: Path | None = None,
 ) -> Agent:
     import shutil
 
@@ -337,7 +340,8 @@ def make_acp_agent(
     logs = workspace.state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     name = config.acp if config.acp in acp_agents else command[0]
-    return AcpAgent(command, mcp_command(workspace.root), config.permissions, asker, logs / f"acp-{problem}.log", name)
+    mcp = mcp_command(workspace.root, config_file if config_file and config_file.is_file() else None)
+    return AcpAgent(command, mcp, config.permissions, asker, logs / f"acp-{problem}.log", name)
 
 
 def budget_from(config: AgentConfig) -> Budget:

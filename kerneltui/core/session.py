@@ -288,7 +288,9 @@ class Session:
             raise SessionRefused("judging is off in this dashboard: an agent's versions would never be judged")
         asker = self._asker(problem)
         try:
-            agent = make_agent(self.config.agent, problem, self.workspace, self.config.acp_agents, asker)
+            agent = make_agent(
+                self.config.agent, problem, self.workspace, self.config.acp_agents, asker, self.config.path
+            )
         except AgentSetupError as exc:
             raise SessionRefused(str(exc)) from None
         run = AgentRun(agent, problem)
