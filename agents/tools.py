@@ -220,8 +220,14 @@ class Toolbox:
 
     def tool_read_file(self, path: str, offset: int = 1) -> str:
         real = self._resolve(str(path))
+        if real.is_dir():
+            raise ToolError(f"{path}: a folder ({listing(real)})")
         if not real.is_file():
-            raise ToolError(f"{path}: no such file" + ("" if not real.is_dir() else f" (a folder: {listing(real)})"))
+            problem = self.host.problem
+            raise ToolError(
+                f"{path}: no such file; relative paths start at the workspace {problem.workspace} "
+                f"(this problem's files: {problem.name}/problem.py, {problem.name}/v001.py, ...)"
+            )
         if real.stat().st_size > MAX_FILE_BYTES:
             raise ToolError(f"{path} is {real.stat().st_size:,} bytes: too large to read; search it instead")
         data = real.read_bytes()

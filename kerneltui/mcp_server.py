@@ -146,6 +146,16 @@ def client_name(request_context: Any) -> str:
     return str(info.name) if info is not None and info.name else UNNAMED_CLIENT
 
 
+def kerneltui_version() -> str:
+    """The installed package's version, which MCP clients show beside the server's name."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kerneltui")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_server(session: "Session") -> "MCPServer[Any]":
     """The MCP server over `session`, whose tool calls do the work."""
     from mcp.server.mcpserver import MCPServer
@@ -153,6 +163,7 @@ def build_server(session: "Session") -> "MCPServer[Any]":
     problems = ", ".join(p.name for p in session.workspace.problems()) or "none yet"
     server: MCPServer[Any] = MCPServer(
         "kerneltui",
+        version=kerneltui_version(),
         instructions=(
             f"kerneltui's verification ladder for the GPU kernel problems in {session.workspace.root} "
             f"(problems: {problems}). Write each version with write_version: it returns the verdict rung by "

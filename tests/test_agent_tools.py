@@ -46,6 +46,8 @@ def test_files_in_the_workspace_and_the_context_are_read(toolbox: Toolbox) -> No
     assert ok and "copy_async" in output
     output, ok = toolbox.call("read_file", {"path": "vadd/nothing.py"})
     assert not ok and "no such file" in output
+    output, ok = toolbox.call("read_file", {"path": "problem.py"})  # it said only "no such file"
+    assert not ok and "relative paths start at the workspace" in output and "vadd/problem.py" in output, output
 
 
 def test_huge_outputs_are_cut_with_a_note(toolbox: Toolbox, tmp_path: Path) -> None:

@@ -53,7 +53,8 @@ async def connect(workspace: Path, *extra: str) -> AsyncIterator[ClientSession]:
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write, client_info=Implementation(name=CLIENT, version="1.0")) as session,
         ):
-            await session.initialize()
+            initialized = await session.initialize()
+            assert initialized.server_info.version not in ("", "unknown"), initialized.server_info  # it was empty
             yield session
 
 
