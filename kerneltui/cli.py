@@ -31,6 +31,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
 SUBCOMMANDS = (
     "eval",
+    "agents",
     "profile",
     "history",
     "approve",
@@ -324,6 +325,18 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return cmd_eval(args, kind="profile")
 
 
+def cmd_agents(args: argparse.Namespace) -> int:
+    """Which coding agents this box can run under kerneltui, and what each still needs."""
+    from kerneltui.core.agents_check import check, report
+
+    findings = check()
+    if args.json:
+        print(json.dumps([f.to_json() for f in findings]))
+    else:
+        print(report(findings))
+    return EXIT_OK if any(f.ready for f in findings) else EXIT_FAILED
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """What containing versions can use on this box, asked of the ladder's own Python (KERNELTUI_PYTHON)."""
     import subprocess
@@ -360,6 +373,11 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--json", action="store_true", help="print one JSON object")
     prof.add_argument("--config", help=CONFIG_HELP)
     prof.set_defaults(func=cmd_profile)
+
+    agents = sub.add_parser("agents", help="the coding agents this box can run, and what each needs")
+    agents.add_argument("action", choices=["check"], help="check: look for them")
+    agents.add_argument("--json", action="store_true", help="print one JSON array")
+    agents.set_defaults(func=cmd_agents)
 
     doctor = sub.add_parser("doctor", help="how kernel versions are contained on this box, and how to get more")
     doctor.add_argument("--json", action="store_true", help="print one JSON object")

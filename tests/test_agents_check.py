@@ -1,0 +1,39 @@
+"""`kerneltui agents check`: the agents found on PATH, what each still needs, and the config that picks one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from kerneltui.core.agents_check import check, report
+from tests.conftest import run
+
+
+def programs(folder: Path, *names: str) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text("#!/bin/sh\nexit 0\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+def test_found_agents_with_a_key_are_ready_and_the_rest_say_what_they_need(tmp_path: Path) -> None:
+    path = programs(tmp_path / "bin", "codex-acp", "gemini")
+    findings = {f.name: f for f in check({"PATH": path, "OPENAI_API_KEY": "sk-x"}, root=True)}
+    assert findings["codex"].ready and findings["codex"].key == "OPENAI_API_KEY"
+    assert not findings["gemini"].ready and "GEMINI_API_KEY" in findings["gemini"].needs[0]
+    claude = findings["claude-code"]
+    assert claude.program is None and any("not on PATH" in n for n in claude.needs)
+    assert any("normal user" in n for n in claude.needs)  # root
+    text = report(list(findings.values()))
+    assert "✓ codex" in text and 'acp = "codex"' in text and "trust the workspace" in text
+
+
+def test_the_command_prints_json(tmp_path: Path) -> None:
+    path = programs(tmp_path / "bin", "gemini")
+    env = {"PATH": f"{path}{os.pathsep}{os.environ['PATH']}", "GEMINI_API_KEY": "g"}
+    done = run(["-m", "kerneltui", "agents", "check", "--json"], env=env)
+    found = {f["name"]: f for f in json.loads(done.stdout)}
+    assert found["gemini"]["program"].endswith("/gemini") and found["gemini"]["key"] == "GEMINI_API_KEY"
+    assert done.returncode == 0, done.stderr
