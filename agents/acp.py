@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -98,6 +99,8 @@ class AcpAgent:
             return asyncio.run(self._run(host, budget))
         except FileNotFoundError as exc:
             reason = f"cannot start {shlex.join(self.command)}: {exc.strerror}"
+        except AcpAuthNeeded as exc:
+            reason = str(exc)
         except Exception as exc:
             detail = getattr(exc, "data", None)  # an ACP RequestError says what went wrong in its data
             reason = f"the ACP connection failed: {type(exc).__name__}: {exc}" + (f" ({detail})" if detail else "")
@@ -138,7 +141,17 @@ class AcpAgent:
                 info = init.agent_info
                 if info is not None:
                     self.model = f"{info.name} {info.version}".strip()
-                session = await conn.new_session(cwd=str(folder), mcp_servers=self._mcp_servers(host))
+                methods = list(init.auth_methods or [])
+                chosen = auth_method(methods, dict(os.environ))
+                if chosen is not None:
+                    await conn.authenticate(method_id=chosen.id)
+                    host.record("auth", f"authenticated: {chosen.name}")
+                try:
+                    session = await conn.new_session(cwd=str(folder), mcp_servers=self._mcp_servers(host))
+                except Exception as exc:
+                    if methods and "auth" in str(exc).lower():
+                        raise AcpAuthNeeded(login_hint(methods)) from None
+                    raise
                 client.session_id = session.session_id
                 first = acp_prompt(task_prompt(host.problem), host.problem.name, folder)
                 feedback = host.feedback()
@@ -399,6 +412,33 @@ def tool_output(update: Any) -> str:
 def is_ours(title: str) -> bool:
     """A call to kerneltui's MCP server (titles differ by agent: mcp__kerneltui__write_version...)."""
     return "kerneltui" in title.lower()
+
+
+class AcpAuthNeeded(Exception):
+    """The agent wants authentication kerneltui could not give it; the message says the agent's own ways in."""
+
+
+def auth_method(methods: list[Any], environ: dict[str, str]) -> Any | None:
+    """The method the environment can satisfy: an env-var method whose variables are all set, or a method whose
+    id or name names a variable that is set (codex-acp's "Use OPENAI_API_KEY"); None when none is."""
+    for method in methods:
+        needed = [v.name for v in getattr(method, "vars", None) or [] if not getattr(v, "optional", False)]
+        if needed and all(environ.get(name) for name in needed):
+            return method
+    for method in methods:
+        named = re.findall(r"[A-Z][A-Z0-9_]*_(?:KEY|TOKEN)", f"{method.id} {method.name} {method.description or ''}")
+        spelled = method.id.upper().replace("-", "_")
+        if any(environ.get(name) for name in named) or (spelled.endswith("_KEY") and environ.get(spelled)):
+            return method
+    return None
+
+
+def login_hint(methods: list[Any]) -> str:
+    ways = "; ".join(f"{m.name}" + (f" ({m.description})" if m.description else "") for m in methods)
+    return (
+        f"the agent asks to authenticate and no API key it accepts is set: {ways}. Set the key in the environment "
+        "kerneltui starts from, or log in with the agent's own command first"
+    )
 
 
 def split_command(command: str) -> list[str]:

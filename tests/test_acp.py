@@ -161,3 +161,28 @@ async def test_dashboard_asks_permission_inline_interrupts_and_stops(
         await wait_for(lambda: not app.agents, pilot, timeout=30)
     assert rows(workspace.root, "SELECT stop_reason FROM agent_sessions") == [("stopped by the person",)]
     assert said(workspace.root, "permission_answer") == ["python bench.py --all: Allow always"]
+
+
+def headless(workspace: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "kerneltui", "agent", "vadd", "--workspace", str(workspace), "--acp", AGENT]
+    argv += ["--permissions", "allow", *extra]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
+
+
+def test_an_agent_that_asks_to_authenticate_gets_the_key_it_names(tmp_path: Path) -> None:
+    """kerneltui never sent ACP authenticate: codex-acp refused session/new with "Authentication required"
+    though its key was set."""
+    workspace = make_workspace(tmp_path / "ws").parent
+    done = headless(workspace, {"ACP_SCRIPT_AUTH": "1", "SCRIPTED_API_KEY": "k"}, "--max-versions", "1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert said(workspace, "auth") == ["authenticated: Use SCRIPTED_API_KEY"]
+    assert rows(workspace, "SELECT version, status FROM evaluations")[:1] == [("v001", "pass")]
+
+
+def test_an_agent_that_needs_a_login_says_its_ways_in(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "ws").parent
+    env = {"ACP_SCRIPT_AUTH": "1", "SCRIPTED_API_KEY": ""}
+    done = headless(workspace, env, "--max-versions", "1")
+    out = done.stdout + done.stderr
+    assert "asks to authenticate and no API key it accepts is set" in out, out[-3000:]
+    assert "Log in (run `scripted login` first)" in out
