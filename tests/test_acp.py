@@ -147,13 +147,13 @@ async def test_dashboard_asks_permission_inline_interrupts_and_stops(
         await wait_for(lambda: "vadd" in app.asks, pilot, timeout=120)
         await pilot.press("5")
         pane = app.query_one("#agent-view")
-        await wait_for(lambda: "[y] allow once" in pane.plain, pilot, timeout=10)  # type: ignore[attr-defined]
+        await wait_for(lambda: "[y] allow once" in pane.plain, pilot, timeout=60)  # type: ignore[attr-defined]
         await pilot.press("a")  # allow always: answers the request, approves nothing
         await wait_for(lambda: heard(workspace.root, "permission: always"), pilot, timeout=30)
         assert rows(workspace.root, "SELECT COUNT(*) FROM verdicts") == [(0,)]
         await wait_for(lambda: heard(workspace.root, "profiling for a long while"), pilot, timeout=120)
         await pilot.press("i", *"try BLOCK 4096", "enter")
-        await wait_for(lambda: "waiting for an agent" in pane.plain, pilot, timeout=10)  # type: ignore[attr-defined]
+        await wait_for(lambda: "waiting for an agent" in pane.plain, pilot, timeout=60)  # type: ignore[attr-defined]
         await pilot.press("escape")
         await wait_for(lambda: heard(workspace.root, "heard: try BLOCK 4096"), pilot, timeout=60)
         assert heard(workspace.root, "interrupted") and said(workspace.root, "interrupt")
