@@ -101,6 +101,8 @@ class AcpAgent:
             reason = f"cannot start {shlex.join(self.command)}: {exc.strerror}"
         except AcpAuthNeeded as exc:
             reason = str(exc)
+        except asyncio.CancelledError:  # its turn cancelled while stopping: a BaseException, not an error
+            reason = "stopped by the person" if self._cancel.is_set() else "the ACP session was cancelled"
         except Exception as exc:
             detail = getattr(exc, "data", None)  # an ACP RequestError says what went wrong in its data
             reason = f"the ACP connection failed: {type(exc).__name__}: {exc}" + (f" ({detail})" if detail else "")
@@ -117,6 +119,7 @@ class AcpAgent:
         stderr = log.fileno() if log else asyncio.subprocess.DEVNULL
         folder = host.problem.folder
         host.record("start", f"{shlex.join(self.command)} on {host.problem.name}", model=self.model, backend="acp")
+        ended: str | None = None  # why the conversation ended, kept should the teardown fail after it
         try:
             if shutil.which(self.command[0]) is None:
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.command[0])
@@ -158,7 +161,12 @@ class AcpAgent:
                 if feedback:
                     host.record("feedback", render_feedback(feedback), count=len(feedback))
                     first += "\n\nBefore you start, the person says:\n" + render_feedback(feedback)
-                return await self._converse(conn, client, host, budget, first, text_block)
+                ended = await self._converse(conn, client, host, budget, first, text_block)
+                return ended
+        except ProcessLookupError:
+            if ended is None:
+                raise
+            return ended  # the agent's process was gone before the session's teardown signalled it
         finally:
             if log:
                 log.close()

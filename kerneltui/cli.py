@@ -9,6 +9,7 @@ import argparse
 import getpass
 import io
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from kerneltui.core.session import SessionEvent
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+CANCEL_WAIT_S = 15.0  # how long Ctrl-C or SIGTERM waits for an agent to stop before recording it stopped
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
 SUBCOMMANDS = (
     "eval",
@@ -219,19 +221,49 @@ def cmd_agent(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         session.close()
         return EXIT_USAGE
-    thread = threading.Thread(target=session.run_agent, args=(run,), name="kerneltui-agent", daemon=True)
+    # An event, not Thread.join: a join cut short by Ctrl-C can leave is_alive() saying False while it runs
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            session.run_agent(run)
+        finally:
+            finished.set()
+
+    thread = threading.Thread(target=work, name="kerneltui-agent", daemon=True)
+    stopped_by: list[int] = []
+
+    def interrupted(signum: int, frame: Any) -> None:
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         session.start_scheduler(wait_s=120)
         thread.start()
-        while thread.is_alive():
-            thread.join(0.2)
+        while not finished.wait(0.2):
+            pass
     except KeyboardInterrupt:
-        print("stopping the agent (Ctrl-C again to quit at once)…", file=sys.stderr)
-        run.request_stop()
-        thread.join()
+        stop_agent_within(session, run, finished, CANCEL_WAIT_S)
+        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
     finally:
         session.close()
     return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def stop_agent_within(session: Any, run: Any, finished: Any, seconds: float) -> None:
+    """Asks the agent to stop and waits a bounded time (a second Ctrl-C cuts it short); an agent still
+    running then is recorded as stopped, so its session never stays open in the history."""
+    print(f"stopping the agent (waiting up to {seconds:.0f} s; Ctrl-C again to quit at once)…", file=sys.stderr)
+    run.request_stop()
+    try:
+        finished.wait(seconds)
+    except KeyboardInterrupt:
+        pass
+    if not finished.is_set():
+        reason = f"interrupted: the agent did not stop within {seconds:.0f} s of being asked"
+        session.abandon_agent(run, reason)
+        print(f"■ stopped: {reason}", file=sys.stderr)
 
 
 def say_headless(session: Any, event: Any) -> None:

@@ -186,3 +186,25 @@ def test_an_agent_that_needs_a_login_says_its_ways_in(tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert "asks to authenticate and no API key it accepts is set" in out, out[-3000:]
     assert "Log in (run `scripted login` first)" in out
+
+
+def test_sigterm_stops_an_agent_deaf_to_cancel_and_closes_its_session(tmp_path: Path) -> None:
+    """SIGTERM (or Ctrl-C) during a slow cancel exited 0 and left the session open in the history."""
+    workspace = make_workspace(tmp_path / "ws").parent
+    argv = [sys.executable, "-m", "kerneltui", "agent", "vadd", "--workspace", str(workspace), "--acp", AGENT]
+    env = dict(os.environ, ACP_SCRIPT_LONG="1", ACP_SCRIPT_IGNORE_CANCEL="1")
+    agent = subprocess.Popen([*argv, "--permissions", "allow"], cwd=REPO, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while not heard(workspace, "profiling for a long while") and time.monotonic() < deadline:
+            assert agent.poll() is None, agent.stdout.read() if agent.stdout else ""
+            time.sleep(0.2)
+        agent.terminate()
+        out, _ = agent.communicate(timeout=120)
+    finally:
+        agent.kill()
+    assert agent.returncode == 143, out[-3000:]
+    ended = rows(workspace, "SELECT ended IS NOT NULL, stop_reason FROM agent_sessions")
+    events = rows(workspace, "SELECT kind, text FROM agent_events ORDER BY id")[-4:]
+    assert ended and ended[0][0] == 1 and ended[0][1], (ended, events, out[-2000:])

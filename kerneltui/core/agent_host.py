@@ -251,6 +251,7 @@ def run_agent(
         session_id = store.start_agent_session(run.problem, run.agent.backend, run.agent.model, os.getpid())
         run.session_id = session_id
         host: StoreHost | None = None
+        reason = "the agent's thread was cut short"  # what stays recorded if something escapes below
         try:
             info = problem_info(workspace, run.problem, context)
             host = StoreHost(workspace, info, store, session_id, enqueue, run.stop, echo)
@@ -260,9 +261,10 @@ def run_agent(
             if host is not None:
                 host.record("error", reason)
                 host.record("stop", reason)
-        run.reason = reason
-        run.failed = (host is None or host.errors > 0) and not run.stop.is_set()
-        store.update_agent_session(session_id, ended=now(), stop_reason=reason)
+        finally:  # a BaseException too (asyncio's CancelledError): the session never stays open
+            run.reason = reason
+            run.failed = (host is None or host.errors > 0) and not run.stop.is_set()
+            store.update_agent_session(session_id, ended=now(), stop_reason=reason)
     finally:
         store.close()
     return reason

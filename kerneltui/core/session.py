@@ -32,7 +32,7 @@ from kerneltui.core.external import ExternalAgents, ToolOutcome
 from kerneltui.core.feedback import person_spoke
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
-from kerneltui.history.store import Store
+from kerneltui.history.store import Store, now
 
 READERS = ("snapshot", "detail", "poll")  # one connection per reading thread: none waits on another's query
 
@@ -325,6 +325,17 @@ class Session:
             raise SessionRefused("no agent of this dashboard is working on this problem")
         run.request_stop()
         return run
+
+    def abandon_agent(self, run: AgentRun, reason: str) -> None:
+        """Records the session of an agent that did not stop when asked as ended (its thread is left to die with
+        the process): the history never keeps it open."""
+        if run.session_id is None:
+            return
+        with self.open_writer().held() as store:
+            if store is None:
+                return
+            store.add_agent_event(run.session_id, run.problem, "stop", reason, {})
+            store.update_agent_session(run.session_id, ended=now(), stop_reason=reason)
 
     def interrupt_agent(self, problem: str) -> bool:
         """Ends an ACP agent's running turn so queued guidance goes now; False when there is none."""
