@@ -375,3 +375,27 @@ async def test_background_work_that_fails_is_said(history: Workspace, monkeypatc
         table(app).move_cursor(row=table(app).order.index("v002"))
         await wait_for(lambda: notified(app, "detail failed: RuntimeError: database disk image"), pilot, timeout=30)
         assert app.is_running
+
+
+async def test_a_finished_profile_shows_with_the_selected_versions_rungs(history: Workspace) -> None:
+    """A profile (p) finished while its version was selected and never showed: it changed none of the row's
+    keys the detail view is reloaded on."""
+    from harness.results import Evaluation, RungResult
+    from harness.rungs.profile import summarize
+    from kerneltui.history.store import Store
+
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4 and app.detail is not None, pilot)
+        row = table(app).selected
+        assert row is not None
+        store = Store(history.db_path, create=False)
+        profiled = store.start_evaluation(row["version_id"], "vadd", row["name"], row["file_hash"], {"kind": "profile"})
+        metrics = summarize([{"name": "add_kernel", "time_us": 45.0, "dram_bytes": 2e8}], history.state / "p", {})
+        ev = Evaluation(problem="vadd", version=row["name"], path=str(row["path"]), hash=row["file_hash"])
+        ev.rungs.append(RungResult(name="profile", ok=True, metrics=metrics))
+        ev.finish()
+        store.finish_evaluation(profiled, ev)
+        store.close()
+        pane = app.query_one("#rungs-view", RungsPane)
+        await wait_for(lambda: "DRAM 200.0 MB" in pane.plain, pilot, timeout=90)  # type: ignore[attr-defined]

@@ -38,7 +38,10 @@ class Reads(Connection):
                    e.flags, e.sandbox,
                    d.verdict, d.reason AS verdict_reason, d.created AS verdict_time,
                    (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
-                   (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct
+                   (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct,
+                   (SELECT MAX(p.id) FROM evaluations p WHERE p.version_id = v.id
+                      AND json_extract(p.options, '$.kind') = 'profile'
+                      AND p.status NOT IN ('queued', 'running')) AS profile_id
             FROM versions v
             LEFT JOIN evaluations e ON e.id = (
                 SELECT MAX(id) FROM evaluations

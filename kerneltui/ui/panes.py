@@ -82,7 +82,8 @@ class PaneLoading(DashboardBase):
     def _detail_stale(self, row: dict[str, Any]) -> bool:
         assert self.detail is not None
         old = self.detail.version
-        keys = ("version_id", "evaluation_id", "status", "last_rung", "verdict", "verdict_reason", "deleted")
+        keys = ["version_id", "evaluation_id", "status", "last_rung", "verdict", "verdict_reason", "deleted"]
+        keys.append("profile_id")  # a profile finished beside the evaluation
         return any(old.get(k) != row.get(k) for k in keys)
 
     @on(DataTable.RowHighlighted, "#versions")
