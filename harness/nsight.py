@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import collections
 import csv
+import functools
 import io
 import os
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +29,7 @@ from harness import scratch as scratch_mod
 from harness import wire
 from harness.problem import case_label
 from harness.results import Flag
-from harness.workers import WorkerFailure, Wrapper
+from harness.workers import WorkerFailure, WorkerProcess, Wrapper
 
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
@@ -80,29 +82,48 @@ def time_outside(ladder: Ladder, run: VersionRun, case: dict[str, Any]) -> Outsi
     ncu = ncu_path()
     if ncu is None:
         return Outside(note="Nsight Compute (ncu) not found: set KERNELTUI_NCU to its path")
-    range_name = f"kerneltui-{secrets.token_hex(8)}"
-    worker = ladder.pool.take_wrapped(wrapper(ncu, range_name))
-    run.workers["nsight"] = worker  # released with the others when the evaluation ends
-    try:
-        loaded = ladder.load_into(worker, run)
-        if not loaded.get("ok"):
-            return Outside(note=f"it did not load under Nsight Compute: {loaded.get('err')}")
-        inputs = tuple(run.problem.make_inputs(dict(case), secrets.randbelow(2**31), ladder.device))
-        tensors: list[torch.Tensor] = []
-        tree = wire.encode_tree(list(inputs), tensors)
-        header = {"op": "outside", "inputs": tree, "range": range_name, "calls": CALLS}
-        reply, _ = worker.request(header, tensors, NCU_TIMEOUT_S, "timing under Nsight Compute")
-        if not reply.get("ok"):
-            return Outside(note=f"under Nsight Compute it failed: {reply.get('err')}")
-        if not worker.ask_to_exit(NCU_TIMEOUT_S / 4):  # Nsight Compute writes its table as the process ends
-            return Outside(note="Nsight Compute did not finish writing its table in time")
-    except WorkerFailure as exc:
-        return Outside(note=f"Nsight Compute: {str(exc)[:300]}")
+    worker, why = run_under_ncu(ladder, run, functools.partial(wrapper, ncu), case, CALLS, "nsight", "timing")
+    if worker is None:
+        return Outside(note=why)
     try:
         table = scratch_mod.read_file(worker.out, "nsight.csv", MAX_TABLE_BYTES)
     except scratch_mod.Untrusted as exc:
         return Outside(note=f"Nsight Compute wrote no table ({exc}); its log: {worker.log_tail()[-300:]}")
     return parse_table(table.decode(errors="replace"), CALLS)
+
+
+def run_under_ncu(
+    ladder: Ladder,
+    run: VersionRun,
+    wrap: Callable[[str], Wrapper],
+    case: dict[str, Any],
+    calls: int,
+    slot: str,
+    doing: str,
+) -> tuple[WorkerProcess | None, str | None]:
+    """A fresh worker under Nsight Compute (`wrap(range_name)`) calls the version on `case`: once to compile and
+    tune, then `calls` times inside an NVTX range the judge names; then it exits, as Nsight Compute writes its
+    files when the process ends. (the worker, None) to read them from, or (None, why not): a failure of the
+    tool is a note, never the version's failure."""
+    range_name = f"kerneltui-{secrets.token_hex(8)}"
+    worker = ladder.pool.take_wrapped(wrap(range_name))
+    run.workers[slot] = worker  # released with the others when the evaluation ends
+    try:
+        loaded = ladder.load_into(worker, run)
+        if not loaded.get("ok"):
+            return None, f"it did not load under Nsight Compute: {loaded.get('err')}"
+        inputs = tuple(run.problem.make_inputs(dict(case), secrets.randbelow(2**31), ladder.device))
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(inputs), tensors)
+        header = {"op": "outside", "inputs": tree, "range": range_name, "calls": calls}
+        reply, _ = worker.request(header, tensors, NCU_TIMEOUT_S, f"{doing} under Nsight Compute")
+        if not reply.get("ok"):
+            return None, f"under Nsight Compute it failed: {reply.get('err')}"
+        if not worker.ask_to_exit(NCU_TIMEOUT_S / 2):
+            return None, "Nsight Compute did not finish writing its files in time"
+    except WorkerFailure as exc:
+        return None, f"Nsight Compute: {str(exc)[:300]}"
+    return worker, None
 
 
 def parse_table(text: str, calls: int) -> Outside:

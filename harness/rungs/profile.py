@@ -10,18 +10,16 @@ skip that says how to get them, never the version's failure.
 
 from __future__ import annotations
 
-import secrets
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from harness import nsight, wire
+from harness import nsight
 from harness import scratch as scratch_mod
 from harness.results import RungResult
 from harness.rungs import rung
-from harness.workers import WorkerFailure, Wrapper
+from harness.workers import Wrapper
 
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
@@ -76,24 +74,11 @@ def profile(ladder: Ladder, run: VersionRun) -> RungResult:
 
 def _profile_into(ladder: Ladder, run: VersionRun, ncu: str, case: dict[str, Any]) -> tuple[Path | None, str | None]:
     """Runs one call under Nsight Compute; the report copied out of the worker's folder next to the dumps."""
-    range_name = f"kerneltui-{secrets.token_hex(8)}"
-    worker = ladder.pool.take_wrapped(wrapper(ncu, range_name))
-    run.workers["profile"] = worker  # released with the others when the evaluation ends
+    worker, why = nsight.run_under_ncu(ladder, run, functools.partial(wrapper, ncu), case, 1, "profile", "profiling")
+    if worker is None:
+        return None, why
     try:
-        loaded = ladder.load_into(worker, run)
-        if not loaded.get("ok"):
-            return None, f"it did not load under Nsight Compute: {loaded.get('err')}"
-        inputs = tuple(run.problem.make_inputs(dict(case), secrets.randbelow(2**31), ladder.device))
-        tensors: list[torch.Tensor] = []
-        header = {"op": "outside", "inputs": wire.encode_tree(list(inputs), tensors), "range": range_name, "calls": 1}
-        reply, _ = worker.request(header, tensors, nsight.NCU_TIMEOUT_S, "profiling under Nsight Compute")
-        if not reply.get("ok"):
-            return None, f"under Nsight Compute it failed: {reply.get('err')}"
-        if not worker.ask_to_exit(nsight.NCU_TIMEOUT_S / 2):  # the report is written as the process ends
-            return None, "Nsight Compute did not finish writing its report in time"
         data = scratch_mod.read_file(worker.out, "profile.ncu-rep", MAX_REPORT_BYTES)
-    except WorkerFailure as exc:
-        return None, f"Nsight Compute: {str(exc)[:300]}"
     except scratch_mod.Untrusted as exc:
         log = worker.log_tail()
         return None, NO_PERMISSION if "ERR_NVGPUCTRPERM" in log else f"no report ({exc}); its log: {log[-300:]}"
