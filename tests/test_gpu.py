@@ -79,13 +79,12 @@ def test_honest_version_has_no_flag_and_is_confirmed(judged: dict[str, dict]) ->
 
 
 def test_device_time_from_cupti_sits_beside_the_event_time(judged: dict[str, dict]) -> None:
-    for name in ("good", "slow_launch"):
-        case = rung(judged[name], "benchmark")["metrics"]["cases"][0]
-        assert case.get("device_median_us"), case  # CUPTI's kernel records were read
-        assert 0.5 * case["min_us"] < case["device_median_us"] <= 1.02 * case["median_us"], case
+    good = rung(judged["good"], "benchmark")["metrics"]["cases"][0]
+    assert good.get("device_median_us"), good  # CUPTI's kernel records were read
+    assert 0.5 * good["min_us"] < good["device_median_us"] <= 1.02 * good["median_us"], good
     # 0.3 ms of host work per call is in the event time (the GPU waits for the launch), not in the device time
     slow = rung(judged["slow_launch"], "benchmark")["metrics"]["cases"][0]
-    assert slow["device_median_us"] < slow["median_us"] - 100, slow
+    assert 0 < slow["device_median_us"] < slow["median_us"] - 100, slow
 
 
 def test_clocks_are_sampled_while_timed(judged: dict[str, dict]) -> None:
@@ -144,6 +143,7 @@ def test_profile_reads_nsight_computes_report(tmp_path: Path) -> None:
     profile = rung(evaluation, "profile")
     assert profile["ok"] is True, profile
     whole = profile["metrics"]["whole"]
-    assert whole["dram_bytes"] > 100e6 and whole["dram_gbps"] > 100 and whole["time_us"] > 0
+    # 16M floats: 201 MB moved in some tens of µs, at a rate an H100/H200-class part can reach (units checked)
+    assert 100e6 < whole["dram_bytes"] < 400e6 and 100 < whole["dram_gbps"] < 6000 and 5 < whole["time_us"] < 5000
     assert whole["occupancy_pct"] > 0 and whole["registers"] > 0 and whole["memory_pct"] > 0
     assert Path(profile["metrics"]["report"]).is_file()

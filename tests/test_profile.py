@@ -10,45 +10,94 @@ import torch
 
 from harness.report import rung_line
 from harness.results import RungResult
-from harness.rungs.profile import _metric, summarize
+from harness.rungs.profile import in_our_unit, read_report, report_module_dir, summarize
 from tests.conftest import add_version, run
+
+FAKE_NCU_REPORT = """
+import os
+
+FIGURES = {
+    "gpu__time_duration.sum": (45_300.0, "ns"),  # the units Nsight Compute 2025.3 reports these in
+    "dram__bytes.sum": (201.3e6, "byte"),
+    "dram__bytes.sum.per_second": (4.44e12, "byte/s"),
+    "launch__shared_mem_per_block": (1024.0, "byte/block"),
+    "sm__warps_active.avg.pct_of_peak_sustained_active": (87.5, "%"),
+}
 
 
 class Metric:
-    """Stands in for ncu_report's metric object (the module ships only with Nsight Compute)."""
+    def __init__(self, figure):
+        self.figure = figure
 
-    def __init__(self, value: float, unit: str) -> None:
-        self.value, self.unit_name = value, unit
+    def as_double(self):
+        return self.figure[0]
 
-    def as_double(self) -> float:
-        return self.value
-
-    def unit(self) -> str:
-        return self.unit_name
+    def unit(self):
+        return self.figure[1]
 
 
 class Action:
-    def __init__(self, metrics: dict[str, Metric]) -> None:
-        self.metrics = metrics
+    def name(self):
+        return "add_kernel"
 
-    def metric_by_name(self, name: str) -> Metric | None:
-        return self.metrics.get(name)
+    def metric_by_name(self, name):
+        return Metric(FIGURES[name]) if name in FIGURES else None
 
 
-def test_metrics_come_back_in_our_units() -> None:
-    action = Action(
-        {
-            "gpu__time_duration.sum": Metric(45_300.0, "nsecond"),
-            "dram__bytes.sum": Metric(201.3, "Mbyte"),
-            "dram__bytes.sum.per_second": Metric(4.44, "Tbyte/second"),
-            "sm__warps_active.avg.pct_of_peak_sustained_active": Metric(87.5, "%"),
-        }
-    )
-    assert _metric(action, "gpu__time_duration.sum", "us") == pytest.approx(45.3)
-    assert _metric(action, "dram__bytes.sum", "byte") == pytest.approx(201.3e6)
-    assert _metric(action, "dram__bytes.sum.per_second", "GB/s") == pytest.approx(4440.0)
-    assert _metric(action, "sm__warps_active.avg.pct_of_peak_sustained_active", "%") == 87.5
-    assert _metric(action, "launch__registers_per_thread", "") is None  # not collected: None, not 0
+class Range:
+    def num_actions(self):
+        return 2
+
+    def action_by_idx(self, i):
+        return Action()
+
+
+class Context:
+    def num_ranges(self):
+        return 1
+
+    def range_by_idx(self, i):
+        return Range()
+
+
+def load_report(path):
+    if "crash" in path:
+        os.abort()  # as the real module's native library did inside the judge
+    return Context()
+"""
+
+
+def fake_nsight_compute(root: Path) -> str:
+    """An install laid out as Nsight Compute's, whose ncu_report serves fixed figures (the real module ships
+    only with Nsight Compute)."""
+    extras = _install(root / "nsight-compute" / "2025.3.1")
+    (extras / "ncu_report.py").write_text(FAKE_NCU_REPORT)
+    (root / "nsight-compute" / "2025.3.1" / "ncu").write_text("")
+    return str(root / "nsight-compute" / "2025.3.1" / "ncu")
+
+
+def test_metrics_come_back_in_our_units(tmp_path: Path) -> None:
+    kernels = read_report(tmp_path / "profile.ncu-rep", fake_nsight_compute(tmp_path))
+    assert [k["name"] for k in kernels] == ["add_kernel", "add_kernel"]
+    first = kernels[0]
+    assert first["time_us"] == pytest.approx(45.3)
+    assert first["dram_bytes"] == pytest.approx(201.3e6)
+    assert first["dram_gbps"] == pytest.approx(4440.0)
+    assert first["occupancy_pct"] == 87.5
+    assert first["smem_bytes"] == 1024.0
+    assert first["registers"] is None  # not collected: None, not 0
+
+
+def test_other_units_convert_and_unknown_ones_give_no_figure() -> None:
+    assert in_our_unit([4.44, "Tbyte/second"], "GB/s") == pytest.approx(4440.0)
+    assert in_our_unit([201.3, "Mbyte"], "byte") == pytest.approx(201.3e6)
+    assert in_our_unit([45.3, "usecond"], "us") == pytest.approx(45.3)
+    assert in_our_unit([1.0, "cycle"], "us") is None and in_our_unit([1.0, "byte/cycle"], "GB/s") is None
+
+
+def test_a_report_reader_that_crashes_takes_only_its_own_process(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="ncu_report failed"):
+        read_report(tmp_path / "crash.ncu-rep", fake_nsight_compute(tmp_path))
 
 
 def test_the_call_is_summed_and_the_longest_kernel_leads(tmp_path: Path) -> None:
@@ -154,3 +203,31 @@ def test_a_profile_asked_of_the_session_is_judged_with_the_profile_rungs(tmp_pat
         store.close()
     finally:
         session.close()
+
+
+def _install(root: Path) -> Path:
+    extras = root / "extras" / "python"
+    extras.mkdir(parents=True)
+    (extras / "ncu_report.py").write_text("")
+    return extras
+
+
+def test_the_report_module_is_found_where_cudas_ncu_script_points(tmp_path: Path) -> None:
+    # CUDA's bin/ncu is a script that runs the newest install beside it or under /opt/nvidia/nsight-compute
+    cuda = tmp_path / "cuda-13.0"
+    (cuda / "bin").mkdir(parents=True)
+    (cuda / "bin" / "ncu").write_text("#!/bin/sh\n")
+    opt = tmp_path / "opt"
+    _install(cuda / "nsight-compute-2025.2.1")
+    newest = _install(opt / "2025.3.1")
+    assert report_module_dir(str(cuda / "bin" / "ncu"), opt) == newest
+    beside_cuda = cuda / "nsight-compute-2025.2.1" / "extras" / "python"
+    assert report_module_dir(str(cuda / "bin" / "ncu"), tmp_path / "none") == beside_cuda
+
+
+def test_the_report_module_beside_a_real_ncu_comes_first(tmp_path: Path) -> None:
+    install = tmp_path / "nsight-compute" / "2025.3.1"
+    beside = _install(install)
+    (install / "ncu").write_text("")
+    assert report_module_dir(str(install / "ncu"), tmp_path / "none") == beside
+    assert report_module_dir(str(tmp_path / "elsewhere" / "ncu"), tmp_path / "none") is None

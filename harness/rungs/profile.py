@@ -11,6 +11,8 @@ skip that says how to get them, never the version's failure.
 from __future__ import annotations
 
 import functools
+import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,15 +43,15 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 MAX_REPORT_BYTES = 256 << 20
 MAX_KERNELS = 32
+READ_TIMEOUT_S = 120
 NO_PERMISSION = (
     "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM): run as root, or load the "
     "driver with NVreg_RestrictProfilingToAdminUsers=0 (https://developer.nvidia.com/ERR_NVGPUCTRPERM)"
 )
-SCALE = {  # a unit Nsight Compute may report in -> the factor to ours
-    "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
-    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
-    "byte/second": 1e-9, "Kbyte/second": 1e-6, "Mbyte/second": 1e-3, "Gbyte/second": 1.0, "Tbyte/second": 1e3,
+SECONDS = {
+    "ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0,
 }  # fmt: skip
+PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 
 @rung("profile", needs=("correctness",))
@@ -102,31 +104,65 @@ def wrapper(ncu: str, range_name: str) -> Wrapper:
 
 
 def read_report(path: Path, ncu: str) -> list[dict[str, Any]]:
-    """Each profiled kernel's figures, from the report through ncu_report (in Nsight Compute's extras/python)."""
-    extras = Path(ncu).resolve().parent / "extras" / "python"
-    if str(extras) not in sys.path:
-        sys.path.append(str(extras))
-    import ncu_report
+    """Each profiled kernel's figures in our units, read by harness/ncu_read.py in a process of its own."""
+    extras = report_module_dir(ncu)
+    if extras is None:
+        raise FileNotFoundError(f"no extras/python/ncu_report.py beside {ncu} or in its Nsight Compute installs")
+    names = [name for name, _ in METRICS.values()]
+    script = Path(__file__).resolve().parent.parent / "ncu_read.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(path), str(extras), *names],
+        capture_output=True, text=True, timeout=READ_TIMEOUT_S,
+    )  # fmt: skip
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        raise RuntimeError(f"ncu_report failed: {tail[0][:200]}")
+    kernels = json.loads(done.stdout)[:MAX_KERNELS]
+    return [{"name": k["name"], **{ours: in_our_unit(k["metrics"].get(name), unit) for ours, (name, unit) in
+             METRICS.items()}} for k in kernels]  # fmt: skip
 
-    context = ncu_report.load_report(str(path))
-    kernels: list[dict[str, Any]] = []
-    for r in range(context.num_ranges()):
-        profiled = context.range_by_idx(r)
-        for a in range(profiled.num_actions()):
-            action = profiled.action_by_idx(a)
-            figures = {ours: _metric(action, name, unit) for ours, (name, unit) in METRICS.items()}
-            kernels.append({"name": str(action.name())[:200], **figures})
-    return kernels[:MAX_KERNELS]
+
+def report_module_dir(ncu: str, opt: Path = Path("/opt/nvidia/nsight-compute")) -> Path | None:
+    """Where ncu_report lives. CUDA's bin/ncu is often a script that runs the newest Nsight Compute from
+    ../nsight-compute-VERSION or /opt/nvidia/nsight-compute/VERSION: the module is there, not beside it."""
+    real = Path(ncu).resolve().parent
+    beside = real / "extras" / "python"
+    if (beside / "ncu_report.py").is_file():
+        return beside
+    installs = [*real.parent.glob("nsight-compute-*"), *opt.glob("*")]
+    found = [d / "extras" / "python" for d in installs if (d / "extras" / "python" / "ncu_report.py").is_file()]
+    return max(found, key=lambda d: _version(d.parent.parent.name), default=None)
 
 
-def _metric(action: Any, name: str, unit: str) -> float | None:
-    metric = action.metric_by_name(name)
-    if metric is None:
+def _version(name: str) -> tuple[int, ...]:
+    digits = name.rsplit("-", 1)[-1].split(".")
+    return tuple(int(d) for d in digits if d.isdigit())
+
+
+def in_our_unit(figure: list[Any] | None, unit: str) -> float | None:
+    """[value, Nsight Compute's unit] -> the value in ours (µs, bytes, GB/s); None when not collected or in a
+    unit we cannot convert (never a figure off by a factor of 1000)."""
+    if figure is None:
         return None
-    value = float(metric.as_double())
+    value, reported = float(figure[0]), str(figure[1])
     if unit in ("", "%"):
         return value
-    return value * SCALE.get(str(metric.unit()), 1.0)
+    top, _, per = reported.partition("/")
+    if unit == "us":
+        return value * SECONDS[reported] * 1e6 if reported in SECONDS else None
+    size = _bytes(top)
+    if size is None:
+        return None
+    if unit == "byte":
+        return value * size  # "byte/block" is per block already
+    return value * size / SECONDS[per] / 1e9 if per in SECONDS else None  # GB/s
+
+
+def _bytes(word: str) -> float | None:
+    for name in ("byte", "B"):
+        if word.endswith(name) and word[: -len(name)] in PREFIX:
+            return PREFIX[word[: -len(name)]]
+    return None
 
 
 def summarize(kernels: list[dict[str, Any]], report: Path, case: dict[str, Any]) -> dict[str, Any]:
