@@ -128,16 +128,21 @@ class Ladder:
         return run.workers[mode]
 
     def load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
+        reply = self.load_source(worker, run.source, run.path.name, run.dsls)
+        if reply.get("ok"):
+            run.observed.add_sources(worker.mode, reply.get("kernels"))
+        return reply
+
+    def load_source(self, worker: WorkerProcess, data: bytes, name: str, dsls: list[str]) -> dict[str, Any]:
+        """Imports a version's source (as read and hashed by the judge) in `worker`; the worker's reply."""
         worker.wait_ready()
         header = {
             "op": "load",
-            "path": str(worker.copy_in(run.source, run.path.name)),
+            "path": str(worker.copy_in(data, name)),
             "max_file_bytes": int(self.options.max_file_mb * (1 << 20)),
-            "dsls": run.dsls,
+            "dsls": dsls,
         }
         reply, _ = worker.request(header, None, self.options.timeout, "while importing the version")
-        if reply.get("ok"):
-            run.observed.add_sources(worker.mode, reply.get("kernels"))
         return reply
 
     def _climb(self, run: VersionRun, rung: Rung) -> RungResult:

@@ -19,8 +19,8 @@ from typing import Any
 from harness.results import DEFAULT_RUNGS, RUNG_ORDER
 from harness.source import MAX_VERSION_KB
 
-# Options a config file may not set: where this run writes, and the best median to beat, belong to a run.
-PER_RUN = ("state_dir", "best_us")
+# Options a config file may not set: where this run writes, and the best to beat, belong to a run.
+PER_RUN = ("state_dir", "best_us", "race_with")
 
 
 def parse_rungs(value: Any) -> tuple[str, ...]:
@@ -42,6 +42,22 @@ def parse_best(value: Any) -> float | dict[str, float] | None:
     if isinstance(value, str) and value.strip().startswith("{"):
         return parse_best(json.loads(value))
     return float(value)
+
+
+def parse_race(value: Any) -> dict[str, dict[str, str]] | None:
+    """The best version to race, by device name: {device: {"path", "hash", "version"}}; as JSON text from a flag."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        raise ValueError("expected {device name: {path, hash, version}}")
+    races: dict[str, dict[str, str]] = {}
+    for device, target in value.items():
+        if not isinstance(target, dict) or not all(isinstance(target.get(k), str) for k in ("path", "hash")):
+            raise ValueError(f"{device}: expected {{path, hash, version}}, not {target!r}")
+        races[str(device)] = {k: str(target.get(k) or "") for k in ("path", "hash", "version")}
+    return races
 
 
 def parse_bool(value: Any) -> bool:
@@ -125,6 +141,15 @@ class Options:
             parse_best,
         ),
     )
+    race_with: dict[str, dict[str, str]] | None = field(
+        default=None,
+        metadata=option(
+            "race_with",
+            "the best version by device name, as a JSON object {device: {path, hash, version}}: a passing version is "
+            "timed against it back to back (new, best, best, new) and labelled faster, slower, same or ambiguous",
+            parse_race,
+        ),
+    )
     max_version_kb: float = field(
         default=MAX_VERSION_KB, metadata=option("max_version_kb", "a larger version file is refused", positive(float))
     )
@@ -134,6 +159,9 @@ class Options:
         if isinstance(self.best_us, dict):
             return self.best_us.get(device_name)
         return self.best_us
+
+    def race_for(self, device_name: str) -> dict[str, str] | None:
+        return (self.race_with or {}).get(device_name)
 
     @property
     def max_version_bytes(self) -> int:

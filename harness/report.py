@@ -95,7 +95,22 @@ def _benchmark_detail(m: dict[str, Any]) -> str:
         text += f"  {m['speedup']:.2f}× vs reference"
     if len(m["cases"]) > 1:
         text += f" (geomean over {len(m['cases'])} cases)"
+    if m.get("race"):
+        text += f"  · {race_text(m['race'])}"
     return text
+
+
+def race_text(result: dict[str, Any]) -> str:
+    """'faster than v002 raced back to back (0.96× its time)', as people and agents read it."""
+    if result.get("label") is None:
+        return f"not raced against {result.get('against')}: {result.get('note')}"
+    ratio = f"{result['ratio']:.2f}× its time"
+    return {
+        "faster": f"faster than {result['against']} raced back to back ({ratio})",
+        "slower": f"slower than {result['against']} raced back to back ({ratio})",
+        "same": f"the same speed as {result['against']} raced back to back ({ratio})",
+    }.get(result["label"], f"ambiguous against {result['against']} raced back to back ({ratio}, noise "
+                           f"{result['tolerance_pct']:.1f}%)")  # fmt: skip
 
 
 def _clocks_detail(clocks: dict[str, Any]) -> str:

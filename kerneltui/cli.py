@@ -287,7 +287,9 @@ def verdict_line(event: Any) -> str:
     line = f"  ◆ judged {event.problem}/{event.version}: {data.get('status')}"
     if data.get("median_us"):
         line += f" · {data['median_us']:.1f} µs"
-    if data.get("vs_best"):
+    if data.get("race") and data.get("vs_best"):
+        line += f" · raced against the best back to back: {data['race']} ({data['vs_best']:.2f}×)"
+    elif data.get("vs_best"):
         line += f" · {data['vs_best']:.2f}× the best"
     return line
 

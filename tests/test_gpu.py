@@ -147,3 +147,24 @@ def test_profile_reads_nsight_computes_report(tmp_path: Path) -> None:
     assert 100e6 < whole["dram_bytes"] < 400e6 and 100 < whole["dram_gbps"] < 6000 and 5 < whole["time_us"] < 5000
     assert whole["occupancy_pct"] > 0 and whole["registers"] > 0 and whole["memory_pct"] > 0
     assert Path(profile["metrics"]["report"]).is_file()
+
+
+def test_a_version_is_raced_against_the_best_back_to_back(tmp_path: Path) -> None:
+    import hashlib
+
+    folder = make_workspace(tmp_path / "ws")
+    best = add_version(folder, "good", "v001.py")
+    twice = add_version(folder, "good_twice", "v002.py")
+    again = folder / "v003.py"
+    again.write_text(best.read_text() + "\n# the same kernel, another file\n")
+    target = {"path": str(best), "hash": hashlib.sha256(best.read_bytes()).hexdigest(), "version": "v001"}
+    judged = judge_many([twice, again], timeout=10, race_with={torch.cuda.get_device_name(): target})
+    slower = rung(judged["v002"], "benchmark")["metrics"]["race"]
+    assert slower["label"] == "slower" and slower["ratio"] > 1.5 and slower["against"] == "v001", slower
+    assert [r["who"] for r in slower["rounds"]] == ["new", "best", "best", "new"]
+    same = rung(judged["v003"], "benchmark")["metrics"]["race"]
+    assert same["label"] in ("same", "ambiguous") and 0.95 < same["ratio"] < 1.05, same
+    # and the other way round: the slower one as the best, the good one is faster
+    target = {"path": str(twice), "hash": hashlib.sha256(twice.read_bytes()).hexdigest(), "version": "v002"}
+    faster = judge_many([again], timeout=10, race_with={torch.cuda.get_device_name(): target})["v003"]
+    assert rung(faster, "benchmark")["metrics"]["race"]["label"] == "faster"

@@ -59,7 +59,7 @@ class JudgeProcess:
         gpu: int | None = None,
         once: bool = False,
     ) -> None:
-        options = dataclasses.replace(options, state_dir=state, best_us=None)  # the best goes with each request
+        options = dataclasses.replace(options, state_dir=state, best_us=None, race_with=None)  # sent per request
         self.argv = [python, "-m", "harness", "serve", *options.to_argv(), *(["--once"] if once else [])]
         self.env = harness_env(python, state)
         if gpu is not None:
@@ -83,11 +83,12 @@ class JudgeProcess:
         return self.proc
 
     def submit(
-        self, evaluation_id: int, path: Path, best_us: dict[str, float], rungs: tuple[str, ...] | None = None
+        self, evaluation_id: int, path: Path, best: dict[str, Any], rungs: tuple[str, ...] | None = None
     ) -> None:
-        """OSError when the judge is gone. `rungs`: these instead of the judge's own (a profile's)."""
+        """OSError when the judge is gone. `best`: Store.best_request's keys. `rungs`: these instead of the judge's
+        own (a profile's)."""
         assert self.proc is not None and self.proc.stdin is not None
-        request: dict[str, object] = {"id": evaluation_id, "path": str(path), "best_us": best_us}
+        request: dict[str, object] = {"id": evaluation_id, "path": str(path), **best}
         if rungs:
             request["rungs"] = list(rungs)
         self.proc.stdin.write(json.dumps(request) + "\n")
@@ -159,10 +160,10 @@ class Judge(JudgeProcess):
         self.inbox.put(("judge-exit", self, proc))
 
     def submit(
-        self, evaluation_id: int, path: Path, best_us: dict[str, float], rungs: tuple[str, ...] | None = None
+        self, evaluation_id: int, path: Path, best: dict[str, Any], rungs: tuple[str, ...] | None = None
     ) -> None:
         self.busy = evaluation_id
-        super().submit(evaluation_id, path, best_us, rungs)
+        super().submit(evaluation_id, path, best, rungs)
 
     def stderr_tail(self, chars: int = 2000) -> str:
         try:

@@ -89,7 +89,7 @@ def evaluate(
     everything as it streams in."""
     path = path.resolve()
     version_id, digest, problem = record_version(store, workspace, path)
-    best = store.best_medians(problem)
+    best = store.best_request(problem)
     # a profile (kind "profile") sits beside the version's evaluation rather than replacing it in the history
     asked = {k: v for k, v in vars(options).items() if k not in PER_RUN} | ({"kind": kind} if kind else {})
     evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, asked)

@@ -174,7 +174,7 @@ class Scheduler(Intake):
                     self.notify(SchedulerEvent("failed", evaluation_id))
                     continue
                 try:
-                    judge.submit(evaluation_id, path, self.store.best_medians(row["problem"]), _rungs_asked(row))
+                    judge.submit(evaluation_id, path, self.store.best_request(row["problem"]), _rungs_asked(row))
                 except OSError:  # it died after saying ready: its exit event restarts it; the version waits
                     judge.ready, judge.busy = False, None
                     self.queue.appendleft(evaluation_id)
@@ -226,10 +226,17 @@ class Scheduler(Intake):
         self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.error}))
         self._maybe_idle()
 
+    @staticmethod
+    def beat_best(row: dict[str, Any]) -> bool:
+        """Raced back to back, only a win beyond the noise counts; with no race, a median below the best's."""
+        if row.get("race"):
+            return bool(row["race"] == "faster")
+        return bool(row.get("vs_best") and row["vs_best"] > 1.0)
+
     def _finished(self, evaluation_id: int, evaluation: Evaluation) -> None:
         assert self.store is not None
         row = self.store.evaluation(evaluation_id) or {}
-        beat_best = bool(row.get("vs_best") and row["vs_best"] > 1.0)
+        beat_best = self.beat_best(row)
         if evaluation.error is None and not evaluation.failed_rung:
             self.store.set_problem_error(evaluation.problem, None)
         self._write_feedback(evaluation_id)
@@ -243,6 +250,7 @@ class Scheduler(Intake):
                     "status": evaluation.status,
                     "beat_best": beat_best,
                     "vs_best": row.get("vs_best"),
+                    "race": row.get("race"),
                     "median_us": row.get("median_us"),
                 },
             )

@@ -135,9 +135,14 @@ class EvaluationWrites(Connection):
             )
 
     def _vs_best(self, ev: Evaluation, median_us: float | None, evaluation_id: int) -> float | None:
-        """Best earlier passing median on the same device over this one's (>1: faster than the best so far)."""
+        """The best's time over this one's (>1: faster than the best so far): from the race against the best,
+        back to back, where there was one; else the best earlier passing median on the same device over this."""
         if not median_us or ev.status != "pass":
             return None
+        bench = ev.rung("benchmark")
+        raced = (bench.metrics.get("race") or {}) if bench else {}
+        if raced.get("label") and raced.get("ratio"):
+            return 1.0 / float(raced["ratio"])
         row = self.conn.execute(
             f"SELECT MIN(median_us) FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} AND device_name = ? "
             "AND median_us IS NOT NULL AND id < ?",
@@ -178,6 +183,9 @@ def key_metrics(ev: Evaluation) -> dict[str, Any]:
     if bench and bench.ok:
         for key in ("median_us", "ref_median_us", "speedup"):
             out[key] = bench.metrics.get(key)
+        raced = bench.metrics.get("race") or {}
+        if raced.get("label"):
+            out["race"] = raced["label"]
     roof = ev.rung("roofline")
     if roof and roof.ok is not None and "pct" in roof.metrics:
         out["roofline_pct"] = roof.metrics["pct"]

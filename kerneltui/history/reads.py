@@ -35,6 +35,7 @@ class Reads(Connection):
                    v.created AS version_created,
                    e.id AS evaluation_id, e.status, e.failed_rung, e.error, e.max_abs, e.median_us,
                    e.ref_median_us, e.speedup, e.roofline_pct, e.device_name, e.finished, e.queued, e.started,
+                   e.race, e.vs_best,
                    e.flags, e.sandbox,
                    d.verdict, d.reason AS verdict_reason, d.created AS verdict_time,
                    (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
@@ -192,6 +193,19 @@ class Reads(Connection):
             [problem],
         )
         return {str(r["device_name"]): float(r["best"]) for r in found if r["device_name"]}
+
+    def best_request(self, problem: str) -> dict[str, Any]:
+        """What a judge needs to know of the best, in a request's keys: the best median on each device (a faster
+        version is judged again) and the best version's file, raced back to back with a passing version."""
+        race: dict[str, dict[str, str]] = {}
+        for device in self.best_medians(problem):
+            best = self.best_passing(problem, device)
+            if best is None:
+                continue
+            found = self.conn.execute("SELECT path FROM versions WHERE id = ?", [best["version_id"]]).fetchone()
+            if found and found[0]:
+                race[device] = {"path": str(found[0]), "hash": str(best["hash"]), "version": str(best["version"])}
+        return {"best_us": self.best_medians(problem), "race_with": race}
 
     def best_passing(self, problem: str, device_name: str | None = None) -> dict[str, Any] | None:
         """The fastest passing evaluation that nothing flagged (or whose version the person approved), on

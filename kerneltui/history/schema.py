@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kerneltui.history.connection import Connection
 
-SCHEMA_VERSION = 2  # 2: evaluations.flags
+SCHEMA_VERSION = 3  # 2: evaluations.flags; 3: evaluations.race
 KEY_METRICS = (
     "max_abs",
     "max_rel",
@@ -73,6 +73,7 @@ def create_schema(store: Connection) -> None:
             "started": str,
             "finished": str,
             "seconds": float,
+            "race": str,
             **{k: float for k in KEY_METRICS},
         },
         pk="id",
@@ -202,7 +203,12 @@ def create_schema(store: Connection) -> None:
     store.table("agent_events").create_index(["problem", "id"], if_not_exists=True)
     store.table("agent_events").create_index(["session_id", "id"], if_not_exists=True)
     add_missing_columns(
-        store, {"problems": {"error": str}, "versions": {"source": str, "mtime_ns": int}, "evaluations": {"flags": str}}
+        store,
+        {
+            "problems": {"error": str},
+            "versions": {"source": str, "mtime_ns": int},
+            "evaluations": {"flags": str, "race": str},
+        },
     )
     store.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 

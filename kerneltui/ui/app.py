@@ -196,9 +196,9 @@ class KernelTUI(Steering):
         elif event.kind in ("finished", "failed"):
             self.running = max(0, self.running - 1)
             if event.data.get("beat_best"):
-                self._alert(
-                    f"{event.problem} {event.version} beats the best: {event.data.get('vs_best', 0):.2f}× faster"
-                )
+                how = "raced back to back" if event.data.get("race") else "by median"
+                vs_best = event.data.get("vs_best", 0)
+                self._alert(f"{event.problem} {event.version} beats the best ({how}): {vs_best:.2f}× faster")
         elif event.kind == "idle" and not self.agents:  # with an agent at work the queue empties every version
             self._alert("queue empty: every version is judged")
         elif event.kind == "warning":

@@ -51,8 +51,12 @@ def best_median(rows: list[dict[str, Any]]) -> dict[str | None, float]:
 def row_cells(row: dict[str, Any], bests: dict[str | None, float]) -> tuple[Text, ...]:
     median = row.get("median_us")
     best = bests.get(row.get("device_name"))
-    if median and best and may_be_best(row):
-        vs_best = Text("★ best", style="bold yellow") if median == best else Text(f"{best / median:.2f}×")
+    if median and best and may_be_best(row) and median == best:
+        vs_best = Text("★ best", style="bold yellow")
+    elif row.get("race") and row.get("vs_best"):
+        vs_best = race_cell(row["race"], row["vs_best"])
+    elif median and best and may_be_best(row):
+        vs_best = Text(f"{best / median:.2f}×")
     else:
         vs_best = Text("·", style="dim")
     name = Text(row["name"], style="dim strike" if row.get("deleted") else "bold")
@@ -70,6 +74,15 @@ def row_cells(row: dict[str, Any], bests: dict[str | None, float]) -> tuple[Text
         verdict_cell(row),
         Text(note, style="italic"),
     )
+
+
+RACE_MARKS = {"faster": ("▲", "green"), "slower": ("▼", "red"), "same": ("=", ""), "ambiguous": ("?", "yellow")}
+
+
+def race_cell(label: str, vs_best: float) -> Text:
+    """The label of the race against the best back to back, with the best's time over this one's."""
+    mark, style = RACE_MARKS.get(label, ("?", "yellow"))
+    return Text(f"{mark}{vs_best:.2f}×", style=style)
 
 
 class VersionTable(DataTable[Text]):

@@ -1,0 +1,113 @@
+"""Faster than the best, decided fairly: the new version and the best raced back to back.
+
+Medians taken hours apart differ by more than two versions do: clocks drift with load and temperature,
+another process held the GPU, the driver changed. So a passing version is timed against the current best
+in the same minute, on the same inputs, in two workers side by side, in the order new, best, best, new
+(a drift that is linear in time then weighs on both alike), and labelled:
+
+- faster / slower: both pairs of rounds (first new against first best, last new against last best) agree,
+  each beyond the tolerance: the larger of SAME_PCT and how far either version's own two rounds differ;
+- same: both pairs within SAME_PCT;
+- ambiguous: anything else (the pairs disagree, or the noise is larger than the difference).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import scratch, source, timing
+from harness.problem import case_label
+from harness.rungs.benchmark import timed_calls
+from harness.workers import WorkerFailure, WorkerProcess
+
+if TYPE_CHECKING:
+    from harness.ladder import Ladder, VersionRun
+
+ROUNDS = ("new", "best", "best", "new")
+SAME_PCT = 1.0
+
+
+def race(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]) -> dict[str, Any] | None:
+    """The race against the best on this device (None: no best to race, or it is this very file)."""
+    target = ladder.options.race_for(str(ladder.device_info.get("name")))
+    if target is None or target["hash"] == run.ev.hash:
+        return None
+    against = {"against": target.get("version") or Path(target["path"]).stem}
+    rival, note = _rival(ladder, run, target)
+    if rival is None:
+        return {**against, "label": None, "note": note}
+    seed = secrets.randbelow(2**31)
+    inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
+    label = case_label(case)
+    budget = ladder.options.bench_budget_s / 2
+    rounds: list[dict[str, Any]] = []
+    for who in ROUNDS:
+        reply, err = timed_calls(ladder, run, worker if who == "new" else rival, inputs, label, budget)
+        if err is not None:
+            if who == "new":
+                raise WorkerFailure(f"while racing the best: {err}")
+            return {**against, "label": None, "note": f"the best failed in the race: {err}"[:300]}
+        rounds.append({"who": who, **_figures(reply)})
+    return {**against, "case": label, **decide(rounds), "rounds": rounds}
+
+
+def _rival(ladder: Ladder, run: VersionRun, target: dict[str, str]) -> tuple[WorkerProcess | None, str | None]:
+    """A worker with the best version loaded, from its file as it was judged (a file changed since is no rival)."""
+    path = Path(target["path"])
+    if path.parent.resolve() != run.path.parent:
+        return None, f"the best ({path}) is not in this problem's folder"
+    try:  # no links, no FIFO: the agent may have put anything at that name since
+        data = scratch.read_file(path.parent, path.name, ladder.options.max_version_bytes)
+    except scratch.Untrusted as exc:
+        return None, f"the best's file could not be read: {exc}"[:300]
+    if hashlib.sha256(data).hexdigest() != target["hash"]:
+        return None, "the best's file changed since it was judged"
+    rival = ladder.pool.take("run")
+    run.workers["race"] = rival  # released with the others when the evaluation ends
+    loaded = ladder.load_source(rival, data, path.name, source.dsls(data.decode(errors="replace")))
+    if not loaded.get("ok"):
+        return None, f"the best did not load: {loaded.get('err')}"[:300]
+    return rival, None
+
+
+def _figures(reply: dict[str, Any]) -> dict[str, Any]:
+    samples = reply.get("samples_ms")
+    if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) and s > 0 for s in samples):
+        raise WorkerFailure("the kernel's process sent no usable timings while racing the best")
+    event = timing.summarize([float(s) for s in samples])
+    out: dict[str, Any] = {"median_us": event.median_us, "noise_pct": event.noise_pct, "n": event.n}
+    device = reply.get("device_ms")
+    if isinstance(device, list) and device and all(isinstance(s, (int, float)) for s in device):
+        out["device_median_us"] = timing.summarize([max(float(s), 1e-9) for s in device]).median_us
+    return out
+
+
+def decide(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The label from rounds new, best, best, new: `ratio` is the new version's time over the best's."""
+    new = [r["median_us"] for r in rounds if r["who"] == "new"]
+    best = [r["median_us"] for r in rounds if r["who"] == "best"]
+    pairs = [new[0] / best[0], new[1] / best[1]]
+    spread = max(_apart_pct(*new), _apart_pct(*best))
+    tolerance = max(SAME_PCT, spread)
+    if all(r < 1 - tolerance / 100 for r in pairs):
+        label = "faster"
+    elif all(r > 1 + tolerance / 100 for r in pairs):
+        label = "slower"
+    elif all(abs(r - 1) <= SAME_PCT / 100 for r in pairs):
+        label = "same"
+    else:
+        label = "ambiguous"
+    out = {"label": label, "ratio": math.sqrt(pairs[0] * pairs[1]), "tolerance_pct": tolerance}
+    if all(r.get("device_median_us") for r in rounds):
+        new_d = [r["device_median_us"] for r in rounds if r["who"] == "new"]
+        best_d = [r["device_median_us"] for r in rounds if r["who"] == "best"]
+        out["device_ratio"] = math.sqrt(new_d[0] * new_d[1] / (best_d[0] * best_d[1]))
+    return out
+
+
+def _apart_pct(a: float, b: float) -> float:
+    return 100.0 * (max(a, b) / min(a, b) - 1.0)

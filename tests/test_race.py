@@ -1,0 +1,119 @@
+"""Faster than the best, decided by racing the two back to back: the label, what asks for it, what shows it.
+The race itself times on a GPU (tests/test_gpu.py); here the decision and the history around it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.options import Options
+from harness.race import decide
+from harness.report import race_text
+from harness.results import Evaluation
+from tests.conftest import VERSIONS
+
+
+def rounds(new: tuple[float, float], best: tuple[float, float]) -> list[dict[str, float | str]]:
+    """Rounds in the order they are run: new, best, best, new."""
+    return [
+        {"who": "new", "median_us": new[0]},
+        {"who": "best", "median_us": best[0]},
+        {"who": "best", "median_us": best[1]},
+        {"who": "new", "median_us": new[1]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("new", "best", "label"),
+    [
+        ((95.0, 95.2), (100.0, 100.1), "faster"),
+        ((110.0, 110.3), (100.0, 100.2), "slower"),
+        ((100.3, 99.9), (100.0, 100.2), "same"),
+        ((96.0, 104.0), (100.0, 100.0), "ambiguous"),  # the pairs disagree
+        ((95.0, 95.0), (100.0, 94.0), "ambiguous"),  # the best's own rounds differ by more than the gap
+        ((98.0, 98.0), (100.0, 100.0), "faster"),  # 2% both times, each version steady within 1%
+    ],
+)
+def test_the_label_needs_both_pairs_of_rounds_to_agree_beyond_the_noise(
+    new: tuple[float, float], best: tuple[float, float], label: str
+) -> None:
+    decided = decide(rounds(new, best))
+    assert decided["label"] == label, decided
+    assert decided["ratio"] == pytest.approx(((new[0] / best[0]) * (new[1] / best[1])) ** 0.5)
+
+
+def test_the_device_times_ratio_is_reported_beside_it() -> None:
+    raced = rounds((95.0, 95.0), (100.0, 100.0))
+    for r, device in zip(raced, (90.0, 100.0, 100.0, 90.0), strict=True):
+        r["device_median_us"] = device
+    assert decide(raced)["device_ratio"] == pytest.approx(0.9)
+
+
+def test_the_race_is_read_as_people_and_agents_read_it() -> None:
+    text = race_text({"against": "v002", **decide(rounds((95.0, 95.0), (100.0, 100.0)))})
+    assert text == "faster than v002 raced back to back (0.95× its time)"
+    assert "not raced against v002: the best's file changed" in race_text(
+        {"against": "v002", "label": None, "note": "the best's file changed since it was judged"}
+    )
+
+
+def test_a_request_names_the_best_to_race_by_device() -> None:
+    target = {"path": "/w/vadd/v002.py", "hash": "ab" * 32, "version": "v002"}
+    options = Options().updated({"race_with": {"NVIDIA H200": target}})
+    assert options.race_for("NVIDIA H200") == target and options.race_for("NVIDIA A100") is None
+    with pytest.raises(ValueError, match="race_with"):
+        Options().updated({"race_with": {"NVIDIA H200": {"path": 3}}})
+    assert "--race-with" in Options().updated({"race_with": {"NVIDIA H200": target}}).to_argv()
+
+
+def with_race(ev: Evaluation, label: str, ratio: float) -> Evaluation:
+    bench = ev.rung("benchmark")
+    assert bench is not None
+    bench.metrics["race"] = {"against": "v002", "label": label, "ratio": ratio, "tolerance_pct": 1.0}
+    return ev
+
+
+def test_the_history_keeps_the_label_and_the_raced_ratio_not_a_ratio_of_old_medians(tmp_path: Path) -> None:
+    """A median below the best's, taken at another time, made a version 'faster than the best' (vs_best > 1)
+    even when racing the two side by side could not tell them apart."""
+    from kerneltui.core import runner
+    from kerneltui.history.store import Store
+    from kerneltui.ui.widgets.versions import best_median, row_cells
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path, create=False)
+    request = store.best_request("vadd")
+    target = request["race_with"]["NVIDIA H200"]
+    assert request["best_us"] == {"NVIDIA H200": 52.0} and target["version"] == "v002"
+    assert Path(target["path"]) == workspace.root / "vadd" / "v002.py" and len(target["hash"]) == 64
+
+    path = workspace.root / "vadd" / "v009.py"
+    path.write_text((VERSIONS / "good.py").read_text() + "\n# v009\n")
+    version_id, digest, problem = runner.record_version(store, workspace, path)
+    evaluation_id = store.start_evaluation(version_id, problem, "v009", digest)
+    rungs = dashboard_fixtures.rungs_for("pass", 50.0, tmp_path)
+    ev = Evaluation(problem=problem, version="v009", path=str(path), hash=digest, rungs=rungs,
+                    device={"kind": "cuda", "name": "NVIDIA H200", "arch": "sm_90"})  # fmt: skip
+    ev.finish()
+    store.finish_evaluation(evaluation_id, with_race(ev, "ambiguous", 0.99))
+    row = store.evaluation(evaluation_id)
+    assert row is not None and row["race"] == "ambiguous" and row["vs_best"] == pytest.approx(1 / 0.99)
+    rows = store.version_rows("vadd")
+    cells = row_cells(next(r for r in rows if r["name"] == "v009"), best_median(rows))
+    assert cells[7].plain == "★ best"  # its median is the lowest now; the race is shown on the others
+    v002 = next(r for r in rows if r["name"] == "v002")
+    assert row_cells(v002, best_median(rows))[7].plain == "0.96×"  # never raced: the medians' ratio
+    v002["race"], v002["vs_best"] = "slower", 0.5
+    assert row_cells(v002, best_median(rows))[7].plain == "▼0.50×"
+    store.close()
+
+
+def test_an_ambiguous_race_is_not_announced_as_a_new_best(tmp_path: Path) -> None:
+    from kerneltui.core.scheduler import Scheduler
+
+    finished = Scheduler.beat_best
+    assert finished({"race": "ambiguous", "vs_best": 1.01}) is False
+    assert finished({"race": "faster", "vs_best": 1.04}) is True
+    assert finished({"race": None, "vs_best": 1.04}) is True  # no race (the first on a GPU): the medians
