@@ -80,6 +80,10 @@ class Host(Protocol):
         """The version's dump files: kind (ptx, sass, ttgir...), kernel, path."""
         ...
 
+    def profile(self, version: str) -> str:
+        """Profiles the version under Nsight Compute, waits for it, returns its figures as text (or why not)."""
+        ...
+
     def feedback(self) -> list[Feedback]:
         """Guidance and verdicts that arrived since the last call (guidance sent before the start too)."""
         ...

@@ -1,6 +1,6 @@
 """The tools an agent works with, by the names every backend uses, so transcripts compare.
 
-write_version, read_results, read_file, search_context, read_dump. Paths resolve inside the
+write_version, read_results, read_file, search_context, read_dump, profile. Paths resolve inside the
 workspace and the context folder only (symlinks included); outputs are cut to a size a model can
 use, with a note saying what was left out and how to ask for it.
 """
@@ -48,6 +48,10 @@ class ReadFileArgs(BaseModel):
 
 class SearchContextArgs(BaseModel):
     query: str = Field(description="words to look for")
+
+
+class ProfileArgs(BaseModel):
+    version: str = Field(description=VERSION)
 
 
 class ReadDumpArgs(BaseModel):
@@ -105,6 +109,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         "kernel by name (default: the first); grep is a regular expression, and the matching lines come "
         "with two lines around each; offset is a line number to start the window at.",
         ReadDumpArgs,
+    ),
+    ToolSpec(
+        "profile",
+        "Profile a version's kernels under Nsight Compute on the first bench case and wait for it (tens of "
+        "seconds): per kernel its time, DRAM bytes and bandwidth, SM and memory throughput as % of peak, "
+        "achieved and theoretical occupancy, registers, shared memory, block and grid. Needs a GPU with ncu; "
+        "otherwise it says why not.",
+        ProfileArgs,
     ),
 )
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
@@ -275,6 +287,13 @@ class Toolbox:
         if grep:
             return head + grep_lines(lines, grep)
         return head + window(lines, offset, f"{version} {kind}", DUMP_WINDOW_LINES)
+
+    def tool_profile(self, version: str) -> str:
+        name = str(version).strip()
+        if name not in self.host.version_names():
+            names = ", ".join(self.host.version_names()) or "none yet"
+            raise ToolError(f"no version {version!r}; versions: {names}")
+        return cut(self.host.profile(name))
 
 
 def brief_args(args: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Judges every example version under kernels/ with one judge and prints a table of what it found.
 
     python benchmarks/examples.py [VERSION_FILE ...] [--workspace kernels] [--json OUT.json] [--rungs load,...]
+                                  [--repeat N]
 
 Needs only the harness's own dependencies (torch, triton; nvidia-cutlass-dsl for CuTeDSL
 versions), so it runs in a GPU box's Python as it is. On a GPU it prints timings, bandwidth and
@@ -10,7 +11,9 @@ gaps included), "device" is the median of CUPTI's kernel durations per call (wha
 gpu__time_duration sums), "ncu" Nsight Compute's own figure where a would-be best was confirmed.
 "min" is the fastest call timed on the caller's stream,
 "settled" the fastest until the whole device was idle (a synchronize's latency taken off): far apart,
-the version leaves work on a stream nobody waits for.
+the version leaves work on a stream nobody waits for. With --repeat N each version is judged N times
+(one after another) and a last table gives, per version, how far its N medians (event and device time)
+spread, beside the largest noise figure any one evaluation reported.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def judge(paths: list[Path], rungs: str | None, state: Path) -> Iterator[dict]:
+def judge(paths: list[Path], rungs: str | None, state: Path, confirm: bool = True) -> Iterator[dict]:
     """Yields each evaluation as the judge finishes it, so a run cut short still reports what it did."""
-    request = {"rungs": rungs.split(",")} if rungs else {}
+    request: dict = {"rungs": rungs.split(",")} if rungs else {}
+    if not confirm:
+        request["confirm"] = False
     with subprocess.Popen(
         [sys.executable, "-m", "harness", "serve", "--state-dir", str(state)],
         stdin=subprocess.PIPE,
@@ -71,6 +76,28 @@ def row(ev: dict) -> str:
     )
 
 
+def print_spread(evaluations: list[dict]) -> None:
+    """Per version: the spread of its evaluations' medians ((max - min) / min), and the noise each reported."""
+    by_version: dict[tuple[str, str], list[dict]] = {}
+    for ev in evaluations:
+        bench = next((r for r in ev["rungs"] if r["name"] == "benchmark" and r["ok"]), None)
+        if bench:
+            by_version.setdefault((ev["problem"], ev["version"]), []).append(bench["metrics"]["cases"][0])
+    print(f"{'problem':<9} {'ver':<5} {'n':>3} {'median spread':>14} {'device spread':>14} {'largest noise':>14}")
+    for (problem, version), cases in by_version.items():
+        medians = [c["median_us"] for c in cases]
+        devices = [c["device_median_us"] for c in cases if c.get("device_median_us")]
+        noise = max(c.get("noise_pct", float("nan")) for c in cases)
+        print(
+            f"{problem:<9} {version:<5} {len(cases):>3} {spread_pct(medians):>13.2f}% "
+            f"{spread_pct(devices):>13.2f}% {noise:>13.2f}%"
+        )
+
+
+def spread_pct(values: list[float]) -> float:
+    return 100 * (max(values) / min(values) - 1) if len(values) > 1 else float("nan")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("versions", nargs="*", type=Path, help="default: every version in the workspace")
@@ -78,8 +105,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every evaluation here")
     parser.add_argument("--rungs")
     parser.add_argument("--state-dir", type=Path, help="default: <workspace>/.kerneltui")
+    parser.add_argument("--repeat", type=int, default=1, help="judge each version this many times")
+    parser.add_argument("--no-confirm", action="store_true", help="no fresh worker or Nsight Compute (quicker)")
     args = parser.parse_args()
     paths = [p.resolve() for p in args.versions] or sorted(args.workspace.glob("*/v*.py"))
+    paths = [p for p in paths for _ in range(args.repeat)]
     start = time.perf_counter()
     print(
         f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'min µs':>8} {'device':>8} {'ncu':>8} "
@@ -88,7 +118,8 @@ def main() -> int:
         flush=True,
     )
     evaluations = []
-    for evaluation in judge(paths, args.rungs, args.state_dir or args.workspace / ".kerneltui"):
+    state = args.state_dir or args.workspace / ".kerneltui"
+    for evaluation in judge(paths, args.rungs, state, not args.no_confirm):
         evaluations.append(evaluation)
         print(row(evaluation), flush=True)
         if args.json:
@@ -107,6 +138,8 @@ def main() -> int:
             f"device ceilings ({peaks.get('how', '')}): "
             + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items() if k.endswith(("_gbps", "_tflops")))
         )
+    if args.repeat > 1:
+        print_spread(evaluations)
     device = evaluations[0]["device"] if evaluations else {}
     if evaluations:
         print(f"contained: {evaluations[0].get('sandbox')}")

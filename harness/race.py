@@ -45,8 +45,9 @@ def race(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str,
     label = case_label(case)
     budget = ladder.options.bench_budget_s / 2
     rounds: list[dict[str, Any]] = []
-    for who in ROUNDS:
-        reply, err = timed_calls(ladder, run, worker if who == "new" else rival, inputs, label, budget)
+    for i, who in enumerate(ROUNDS):
+        sent = who in ROUNDS[:i]  # each worker keeps the inputs of its first round
+        reply, err = timed_calls(ladder, run, worker if who == "new" else rival, inputs, label, budget, sent)
         if err is not None:
             if who == "new":
                 raise WorkerFailure(f"while racing the best: {err}")

@@ -181,6 +181,32 @@ def _profile_detail(m: dict[str, Any]) -> str:
     return " · ".join(parts) + f"  (ncu, {m['case']})"
 
 
+def profile_text(rung: RungResult) -> str:
+    """The profile rung as an agent reads it: the call, then each kernel's figures, then the report's path."""
+    if rung.ok is not True:
+        return f"not profiled: {rung.skipped or rung.err or 'no figures'}"
+    m = rung.metrics
+    lines = [f"profile: {_profile_detail(m)}"]
+    lines += [f"  {_kernel_text(k)}" for k in m.get("kernels") or []]
+    lines.append(f"report (Nsight Compute's own UI opens it): {m.get('report')}")
+    return "\n".join(lines)
+
+
+def _kernel_text(k: dict[str, Any]) -> str:
+    parts = [duration_us(k.get("time_us"))]
+    if k.get("dram_bytes") is not None:
+        rate = f" at {k['dram_gbps']:.0f} GB/s" if k.get("dram_gbps") else ""
+        parts.append(f"DRAM {k['dram_bytes'] / 1e6:.1f} MB{rate}")
+    labelled = (
+        ("sm_pct", "SM {:.0f}% of peak"), ("memory_pct", "memory {:.0f}% of peak"),
+        ("occupancy_pct", "occupancy {:.0f}%"), ("theoretical_occupancy_pct", "theoretical {:.0f}%"),
+        ("registers", "{:.0f} regs"), ("smem_bytes", "{:.0f} B smem"), ("block", "block {:.0f}"),
+        ("grid", "grid {:.0f}"),
+    )  # fmt: skip
+    parts += [fmt.format(k[key]) for key, fmt in labelled if k.get(key) is not None]
+    return f"{k.get('name')}: " + " · ".join(parts)
+
+
 _DETAILS = {
     "load": _load_detail,
     "compile": _compile_detail,

@@ -94,13 +94,37 @@ def median_ci_halfwidth(samples: list[float]) -> float:
     return (hi - lo) / 2 / med if med > 0 else math.inf
 
 
-def warm_up(fn: Callable[[], Any], seconds: float = 0.05, min_calls: int = 2) -> None:
+def warm_up(fn: Callable[[], Any], seconds: float = 0.05, min_calls: int = 2, settle_s: float = 0.5) -> None:
+    """Calls fn for `seconds` (at least min_calls), then on in windows of about WINDOW_S until its time per call
+    holds steady (steady()) or settle_s has passed: a long compute-bound kernel lowers the SM clock as the
+    GPU nears its power limit, and the samples are to be taken at the clock it holds, not on the way down."""
     start = _perf_counter()
     calls = 0
     while calls < min_calls or _perf_counter() - start < seconds:
         fn()
         calls += 1
     _synchronize()
+    per_call_s = (_perf_counter() - start) / calls
+    batch = max(1, min(1000, int(WINDOW_S / max(per_call_s, 1e-6))))
+    windows: list[float] = []
+    while not steady(windows) and _perf_counter() - start < settle_s:
+        begin, end = _new_event(), _new_event()
+        stream = caller_stream()
+        _record(begin, stream)
+        for _ in range(batch):
+            fn()
+        _record(end, stream)
+        _synchronize()
+        windows.append(float(_elapsed(begin, end)) / batch)
+
+
+WINDOW_S = 0.02
+STEADY = 0.01  # the last three windows' times per call within 1% of each other
+
+
+def steady(windows: list[float]) -> bool:
+    last = windows[-3:]
+    return len(last) == 3 and min(last) > 0 and max(last) / min(last) - 1 <= STEADY
 
 
 def time_calls(

@@ -214,7 +214,10 @@ class Worker:
         wire.send(self.sock, {"ok": True})
 
     def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
-        inputs = self.bench_inputs = self.materialize(header["inputs"], tensors)
+        if header.get("same_inputs") and self.bench_inputs:  # sent once for rounds timed again
+            inputs = self.bench_inputs
+        else:
+            inputs = self.bench_inputs = self.materialize(header["inputs"], tensors)
         if self.flush is None:
             self.flush = timer.flush_buffer(self.device)
         last: list[Any] = [None]

@@ -71,6 +71,14 @@ class DumpText(TypedDict):
     text: str
 
 
+class ProfileText(TypedDict):
+    """A version's Nsight Compute profile: each kernel's figures, or why there is none."""
+
+    problem: str
+    version: str
+    text: str
+
+
 class GuidanceItem(TypedDict):
     """Guidance typed by the person, or their verdict (approved/rejected) on a version with its reason as text."""
 
@@ -245,6 +253,10 @@ RESULTS: dict[str, tuple[type, Shape]] = {
     "search_context": (
         SearchHits,
         lambda problem, done, args: SearchHits(problem=problem, query=args["query"], text=done.text),
+    ),
+    "profile": (
+        ProfileText,
+        lambda problem, done, args: ProfileText(problem=problem, version=args["version"], text=done.text),
     ),
     "read_dump": (
         DumpText,

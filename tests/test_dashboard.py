@@ -20,6 +20,7 @@ from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.messages import DetailLoaded, SnapshotLoaded
 from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
 from kerneltui.ui.widgets.asm import AsmPane
+from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane
 from kerneltui.ui.widgets.versions import VersionTable
 from tests import dashboard_fixtures
@@ -340,23 +341,35 @@ async def test_a_deleted_version_is_struck_through_and_kept(history: Workspace) 
         assert "strike" in str(name.style), name.style
 
 
-async def test_the_asm_pane_shows_the_listing_asked_for_last(history: Workspace) -> None:
+async def test_the_asm_pane_shows_the_listing_asked_for_last(history: Workspace, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Reading a listing runs in a thread that read the pane's state as it went and set the view when done:
     a slow SASS listing finishing after a quick switch to PTX replaced the PTX answer with stale SASS."""
-    sass = next((history.state / "dumps" / "vadd" / "v002").glob("*/add_kernel.sass"))
-    body = sass.read_text().split("\n", 2)[2]
-    sass.write_text(sass.read_text() + body * 8000)  # a big kernel: seconds to read and colour
+    import threading
+
+    from kerneltui.ui.widgets import asm as asm_module
+
+    reading, release = threading.Event(), threading.Event()
+    real = asm_module.sass_lines
+
+    def slow_sass(*args: object) -> object:  # a big kernel: seconds to read and colour
+        reading.set()
+        release.wait(60)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asm_module, "sass_lines", slow_sass)
     app = KernelTUI(history, run_scheduler=False)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: len(table(app).order) == 4, pilot)
         table(app).move_cursor(row=table(app).order.index("v002"))
         await pilot.press("4")
         asm = app.query_one("#asm-pane", AsmPane)
-        await wait_for(lambda: any(w.group == "asm" and not w.is_finished for w in app.workers), pilot)
+        await wait_for(reading.is_set, pilot)
         asm.view.focus()
         await pilot.press("t")  # PTX: none was dumped, answered at once
-        # a cancelled thread worker counts as finished while its thread still reads: wait for both readings
-        await wait_for(lambda: getattr(asm, "listings_read", 0) >= 2 or "LDG" in asm.view.plain, pilot, timeout=120)
+        await wait_for(lambda: "No ptx for add_kernel" in asm.view.plain, pilot)
+        release.set()  # the SASS reading ends last
+        await wait_for(lambda: getattr(asm, "listings_read", 0) >= 2, pilot)
+        await pilot.pause(0.1)
         assert asm.kind == "ptx", (asm.kind, app.focused)
         assert "No ptx for add_kernel" in asm.view.plain, asm.view.plain[:200]
 
@@ -399,3 +412,9 @@ async def test_a_finished_profile_shows_with_the_selected_versions_rungs(history
         store.close()
         pane = app.query_one("#rungs-view", RungsPane)
         await wait_for(lambda: "DRAM 200.0 MB" in pane.plain, pilot, timeout=90)  # type: ignore[attr-defined]
+        await pilot.press("6")  # the Profile pane: the call, then a row per kernel
+        profile = app.query_one("#profile-view", ProfilePane)
+        await wait_for(lambda: app.query_one("#detail", TabbedContent).active == "profile", pilot)
+        text = profile.plain  # type: ignore[attr-defined]
+        assert "1 kernel(s), 45 µs" in text and "DRAM 200.0 MB" in text, text
+        assert "add_kernel" in text and "report " in text and "ncu-ui" in text, text

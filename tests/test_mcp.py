@@ -23,7 +23,7 @@ from mcp_types import CallToolResult, Implementation, TextContent
 from kerneltui.history.store import Store
 from tests.conftest import REPO, VERSIONS, kerneltui, make_workspace, run
 
-TOOLS = {"write_version", "read_results", "read_file", "search_context", "read_dump", "get_guidance"}
+TOOLS = {"write_version", "read_results", "read_file", "search_context", "read_dump", "profile", "get_guidance"}
 CLIENT = "pytest-agent"
 RUNGS = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
 

@@ -168,10 +168,13 @@ def test_a_profile_asked_of_the_session_is_judged_with_the_profile_rungs(tmp_pat
     """The dashboard's `p`: the Session queues a profile; the scheduler's judge runs load, compile, correctness
     and profile on it (skipped here: no GPU), recorded as a profile beside the version's evaluation."""
     import queue
+    import threading
 
+    from agents.tools import Toolbox
+    from kerneltui.core.agent_host import StoreHost, problem_info
     from kerneltui.core.config import Config
     from kerneltui.core.scheduler import SchedulerEvent
-    from kerneltui.core.session import Session
+    from kerneltui.core.session import Session, SessionJudging
     from kerneltui.core.workspace import Workspace
     from kerneltui.history.store import Store
     from tests.conftest import make_workspace
@@ -200,6 +203,14 @@ def test_a_profile_asked_of_the_session_is_judged_with_the_profile_rungs(tmp_pat
         assert names == ["load", "compile", "correctness", "profile"], names
         assert store.version_rows("vadd")[0]["evaluation_id"] == first.evaluation_id
         assert store.latest_profile(store.version_rows("vadd")[0]["version_id"]) is not None
+        # an agent's `profile` tool goes the same way, waits for it, and reads the figures or why there are none
+        host = StoreHost(session.workspace, problem_info(session.workspace, "vadd", None), store, 0,
+                         SessionJudging(session), threading.Event())  # fmt: skip
+        output, ok = Toolbox(host, author="test").call("profile", {"version": "v001"})
+        assert ok and output.startswith("not profiled: no GPU"), output
+        assert store.latest_profile_id(store.version_rows("vadd")[0]["version_id"]) > second.evaluation_id
+        output, ok = Toolbox(host, author="test").call("profile", {"version": "v999"})
+        assert not ok and "no version 'v999'; versions: v001" in output
         store.close()
     finally:
         session.close()

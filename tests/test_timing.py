@@ -16,10 +16,12 @@ import harness.timing as timing
 before = worker.TIMING
 timing._elapsed = timing._record = timing._synchronize = None
 timing.time_calls = timing.settled_calls = timing.warm_up = timing.median_ci_halfwidth = timing.do_nothing = None
+timing.steady = lambda windows: True
 g = before.time_calls.__globals__
 assert g["_elapsed"] is not None and g["_record"] is not None and g["_synchronize"] is not None
 assert g["warm_up"] is before.warm_up and g["median_ci_halfwidth"] is before.median_ci_halfwidth
 assert before.settled_calls.__globals__["do_nothing"] is before.do_nothing
+assert before.warm_up.__globals__["steady"]([1.0, 1.0]) is False
 try:
     before.time_calls = None
 except AttributeError:
@@ -82,3 +84,14 @@ def test_a_host_bound_version_is_not_flagged_when_its_device_times_agree() -> No
     faster = fresh_flag(first, {"median_us": 330.6, "device_median_us": 80.0}, "n")  # a different kernel ran
     assert faster is not None
     assert fresh_flag({"median_us": 50.0}, {"median_us": 52.0}, "n") is None
+
+
+def test_warm_up_waits_for_a_steady_time_per_call() -> None:
+    """A long compute-bound kernel slows as the GPU nears its power limit: samples wait until three windows in a
+    row agree within 1%, not taken on the way down."""
+    from harness.timing import steady
+
+    assert not steady([]) and not steady([1.0, 1.0])
+    assert not steady([1.00, 1.03, 1.06])  # still slowing
+    assert steady([1.00, 1.03, 1.06, 1.065, 1.07, 1.068])
+    assert not steady([1.0, 1.0, 0.0])

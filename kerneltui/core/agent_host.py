@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agents.acp import PermissionAsk
 from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
 from harness import source
-from harness.report import rung_line
+from harness.report import profile_text, rung_line
 from harness.results import Flag
 from kerneltui.core.config import AgentConfig
 from kerneltui.core.workspace import VERSION_RE, Workspace
@@ -97,6 +97,14 @@ def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
     )
 
 
+class Judging(Protocol):
+    """What an agent's host asks of the judges: judge a version it wrote, profile one."""
+
+    def enqueue(self, path: Path) -> None: ...
+
+    def profile(self, path: Path) -> None: ...
+
+
 @dataclass
 class StoreHost:
     """agents.base.Host over the history; used from the agent's own thread only."""
@@ -105,7 +113,7 @@ class StoreHost:
     problem: ProblemInfo
     store: Store
     session_id: int
-    enqueue: Callable[[Path], None] | None = None
+    judges: Judging | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     echo: Echo | None = None
     wait_s: float = 6 * 3600.0
@@ -133,8 +141,8 @@ class StoreHost:
         )
         self.versions_written += 1
         self.store.count_agent_version(self.session_id)
-        if self.enqueue:
-            self.enqueue(path)
+        if self.judges:
+            self.judges.enqueue(path)
         return self._wait_for(version_id, name)
 
     def _link_next(self, temporary: Path) -> Path:
@@ -168,6 +176,28 @@ class StoreHost:
                 return Judged(self.problem.name, name, "stopped", said)
         said = f"{name} was not judged within {self.wait_s:.0f} s: is a judge running?"
         return Judged(self.problem.name, name, "error", said)
+
+    def profile(self, version: str) -> str:
+        row = next((r for r in self.store.version_rows(self.problem.name) if r["name"] == version), None)
+        if row is None or not row.get("path"):
+            return f"no version {version}"
+        if self.judges is None:
+            return "no judge runs in this session: nothing can profile"
+        before = self.store.latest_profile_id(row["version_id"]) or 0
+        try:
+            self.judges.profile(Path(row["path"]))
+        except Exception as exc:  # refused: its file is gone, judging is off
+            return f"not profiled: {exc}"
+        deadline = time.monotonic() + self.wait_s
+        while time.monotonic() < deadline:
+            found = self.store.latest_profile_id(row["version_id"])
+            if found and found > before:
+                rung = next((r for r in self.store.rungs(found) if r.name == "profile"), None)
+                evaluation = self.store.evaluation(found) or {}
+                return profile_text(rung) if rung else judged_from(self.store, evaluation).summary
+            if self.stop.wait(POLL_S):
+                return f"{version}: the session stopped before its profile finished"
+        return f"{version} was not profiled within {self.wait_s:.0f} s: is a judge running?"
 
     def results(self, version: str) -> Judged | None:
         found = self.store.latest_evaluation(self.problem.name, version)
@@ -241,7 +271,7 @@ def run_agent(
     run: AgentRun,
     budget: Budget,
     context: Path | None,
-    enqueue: Callable[[Path], None] | None,
+    judges: Judging | None,
     echo: Echo | None = None,
 ) -> str:
     """Runs the agent to its end in this thread; the session and its reason are recorded whatever happens."""
@@ -254,7 +284,7 @@ def run_agent(
         reason = "the agent's thread was cut short"  # what stays recorded if something escapes below
         try:
             info = problem_info(workspace, run.problem, context)
-            host = StoreHost(workspace, info, store, session_id, enqueue, run.stop, echo)
+            host = StoreHost(workspace, info, store, session_id, judges, run.stop, echo)
             reason = run.agent.run(host, budget)
         except Exception as exc:  # an agent bug (or a problem folder gone) ends its session, never the dashboard
             reason = f"the agent {'crashed' if host else 'could not start'}: {type(exc).__name__}: {exc}"

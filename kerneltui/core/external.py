@@ -20,7 +20,7 @@ from typing import Any
 
 from agents.base import Feedback, Judged, render_feedback
 from agents.tools import Toolbox, ToolError, record_call, record_result
-from kerneltui.core.agent_host import StoreHost, find_context, problem_info
+from kerneltui.core.agent_host import Judging, StoreHost, find_context, problem_info
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.history.store import Store, now
 
@@ -53,10 +53,8 @@ class Lane:
 class ExternalAgents:
     """The external agents' work: calls on one problem run one at a time, each recorded."""
 
-    def __init__(
-        self, workspace: Workspace, configured_context: str | None, enqueue: Callable[[Path], None] | None
-    ) -> None:
-        self.workspace, self.configured_context, self.enqueue = workspace, configured_context, enqueue
+    def __init__(self, workspace: Workspace, configured_context: str | None, judges: Judging | None) -> None:
+        self.workspace, self.configured_context, self.judges = workspace, configured_context, judges
         self.joined: tuple[int, str] | None = None  # (session id, problem) recorded into instead of a new session
         self.lanes: dict[str, Lane] = {}
         self.guard = threading.Lock()
@@ -115,7 +113,7 @@ class ExternalAgents:
             session_id, owned = self.joined[0], False
         else:
             session_id, owned = store.start_agent_session(problem, BACKEND, client, os.getpid()), True
-        host = StoreHost(self.workspace, info, store, session_id, self.enqueue)
+        host = StoreHost(self.workspace, info, store, session_id, self.judges)
         if owned:
             host.record("start", f"{client} on {problem}, through MCP", model=client, backend=BACKEND)
         return Lane(host, Toolbox(host, author=f"{BACKEND}:{client}"), owned)

@@ -118,7 +118,7 @@ class Session:
         self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
         self.last_version = -1
         self.who = getpass.getuser()
-        self.external = ExternalAgents(workspace, config.agent.context, self._enqueue)
+        self.external = ExternalAgents(workspace, config.agent.context, SessionJudging(self))
 
     # --- the history ---------------------------------------------------------------------------
 
@@ -228,11 +228,6 @@ class Session:
             raise SessionRefused(f"{path} is gone: nothing to judge again")
         self.scheduler.enqueue(path, force=True)
 
-    def _enqueue(self, path: Path) -> None:
-        """A version an external agent wrote, judged at once (without a scheduler, when a watcher sees it)."""
-        if self.scheduler is not None:
-            self.scheduler.enqueue(path)
-
     def profile(self, path: Path) -> None:
         """Queues the version for a profile under Nsight Compute (the profile rung), shown with its rungs."""
         if self.scheduler is None:
@@ -309,8 +304,8 @@ class Session:
         reason, failed = "it ended", True
         try:
             context = find_context(self.workspace, self.config.agent.context)
-            enqueue = self.scheduler.enqueue if self.scheduler else None
-            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, enqueue, self.echo)
+            judges = SessionJudging(self)
+            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, judges, self.echo)
             failed = run.failed
         except Exception as exc:  # the history could not be opened: said, and the agent is not left listed
             reason = f"it could not start: {type(exc).__name__}: {exc}"
@@ -396,3 +391,19 @@ def compare_targets(
     approved = store.last_approved(problem)
     approved_row = next((r for r in rows if approved and r["version_id"] == approved["id"]), None)
     return {"previous": previous, "best": best_row, "approved": approved_row}
+
+
+class SessionJudging:
+    """The judges as an agent's host asks them (agent_host.Judging), through the session: its scheduler may
+    start after the agent does."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def enqueue(self, path: Path) -> None:
+        """A version an agent wrote, judged at once (without a scheduler, when a watcher sees it)."""
+        if self.session.scheduler is not None:
+            self.session.scheduler.enqueue(path)
+
+    def profile(self, path: Path) -> None:
+        self.session.profile(path)

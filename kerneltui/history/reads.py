@@ -262,13 +262,18 @@ class Reads(Connection):
 
     def latest_profile(self, version_id: int) -> RungResult | None:
         """The profile rung of the newest profile of this version (`kerneltui profile`), if it has one."""
+        found = self.latest_profile_id(version_id)
+        rungs = self.rungs(found) if found else []
+        return next((r for r in rungs if r.name == "profile"), None)
+
+    def latest_profile_id(self, version_id: int) -> int | None:
+        """The newest finished profile evaluation of this version."""
         found = self.conn.execute(
             """SELECT id FROM evaluations WHERE version_id = ? AND json_extract(options, '$.kind') = 'profile'
                AND status NOT IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",
             [version_id],
         ).fetchone()
-        rungs = self.rungs(found[0]) if found else []
-        return next((r for r in rungs if r.name == "profile"), None)
+        return int(found[0]) if found else None
 
     def rungs(self, evaluation_id: int) -> list[RungResult]:
         rows = self.conn.execute(

@@ -36,12 +36,13 @@ from kerneltui.ui.widgets.agent import AgentPane
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.diff import DiffPane
 from kerneltui.ui.widgets.problems import ProblemTable
+from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane
 from kerneltui.ui.widgets.status import StatusBar
 from kerneltui.ui.widgets.trends import TrendsPane
 from kerneltui.ui.widgets.versions import VersionTable
 
-TABS = ("rungs", "diff", "trends", "asm", "agent")
+TABS = ("rungs", "diff", "trends", "asm", "agent", "profile")
 POLL_S = 0.5
 
 
@@ -130,6 +131,8 @@ class KernelTUI(Steering):
                         yield AsmPane(id="asm-pane")
                     with TabPane("Agent", id="agent"):
                         yield AgentPane(id="agent-view")
+                    with TabPane("Profile", id="profile"):
+                        yield ProfilePane(id="profile-view")
                 yield Input(placeholder="search (a regular expression)", id="search-box")
         yield Input(placeholder="guidance ▸ press i, type what the agent should try next, Enter sends", id="guidance")
         yield Footer()

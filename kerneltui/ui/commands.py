@@ -37,7 +37,7 @@ class KernelCommands(Provider):
             ("Search the pane on show", app.action_search, key("search")),
             ("Help: keys", app.action_help, key("help")),
         ]
-        for tab in ("rungs", "diff", "trends", "asm", "agent"):
+        for tab in ("rungs", "diff", "trends", "asm", "agent", "profile"):
             found.append((f"Show the {tab.title()} pane", partial(app.action_tab, tab), ""))
         for problem in app.snapshot.problems:
             found.append((f"Open problem {problem['name']}", partial(app.select_problem, problem["name"]), ""))

@@ -15,6 +15,7 @@ from kerneltui.ui.widgets.agent import AgentPane, agent_lines
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.diff import DiffPane, diff_for
 from kerneltui.ui.widgets.problems import ProblemTable
+from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane, detail_lines
 from kerneltui.ui.widgets.text_view import TextView
 from kerneltui.ui.widgets.trends import TrendsPane
@@ -126,10 +127,13 @@ class PaneLoading(DashboardBase):
         same = self.detail is not None and detail is not None and self.detail.version["name"] == detail.version["name"]
         self.detail = detail
         rungs = self.query_one("#rungs-view", RungsPane)
+        profile = self.query_one("#profile-view", ProfilePane)
         if detail is None:
             rungs.show(None)
+            profile.show(None, [])
         else:
             rungs.set_lines(detail.rung_lines, keep_scroll=same)
+            profile.show(detail.version, detail.rungs)
         self._show_diff()
         self.stale_panes = {"trends", "asm"}
         self._refresh_active_pane()
@@ -179,5 +183,11 @@ class PaneLoading(DashboardBase):
 
     def active_view(self) -> TextView | None:
         tab = self.query_one("#detail", TabbedContent).active
-        views = {"rungs": "#rungs-view", "diff": "#diff-view", "asm": "#asm-view", "agent": "#agent-view"}
+        views = {
+            "rungs": "#rungs-view",
+            "diff": "#diff-view",
+            "asm": "#asm-view",
+            "profile": "#profile-view",
+            "agent": "#agent-view",
+        }
         return self.query_one(views[tab], TextView) if tab in views else None

@@ -1,0 +1,171 @@
+"""How long from a new version file to its verdict, through one judge server as the dashboard runs it.
+
+    python benchmarks/verdict_latency.py [PROBLEM ...] [--versions 10] [--base v002] [--json OUT.json]
+
+For each problem under kernels/ (default softmax, rmsnorm, vecadd): a copy of the problem in a scratch
+workspace, one `python -m harness serve` with its workers ready, the base version judged once (the Triton
+cache warm, the device's ceilings measured, and it becomes the best), then N new files, each the base with
+another comment (a new version, the same kernel), each sent as the dashboard sends it (the best's median
+and file to race). It prints, per problem, p50 and p95 of: the correctness verdict (request to the
+correctness rung's result) and the whole ladder, and the median seconds of each rung.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Judge:
+    """One judge server; requests sent one at a time, its events read as they come."""
+
+    def __init__(self, state: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness", "serve", "--state-dir", str(state)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        self.device = self._next("ready")["device"]
+
+    def _next(self, *kinds: str) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                if event["event"] in kinds or event["event"] == "error":
+                    return event
+        raise RuntimeError(f"the judge exited (status {self.proc.wait()})")
+
+    def judge(self, path: Path, best: dict[str, Any]) -> dict[str, Any]:
+        """Times from the request: to each rung's result, and to the verdict."""
+        assert self.proc.stdin is not None
+        sent = time.perf_counter()
+        self.proc.stdin.write(json.dumps({"path": str(path), "id": path.stem, **best}) + "\n")
+        self.proc.stdin.flush()
+        at: dict[str, float] = {}
+        while True:
+            event = self._next("rung", "done")
+            if event["event"] == "error":
+                raise RuntimeError(event["error"])
+            if event["event"] == "rung":
+                at[event["rung"]["name"]] = time.perf_counter() - sent
+                continue
+            return {"rungs_at": at, "total_s": time.perf_counter() - sent, "evaluation": event["evaluation"]}
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def best_request(judged: dict[str, Any], path: Path, device: str) -> dict[str, Any]:
+    """What the dashboard sends with a request once `path` is the best: its median, and its file to race."""
+    bench = next((r for r in judged["evaluation"]["rungs"] if r["name"] == "benchmark" and r["ok"]), None)
+    if bench is None:
+        return {}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {
+        "best_us": {device: bench["metrics"]["median_us"]},
+        "race_with": {device: {"path": str(path), "hash": digest, "version": path.stem}},
+    }
+
+
+def measure(problem: str, base: str, count: int, root: Path) -> dict[str, Any]:
+    folder = root / problem
+    folder.mkdir(parents=True)
+    shutil.copy(REPO / "kernels" / problem / "problem.py", folder / "problem.py")
+    source = (REPO / "kernels" / problem / f"{base}.py").read_text()
+    first = folder / "v001.py"
+    first.write_text(source)
+    judge = Judge(root / ".state")
+    try:
+        warm = judge.judge(first, {})
+        best = best_request(warm, first, str(judge.device.get("name")))
+        runs = []
+        for i in range(count):
+            path = folder / f"v{i + 2:03d}.py"
+            path.write_text(f"{source}\n# variant {i + 2}: the same kernel in a new file\n")
+            runs.append(judge.judge(path, best))
+    finally:
+        judge.close()
+    return summarize(problem, warm, runs)
+
+
+def summarize(problem: str, warm: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    correct = [r["rungs_at"].get("correctness", float("nan")) for r in runs]
+    total = [r["total_s"] for r in runs]
+    per_rung: dict[str, list[float]] = {}
+    for r in runs:
+        for rung in r["evaluation"]["rungs"]:
+            per_rung.setdefault(rung["name"], []).append(rung["seconds"] or 0.0)
+    labels = [race_label(r["evaluation"]) for r in runs]
+    return {
+        "problem": problem,
+        "first_s": warm["total_s"],
+        "correctness_p50": pct(correct, 50),
+        "correctness_p95": pct(correct, 95),
+        "ladder_p50": pct(total, 50),
+        "ladder_p95": pct(total, 95),
+        "rung_median_s": {name: statistics.median(s) for name, s in per_rung.items()},
+        "statuses": sorted({r["evaluation"]["status"] for r in runs}),
+        "race_labels": {label: labels.count(label) for label in set(labels)},
+        "median_us": [bench_median(r["evaluation"]) for r in runs],
+    }
+
+
+def race_label(evaluation: dict[str, Any]) -> str:
+    bench = next((r for r in evaluation["rungs"] if r["name"] == "benchmark"), {})
+    return str(((bench.get("metrics") or {}).get("race") or {}).get("label"))
+
+
+def bench_median(evaluation: dict[str, Any]) -> float | None:
+    bench = next((r for r in evaluation["rungs"] if r["name"] == "benchmark" and r["ok"]), None)
+    return bench["metrics"]["median_us"] if bench else None
+
+
+def pct(values: list[float], q: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("problems", nargs="*", default=["softmax", "rmsnorm", "vecadd"])
+    parser.add_argument("--versions", type=int, default=10)
+    parser.add_argument("--base", default="v002")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results = []
+    head = f"{'problem':<9} {'first s':>8} {'correct p50':>12} {'p95':>6} {'ladder p50':>11} {'p95':>6}"
+    print(f"{head}  rungs (median s)")
+    for problem in args.problems:
+        with tempfile.TemporaryDirectory(prefix="kerneltui-latency-") as root:
+            found = measure(problem, args.base, args.versions, Path(root))
+        results.append(found)
+        rungs = " ".join(f"{k} {v:.2f}" for k, v in found["rung_median_s"].items())
+        print(
+            f"{problem:<9} {found['first_s']:>8.1f} {found['correctness_p50']:>12.2f} {found['correctness_p95']:>6.2f} "
+            f"{found['ladder_p50']:>11.2f} {found['ladder_p95']:>6.2f}  {rungs}  races {found['race_labels']} "
+            f"{','.join(found['statuses'])}",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

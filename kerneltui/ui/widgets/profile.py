@@ -1,0 +1,82 @@
+"""The selected version's Nsight Compute profile (the profile rung, asked for with `p`): the call as a whole,
+then each kernel's throughput, occupancy and launch, and where the .ncu-rep report lies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from harness.report import duration_us
+from harness.results import RungResult
+from kerneltui.ui.widgets.text_view import TextView
+
+# (key in a kernel's figures, column header, width, format)
+COLUMNS: tuple[tuple[str, str, int, str], ...] = (
+    ("time_us", "time", 10, "time"),
+    ("dram_bytes", "DRAM MB", 9, "{:.1f}"),
+    ("dram_gbps", "GB/s", 7, "{:.0f}"),
+    ("sm_pct", "SM %", 6, "{:.0f}"),
+    ("memory_pct", "mem %", 6, "{:.0f}"),
+    ("occupancy_pct", "occ %", 6, "{:.0f}"),
+    ("theoretical_occupancy_pct", "of max", 7, "{:.0f}"),
+    ("registers", "regs", 5, "{:.0f}"),
+    ("smem_bytes", "smem B", 7, "{:.0f}"),
+    ("block", "block", 6, "{:.0f}"),
+    ("grid", "grid", 8, "{:.0f}"),
+)
+
+
+def profile_lines(version: dict[str, Any] | None, profile: RungResult | None) -> list[Text]:
+    if version is None:
+        return [Text("no version selected", style="dim")]
+    name = version["name"]
+    if profile is None:
+        return [Text(f"{name}: no profile yet. p profiles it under Nsight Compute (needs a GPU and ncu).", style="dim")]
+    if profile.ok is not True:
+        why = profile.skipped or profile.err or "no figures"
+        return [Text(f"{name}: not profiled: {why}", style="red" if profile.ok is False else "dim")]
+    m = profile.metrics
+    whole = m.get("whole") or {}
+    lines = [_whole_line(name, m, whole), Text("")]
+    header = Text(f"{'kernel':<28}", style="bold")
+    for _, title, width, _ in COLUMNS:
+        header.append(f"{title:>{width}}", style="bold")
+    lines.append(header)
+    for kernel in m.get("kernels") or []:
+        lines.append(_kernel_line(kernel, kernel.get("name") == whole.get("main_kernel")))
+    lines += [Text(""), Text(f"report {m.get('report')}  (open it with: ncu-ui {m.get('report')})", style="dim")]
+    return lines
+
+
+def _whole_line(name: str, m: dict[str, Any], whole: dict[str, Any]) -> Text:
+    line = Text(f"{name}  ", style="bold")
+    line.append(f"{len(m.get('kernels') or [])} kernel(s), {duration_us(whole.get('time_us'))} on {m.get('case')}")
+    if whole.get("dram_bytes") is not None:
+        rate = f" at {whole['dram_gbps']:.0f} GB/s" if whole.get("dram_gbps") else ""
+        line.append(f" · DRAM {whole['dram_bytes'] / 1e6:.1f} MB{rate}")
+    line.append("   Nsight Compute, clocks as they were", style="dim")
+    return line
+
+
+def _kernel_line(kernel: dict[str, Any], main: bool) -> Text:
+    name = str(kernel.get("name") or "?")
+    line = Text(f"{name[:27]:<28}", style="bold" if main else "")
+    for key, _, width, fmt in COLUMNS:
+        value = kernel.get(key)
+        if key == "dram_bytes" and value is not None:
+            value = value / 1e6
+        if value is None:
+            cell = "·"
+        elif fmt == "time":
+            cell = duration_us(value)
+        else:
+            cell = fmt.format(value)
+        line.append(f"{cell:>{width}}")
+    return line
+
+
+class ProfilePane(TextView):
+    def show(self, version: dict[str, Any] | None, rungs: list[RungResult]) -> None:
+        profile = next((r for r in rungs if r.name == "profile"), None)
+        self.set_lines(profile_lines(version, profile))
