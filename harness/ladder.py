@@ -70,6 +70,8 @@ class Ladder:
         self.device_info = devices.describe()
         self.flush: torch.Tensor | None = None  # the judge's own L2 flush buffer, for timing references
         self.clocks: ClockSampler | None = None  # NVML, opened by the first benchmark
+        # (problem hash, bench case) -> (when, the reference's timing): see benchmark.reference_timing
+        self.reference_times: dict[tuple[str, str], tuple[float, Any]] = {}
 
     def close(self) -> None:
         self.pool.close()

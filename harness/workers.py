@@ -351,17 +351,23 @@ class WorkerPool:
         self.cuda = cuda_device_count() > 0
         self.spawn = dataclasses.replace(spawn or Spawn(), cuda_first=self.cuda)
         self.keep_spare = keep_spare
-        self.spares: dict[str, WorkerProcess] = {}
+        self.spares: dict[str, list[WorkerProcess]] = {}
         self.watcher = containment.Watcher(reap=reap)
 
     def modes(self) -> list[str]:
         """GPU: one worker runs everything. No GPU: one interprets, another compiles ahead of time."""
         return ["run"] if self.cuda else ["run", "compile"]
 
+    def spares_wanted(self, mode: str) -> int:
+        """On a GPU an evaluation takes two run workers (the version's, and the best's it races): both are
+        started ahead, or the next evaluation waits seconds for a worker to start."""
+        return 2 if self.cuda and mode == "run" and self.keep_spare else 1
+
     def prestart(self) -> None:
         for mode in self.modes():
-            if mode not in self.spares:
-                self.spares[mode] = self._spawn(mode)
+            ready = self.spares.setdefault(mode, [])
+            while len(ready) < self.spares_wanted(mode):
+                ready.append(self._spawn(mode))
 
     def take_wrapped(self, wrapper: Wrapper) -> WorkerProcess:
         """A run worker of its own under a tool (never a spare): released like the others."""
@@ -371,9 +377,11 @@ class WorkerPool:
         return worker
 
     def take(self, mode: str) -> WorkerProcess:
-        worker = self.spares.pop(mode, None) or self._spawn(mode)
+        ready = self.spares.setdefault(mode, [])
+        worker = ready.pop(0) if ready else self._spawn(mode)  # the oldest: the likeliest to be ready
         if self.keep_spare:
-            self.spares[mode] = self._spawn(mode)
+            while len(ready) < self.spares_wanted(mode):
+                ready.append(self._spawn(mode))
         return worker
 
     def _spawn(self, mode: str) -> WorkerProcess:
@@ -393,7 +401,7 @@ class WorkerPool:
         return self.watcher.sweep()
 
     def close(self) -> None:
-        for worker in self.spares.values():
+        for worker in (w for ready in self.spares.values() for w in ready):
             worker.close(grace=0.5)
             self.watcher.remove(worker.watch)
             worker.remove_scratch()

@@ -158,7 +158,10 @@ def test_a_version_is_raced_against_the_best_back_to_back(tmp_path: Path) -> Non
     again = folder / "v003.py"
     again.write_text(best.read_text() + "\n# the same kernel, another file\n")
     target = {"path": str(best), "hash": hashlib.sha256(best.read_bytes()).hexdigest(), "version": "v001"}
-    judged = judge_many([twice, again], timeout=10, race_with={torch.cuda.get_device_name(): target})
+    rungs = ["load", "compile", "correctness", "benchmark"]
+    judged = judge_many(
+        [twice, again], timeout=10, race_with={torch.cuda.get_device_name(): target}, rungs=rungs, confirm=False
+    )
     slower = rung(judged["v002"], "benchmark")["metrics"]["race"]
     assert slower["label"] == "slower" and slower["ratio"] > 1.5 and slower["against"] == "v001", slower
     assert [r["who"] for r in slower["rounds"]] == ["new", "best", "best", "new"]
@@ -166,5 +169,7 @@ def test_a_version_is_raced_against_the_best_back_to_back(tmp_path: Path) -> Non
     assert same["label"] in ("same", "ambiguous") and 0.95 < same["ratio"] < 1.05, same
     # and the other way round: the slower one as the best, the good one is faster
     target = {"path": str(twice), "hash": hashlib.sha256(twice.read_bytes()).hexdigest(), "version": "v002"}
-    faster = judge_many([again], timeout=10, race_with={torch.cuda.get_device_name(): target})["v003"]
+    faster = judge_many(
+        [again], timeout=10, race_with={torch.cuda.get_device_name(): target}, rungs=rungs, confirm=False
+    )["v003"]
     assert rung(faster, "benchmark")["metrics"]["race"]["label"] == "faster"

@@ -134,3 +134,47 @@ def test_only_a_version_that_won_its_race_is_judged_again_as_a_would_be_best() -
     assert check(ladder, None, 101.0) is False  # type: ignore[arg-type]
     first = SimpleNamespace(options=Options(), device_info={"name": "NVIDIA H200"})
     assert check(first, None, 500.0) is True  # type: ignore[arg-type]
+
+
+def test_a_judge_on_a_gpu_keeps_two_run_workers_started_ahead() -> None:
+    """The race takes a second run worker per evaluation: with one spare, the next version's load waited 3.4 s
+    (median, H200) for a worker to start."""
+    from harness.workers import WorkerPool
+
+    pool = WorkerPool(keep_spare=True)
+    try:
+        pool.cuda = True
+        started: list[object] = []
+        pool._spawn = lambda mode: started.append(object()) or started[-1]  # type: ignore[method-assign]
+        pool.prestart()
+        assert len(started) == 2
+        version, rival = pool.take("run"), pool.take("run")
+        assert [version, rival] == started[:2]  # both started before the evaluation asked
+        assert len(pool.spares["run"]) == 2 and pool.spares["run"] == started[2:]
+    finally:
+        pool.spares.clear()
+        pool.close()
+
+
+def test_the_reference_is_timed_once_per_problem_and_case_for_ten_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every evaluation timed the reference again: a second of each verdict spent on a figure that does not
+    change while problem.py does not."""
+    import time
+    from types import SimpleNamespace
+
+    from harness import timing
+    from harness.rungs.benchmark import REFERENCE_TTL_S, reference_timing
+
+    timed: list[int] = []
+    monkeypatch.setattr(timing, "time_calls", lambda call, flush, budget_s: timed.append(1) or [2.0] * 10)
+    monkeypatch.setattr(timing, "flush_buffer", lambda device: None)
+    ladder = SimpleNamespace(reference_times={}, flush=None, device="cpu", options=Options())
+    problem = SimpleNamespace(hash="a", reference=lambda *inputs: None)
+    first = reference_timing(ladder, problem, "n=1", ())  # type: ignore[arg-type]
+    assert reference_timing(ladder, problem, "n=1", ()) is first and len(timed) == 1  # type: ignore[arg-type]
+    reference_timing(ladder, problem, "n=2", ())  # type: ignore[arg-type]
+    reference_timing(ladder, SimpleNamespace(hash="b", reference=problem.reference), "n=1", ())  # type: ignore[arg-type]
+    assert len(timed) == 3 and first.median_us == 2000.0
+    ladder.reference_times[("a", "n=1")] = (time.monotonic() - REFERENCE_TTL_S - 1, first)
+    reference_timing(ladder, problem, "n=1", ())  # type: ignore[arg-type]
+    assert len(timed) == 4
