@@ -1,6 +1,6 @@
 """The tools an agent works with, by the names every backend uses, so transcripts compare.
 
-write_version, read_results, read_file, search_context, read_dump, profile. Paths resolve inside the
+write_version, wait_for_verdict, read_results, read_file, search_context, read_dump, profile. Paths resolve inside the
 workspace and the context folder only (symlinks included); outputs are cut to a size a model can
 use, with a note saying what was left out and how to ask for it.
 """
@@ -88,6 +88,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         "module defining custom_kernel(*inputs) that returns the output(s).",
         WriteVersionArgs,
         read_only=False,
+    ),
+    ToolSpec(
+        "wait_for_verdict",
+        "Wait for the verdict on a version that write_version left still being judged (status 'judging'), "
+        "for as long as write_version waits; returns the verdict rung by rung, or 'judging' again.",
+        ReadResultsArgs,
     ),
     ToolSpec("read_results", "The ladder's latest result for a version (e.g. 'v003'), rung by rung.", ReadResultsArgs),
     ToolSpec(
@@ -190,6 +196,7 @@ class Toolbox:
     host: Host
     author: str
     written: list[Judged] = field(default_factory=list)  # every version this toolbox wrote, judged
+    waited: Judged | None = None  # what the last wait_for_verdict found
 
     def use(self, name: str, args: dict[str, Any], refusal: str | None = None) -> tuple[str, bool]:
         """call(), with the call and its result in the transcript; `refusal` answers instead of running it."""
@@ -221,6 +228,14 @@ class Toolbox:
             raise ToolError(f"code is {len(code.encode()):,} bytes; a version may be {MAX_VERSION_KB:g} KiB at most")
         judged = self.host.write_version(code, notes if isinstance(notes, str) else "", self.author)
         self.written.append(judged)
+        return cut(judged.summary)
+
+    def tool_wait_for_verdict(self, version: str) -> str:
+        judged = self.host.wait_verdict(str(version).strip())
+        if judged is None:
+            names = ", ".join(self.host.version_names()) or "none yet"
+            raise ToolError(f"no version {version!r}; versions: {names}")
+        self.waited = judged
         return cut(judged.summary)
 
     def tool_read_results(self, version: str) -> str:

@@ -36,8 +36,9 @@ class VerdictFlag(TypedDict):
 
 
 class Verdict(TypedDict):
-    """The ladder's verdict on a version. status: pass, fail, unverified, error, or stopped (the server
-    stopped while it waited); summary: the verdict rung by rung, with the failure's message."""
+    """The ladder's verdict on a version. status: pass, fail, unverified, error, stopped (the server stopped
+    while it waited) or judging (not judged yet: wait_for_verdict waits on); summary: the verdict rung by rung,
+    with the failure's message."""
 
     problem: str
     version: str

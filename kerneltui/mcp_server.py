@@ -140,6 +140,20 @@ async def offload(fn: Callable[..., T], *args: Any) -> T:
         tool_error(f"kerneltui failed: {type(exc).__name__}: {exc}")
 
 
+def progress_sender(ctx: Any) -> Callable[[float, str], None]:
+    """Progress notifications from the thread that waits for a verdict (when the client asked for them with a
+    progress token): a client that resets its timeout on progress keeps waiting while the rungs land."""
+    import anyio.from_thread
+
+    def send(done: float, message: str) -> None:
+        try:
+            anyio.from_thread.run(functools.partial(ctx.report_progress, done, None, message))
+        except Exception:  # the call was cancelled or the client is gone: the verdict is recorded anyway
+            pass
+
+    return send
+
+
 def answer(text: str, data: Mapping[str, Any]) -> "CallToolResult":
     """Readable text for the model, and the result as structured content for the client."""
     from mcp_types import CallToolResult, TextContent
@@ -217,7 +231,8 @@ def add_toolbox_tool(server: "MCPServer[Any]", session: "Session", tool: ToolSpe
     output, shape = RESULTS[tool.name]
 
     async def call(problem: str, ctx: Context, **args: Any) -> CallToolResult:
-        done = await offload(session.tool_call, problem, client_name(ctx.request_context), tool.name, args)
+        client = client_name(ctx.request_context)
+        done = await offload(session.tool_call, problem, client, tool.name, args, progress_sender(ctx))
         return answer(done.text, shape(problem, done, args))
 
     keyword, annotated = inspect.Parameter.KEYWORD_ONLY, cast(Any, Annotated)
@@ -249,6 +264,7 @@ Shape = Callable[[str, "ToolOutcome", dict[str, Any]], Mapping[str, Any]]
 RESULTS: dict[str, tuple[type, Shape]] = {
     "write_version": (Verdict, _judged),
     "read_results": (Verdict, _judged),
+    "wait_for_verdict": (Verdict, _judged),
     "read_file": (FileText, lambda problem, done, args: FileText(problem=problem, path=args["path"], text=done.text)),
     "search_context": (
         SearchHits,

@@ -23,7 +23,10 @@ from mcp_types import CallToolResult, Implementation, TextContent
 from kerneltui.history.store import Store
 from tests.conftest import REPO, VERSIONS, kerneltui, make_workspace, run
 
-TOOLS = {"write_version", "read_results", "read_file", "search_context", "read_dump", "profile", "get_guidance"}
+TOOLS = {
+    "write_version", "wait_for_verdict", "read_results", "read_file", "search_context", "read_dump", "profile",
+    "get_guidance",
+}  # fmt: skip
 CLIENT = "pytest-agent"
 RUNGS = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
 
@@ -210,3 +213,41 @@ async def test_a_session_started_by_the_agents_driver_is_joined(tmp_path: Path) 
     ]  # its driver ends it
     events = rows(db, "SELECT session_id, kind FROM agent_events ORDER BY id")
     assert events == [(session_id, "tool_call"), (session_id, "tool_result")]
+
+
+SLOW_LOAD = """
+import time
+
+time.sleep(8)  # judged for longer than the client waits for one call
+"""
+
+
+async def test_a_client_with_a_call_timeout_gets_progress_and_waits_on(tmp_path: Path) -> None:
+    """write_version waited for the whole verdict and sent nothing meanwhile: Codex and the MCP Inspector give
+    up on a call after 60 s, so a version judged for longer was lost to the agent. Now a call waits at most
+    [agent] verdict_wait_s (here 2 s, the client's timeout 20 s), sending progress, and wait_for_verdict waits on."""
+    folder = make_workspace(tmp_path / "ws")
+    workspace = folder.parent
+    (workspace / "no-config.toml").write_text("[agent]\nverdict_wait_s = 2\n")
+    heard: list[tuple[float, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append((done, message))
+
+    code = SLOW_LOAD + (VERSIONS / "good.py").read_text()
+    async with connect(workspace) as session:
+        first = await session.call_tool(
+            "write_version", {"problem": "vadd", "code": code, "notes": "slow"}, 20.0, progress
+        )
+        judging = data(first)
+        assert (judging["version"], judging["status"]) == ("v001", "judging"), judging
+        assert "wait_for_verdict" in judging["summary"] and heard, (judging, heard)
+        assert [done for done, _ in heard] == sorted({done for done, _ in heard})  # only ever increasing
+        assert all(message and message.startswith("v001 ") for _, message in heard)
+        for _ in range(60):  # each call returns within the client's 20 s
+            verdict = data(await session.call_tool("wait_for_verdict", {"problem": "vadd", "version": "v001"}, 20.0))
+            if verdict["status"] != "judging":
+                break
+        assert verdict["status"] == "pass", verdict
+        missing = await session.call_tool("wait_for_verdict", {"problem": "vadd", "version": "v009"})
+        assert missing.is_error and "no version 'v009'; versions: v001" in text(missing)

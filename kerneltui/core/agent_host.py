@@ -30,6 +30,7 @@ from kerneltui.history.store import Store, now, parse_flags
 
 FINAL = ("pass", "fail", "unverified", "error")
 POLL_S = 0.2
+HEARTBEAT_S = 10.0
 ERROR_CHARS = 2500
 NUMBERING = threading.Lock()  # two agents in one process never take the same version number
 
@@ -64,6 +65,14 @@ def with_notes(code: str, notes: str) -> str:
     safe = notes.strip().replace("\\", "\\\\").replace('"""', "'''")  # a docstring the notes cannot end early
     pad = " " if safe.endswith('"') else ""  # a closing quote would run into the three that end it
     return f'"""{safe}{pad}"""\n\n{code}'
+
+
+def progress_text(name: str, evaluation: dict[str, Any] | None, rungs: list[Any], waited_s: float) -> str:
+    """'v004 is being judged (44 s): load ✓ compile ✓ correctness ✓, now benchmark'."""
+    if evaluation is None or evaluation.get("status") == "queued":
+        return f"{name} is written and waits for a judge ({waited_s:.0f} s)"
+    done = " ".join(f"{r.name} {'✓' if r.ok else '✗' if r.ok is False else '·'}" for r in rungs)
+    return f"{name} is being judged ({waited_s:.0f} s): {done or 'starting'}"
 
 
 def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
@@ -117,6 +126,7 @@ class StoreHost:
     stop: threading.Event = field(default_factory=threading.Event)
     echo: Echo | None = None
     wait_s: float = 6 * 3600.0
+    progress: Callable[[float, str], None] | None = None  # (seconds waited, how it goes) while awaiting a verdict
     last_verdict: int = 0
     versions_written: int = 0
     errors: int = 0
@@ -166,16 +176,36 @@ class StoreHost:
         return max([0, recorded, *on_disk]) + 1
 
     def _wait_for(self, version_id: int, name: str) -> Judged:
-        deadline = time.monotonic() + self.wait_s
-        while time.monotonic() < deadline:
+        """The verdict, waited for at most wait_s (MCP clients give up on a call after about a minute): past
+        that, status "judging" and how to wait on. Progress goes to `progress` as the rungs land, and at least
+        every HEARTBEAT_S."""
+        start = time.monotonic()
+        rungs_seen, told = -1, start
+        while time.monotonic() - start < self.wait_s:
             found = self.store.latest_evaluation(version_id=version_id)
             if found and found["status"] in FINAL:
                 return judged_from(self.store, found)
+            rungs = self.store.rungs(found["id"]) if found else []
+            if self.progress and (len(rungs) != rungs_seen or time.monotonic() - told > HEARTBEAT_S):
+                rungs_seen, told = len(rungs), time.monotonic()
+                waited = time.monotonic() - start  # MCP progress only ever increases: the seconds waited do
+                self.progress(round(waited, 1), progress_text(name, found, rungs, waited))
             if self.stop.wait(POLL_S):
                 said = f"{name} was written; the session stopped before it was judged"
                 return Judged(self.problem.name, name, "stopped", said)
-        said = f"{name} was not judged within {self.wait_s:.0f} s: is a judge running?"
-        return Judged(self.problem.name, name, "error", said)
+        found = self.store.latest_evaluation(version_id=version_id)
+        rungs = self.store.rungs(found["id"]) if found else []
+        said = (
+            f"{progress_text(name, found, rungs, self.wait_s)}. Call wait_for_verdict with version {name!r} to wait "
+            "for its verdict."
+        )
+        return Judged(self.problem.name, name, "judging", said)
+
+    def wait_verdict(self, version: str) -> Judged | None:
+        """The newest evaluation of `version` once it is final (waited for as write_version waits); None: no
+        such version."""
+        row = next((r for r in self.store.version_rows(self.problem.name) if r["name"] == version), None)
+        return None if row is None else self._wait_for(row["version_id"], version)
 
     def profile(self, version: str) -> str:
         row = next((r for r in self.store.version_rows(self.problem.name) if r["name"] == version), None)

@@ -28,6 +28,8 @@ max_cost_usd = 10.0                         # stop once the session has cost thi
 target_roofline_pct = 85                    # stop once a passing version reaches this % of roofline
 context = "~/kernel-context"                # the folder agents search (default: <workspace>/context)
 prices = { "claude-opus" = [5.0, 25.0] }    # USD per million input, output tokens, by model prefix
+verdict_wait_s = 45                         # kerneltui mcp: a call waits this long for a verdict (clients stop
+                                            # at 60 s), then answers "judging"; wait_for_verdict waits on
 
 [tmux]                                      # an agent that speaks neither ACP nor MCP, in a tmux pane:
 softmax = "agents:0.1"                      # guidance for softmax is typed into that pane
@@ -84,6 +86,7 @@ class AgentConfig:
     acp: str = "claude-code"  # acp: a name from [acp], or a command line
     permissions: str = "ask"  # acp: how permission requests are answered: ask, allow, deny
     feedback_file: bool = True  # FEEDBACK.md in each problem folder, rewritten after each evaluation
+    verdict_wait_s: float = 45.0  # kerneltui mcp: a tool call waits this long for a verdict, then says "judging"
 
 
 ACP_AGENTS = {
@@ -172,6 +175,7 @@ def _agent(section: Any, path: Path) -> AgentConfig:
             setattr(config, name, None if value is None else float(value))
         config.max_versions = None if config.max_versions is None else int(config.max_versions)
         config.timeout, config.pace = float(config.timeout), float(config.pace)
+        config.verdict_wait_s = float(config.verdict_wait_s)
         config.max_retries, config.retry_wait = int(config.max_retries), float(config.retry_wait)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [agent]: {exc}") from None

@@ -40,6 +40,9 @@ class ToolOutcome:
     feedback: list[Feedback] = field(default_factory=list)
 
 
+Progress = Callable[[float, str], None]
+
+
 @dataclass
 class Lane:
     """One problem's agent session. Its host and history connection are used by one thread at a time."""
@@ -53,8 +56,11 @@ class Lane:
 class ExternalAgents:
     """The external agents' work: calls on one problem run one at a time, each recorded."""
 
-    def __init__(self, workspace: Workspace, configured_context: str | None, judges: Judging | None) -> None:
+    def __init__(
+        self, workspace: Workspace, configured_context: str | None, judges: Judging | None, wait_s: float = 45.0
+    ) -> None:
         self.workspace, self.configured_context, self.judges = workspace, configured_context, judges
+        self.wait_s = wait_s  # how long one call waits for a verdict: MCP clients give up after about a minute
         self.joined: tuple[int, str] | None = None  # (session id, problem) recorded into instead of a new session
         self.lanes: dict[str, Lane] = {}
         self.guard = threading.Lock()
@@ -69,9 +75,19 @@ class ExternalAgents:
         agent started), which must exist; WorkspaceError when it does not."""
         self.joined = joined_session(self.workspace, session_id)
 
-    def tool_call(self, problem: str, client: str, tool: str, args: dict[str, Any]) -> ToolOutcome:
-        """One of agents/tools.py's tools; ToolError when it refused."""
-        return self._use(problem, client, tool, args, lambda lane: toolbox_work(tool, args, lane))
+    def tool_call(
+        self, problem: str, client: str, tool: str, args: dict[str, Any], progress: Progress | None = None
+    ) -> ToolOutcome:
+        """One of agents/tools.py's tools; ToolError when it refused. `progress` hears of a verdict awaited."""
+
+        def work(lane: Lane) -> ToolOutcome:
+            lane.host.progress = progress
+            try:
+                return toolbox_work(tool, args, lane)
+            finally:
+                lane.host.progress = None
+
+        return self._use(problem, client, tool, args, work)
 
     def guidance(self, problem: str, client: str) -> ToolOutcome:
         return self._use(problem, client, "get_guidance", {}, guidance_work)
@@ -113,7 +129,7 @@ class ExternalAgents:
             session_id, owned = self.joined[0], False
         else:
             session_id, owned = store.start_agent_session(problem, BACKEND, client, os.getpid()), True
-        host = StoreHost(self.workspace, info, store, session_id, self.judges)
+        host = StoreHost(self.workspace, info, store, session_id, self.judges, wait_s=self.wait_s)
         if owned:
             host.record("start", f"{client} on {problem}, through MCP", model=client, backend=BACKEND)
         return Lane(host, Toolbox(host, author=f"{BACKEND}:{client}"), owned)
@@ -151,6 +167,8 @@ def toolbox_work(tool: str, args: dict[str, Any], lane: Lane) -> ToolOutcome:
         judged = lane.toolbox.written[-1]
     elif ok and tool == "read_results":
         judged = lane.host.results(str(args["version"]).strip())
+    elif ok and tool == "wait_for_verdict":
+        judged = lane.toolbox.waited
     return ToolOutcome(text, ok, judged)
 
 

@@ -28,7 +28,7 @@ from kerneltui.core.agent_host import (
     run_agent,
 )
 from kerneltui.core.config import Config
-from kerneltui.core.external import ExternalAgents, ToolOutcome
+from kerneltui.core.external import ExternalAgents, Progress, ToolOutcome
 from kerneltui.core.feedback import person_spoke
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
@@ -118,7 +118,9 @@ class Session:
         self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
         self.last_version = -1
         self.who = getpass.getuser()
-        self.external = ExternalAgents(workspace, config.agent.context, SessionJudging(self))
+        self.external = ExternalAgents(
+            workspace, config.agent.context, SessionJudging(self), config.agent.verdict_wait_s
+        )
 
     # --- the history ---------------------------------------------------------------------------
 
@@ -357,9 +359,12 @@ class Session:
         WorkspaceError when there is no such session."""
         self.external.join(session_id)
 
-    def tool_call(self, problem: str, client: str, tool: str, args: dict[str, Any]) -> ToolOutcome:
-        """An external agent's call of one of agents/tools.py's tools, recorded; ToolError when it refused."""
-        return self.external.tool_call(problem, client, tool, args)
+    def tool_call(
+        self, problem: str, client: str, tool: str, args: dict[str, Any], progress: Progress | None = None
+    ) -> ToolOutcome:
+        """An external agent's call of one of agents/tools.py's tools, recorded; ToolError when it refused.
+        `progress`: told how judging goes while a verdict is awaited."""
+        return self.external.tool_call(problem, client, tool, args, progress)
 
     def guidance_for(self, problem: str, client: str) -> ToolOutcome:
         """The person's guidance and verdicts since the external agent last asked, recorded as delivered."""
