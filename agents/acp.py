@@ -74,6 +74,9 @@ class AcpAgent:
     asker: Callable[[PermissionAsk], None] | None = None  # shows a request to the person (any thread)
     log: Path | None = None  # the agent's stderr
     name: str = ""
+    startup_timeout_s: float = 180.0  # initialize, authenticate and session/new answered within this
+    silence_timeout_s: float = 600.0  # a turn with nothing from the agent this long (judging aside) ends
+    heartbeat_s: float = 30.0  # a silent turn says so this often
     backend: str = "acp"
     model: str = field(init=False)
 
@@ -82,6 +85,7 @@ class AcpAgent:
         self._cancel = threading.Event()
         self._interrupt = threading.Event()
         self.busy = False  # a prompt turn is running
+        self.log_start = 0  # where this run's stderr begins in the log
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -89,6 +93,9 @@ class AcpAgent:
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+    def stderr_tail(self) -> str:
+        return said_on_stderr(self.log, self.log_start)
 
     def interrupt(self) -> None:
         """Ends the running turn (session/cancel); what waits for it is sent at once."""
@@ -103,19 +110,21 @@ class AcpAgent:
             reason = str(exc)
         except asyncio.CancelledError:  # its turn cancelled while stopping: a BaseException, not an error
             reason = "stopped by the person" if self._cancel.is_set() else "the ACP session was cancelled"
+        except TimeoutError:
+            reason = f"the agent did not start within {self.startup_timeout_s:.0f} s (startup_timeout_s)"
         except Exception as exc:
-            detail = getattr(exc, "data", None)  # an ACP RequestError says what went wrong in its data
-            reason = f"the ACP connection failed: {type(exc).__name__}: {exc}" + (f" ({detail})" if detail else "")
+            reason = f"the ACP connection failed: {error_text(exc)}"
+        reason += self.stderr_tail()
         host.record("error", reason)
         host.record("stop", reason)
         return reason
 
     async def _run(self, host: Host, budget: Budget) -> str:
-        from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
-        from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+        from acp import spawn_agent_process, text_block
 
         client: Any = _Client(self, host)  # a structural acp.Client: the methods an agent calls
         log = open(self.log, "ab") if self.log else None  # noqa: SIM115  (open for the process's life)
+        self.log_start = log.tell() if log else 0
         stderr = log.fileno() if log else asyncio.subprocess.DEVNULL
         folder = host.problem.folder
         host.record("start", f"{shlex.join(self.command)} on {host.problem.name}", model=self.model, backend="acp")
@@ -131,31 +140,11 @@ class AcpAgent:
                 "agents.reaper",  # the agent's whole process tree ends with the session
                 *self.command,
                 cwd=folder,
-                env=dict(os.environ),
+                env=agent_env(self.command, host),
                 transport_kwargs={"stderr": stderr},
             ) as (conn, _process):
-                init = await conn.initialize(
-                    protocol_version=PROTOCOL_VERSION,
-                    client_capabilities=ClientCapabilities(
-                        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False
-                    ),
-                    client_info=Implementation(name="kerneltui", title="kerneltui", version="0.1"),
-                )
-                info = init.agent_info
-                if info is not None:
-                    self.model = f"{info.name} {info.version}".strip()
-                methods = list(init.auth_methods or [])
-                chosen = auth_method(methods, dict(os.environ))
-                if chosen is not None:
-                    await conn.authenticate(method_id=chosen.id)
-                    host.record("auth", f"authenticated: {chosen.name}")
-                try:
-                    session = await conn.new_session(cwd=str(folder), mcp_servers=self._mcp_servers(host))
-                except Exception as exc:
-                    if methods and "auth" in str(exc).lower():
-                        raise AcpAuthNeeded(login_hint(methods)) from None
-                    raise
-                client.session_id = session.session_id
+                start = self._start_session(conn, host, folder)
+                client.session_id = await asyncio.wait_for(start, self.startup_timeout_s)
                 first = acp_prompt(task_prompt(host.problem), host.problem.name, folder)
                 feedback = host.feedback()
                 if feedback:
@@ -170,6 +159,34 @@ class AcpAgent:
         finally:
             if log:
                 log.close()
+
+    async def _start_session(self, conn: Any, host: Host, folder: Path) -> str:
+        """initialize, authenticate when the agent asks (with a key it names from the environment), session/new."""
+        from acp import PROTOCOL_VERSION
+        from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
+        init = await conn.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False
+            ),
+            client_info=Implementation(name="kerneltui", title="kerneltui", version="0.1"),
+        )
+        info = init.agent_info
+        if info is not None:
+            self.model = f"{info.name} {info.version}".strip()
+        methods = list(init.auth_methods or [])
+        chosen = auth_method(methods, dict(os.environ))
+        if chosen is not None:
+            await conn.authenticate(method_id=chosen.id)
+            host.record("auth", f"authenticated: {chosen.name}")
+        try:
+            session = await conn.new_session(cwd=str(folder), mcp_servers=self._mcp_servers(host))
+        except Exception as exc:
+            if methods and "auth" in str(exc).lower():
+                raise AcpAuthNeeded(login_hint(methods)) from None
+            raise
+        return str(session.session_id)
 
     def _mcp_servers(self, host: Host) -> list[Any]:
         """kerneltui's MCP server, recording into this session (so the transcript is one)."""
@@ -203,7 +220,7 @@ class AcpAgent:
                     stop_reason=turn.result().stop_reason,
                 )
             elif turn.done() and not turn.cancelled() and turn.exception() is not None:
-                reason = f"the agent's turn failed: {turn.exception()}"
+                reason = f"the agent's turn failed: {error_text(turn.exception())}{self.stderr_tail()}"
                 host.record("error", reason)
                 return self._stopped(host, reason)
             if stop:
@@ -215,6 +232,8 @@ class AcpAgent:
     async def _wait_turn(
         self, turn: asyncio.Future[Any], conn: Any, session_id: str, host: Host, client: _Client
     ) -> str | None:
+        client.last_heard = time.monotonic()
+        told = 0  # heartbeats said in this silence
         while not turn.done():
             client.flush_if_quiet()
             if self._cancel.is_set() or host.stop_requested():
@@ -225,6 +244,18 @@ class AcpAgent:
                 host.record("interrupt", "the person interrupted the turn")
                 await self._cancel_turn(conn, session_id, turn)
                 return None
+            if host.judging() or client.asking:  # waiting on kerneltui or the person is not silence
+                client.last_heard = time.monotonic()
+            silent = time.monotonic() - client.last_heard
+            every = min(self.heartbeat_s, self.silence_timeout_s / 3)  # said at least twice before the end
+            if silent > self.silence_timeout_s:
+                await self._cancel_turn(conn, session_id, turn)
+                return f"the agent said nothing for {silent:.0f} s (silence_timeout_s){self.stderr_tail()}"
+            if silent < every:
+                told = 0
+            elif silent >= every * (told + 1):
+                told += 1
+                host.record("silent", f"the agent has said nothing for {silent:.0f} s", seconds=round(silent))
             await asyncio.sleep(POLL_S)
         return None
 
@@ -283,6 +314,8 @@ class _Client:
         self.titles: dict[str, str] = {}
         self.quiet: set[str] = set()
         self.last_piece = 0.0
+        self.last_heard = time.monotonic()  # the agent's last message, update or request
+        self.asking = False  # a permission request waits for the person
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def flush_if_quiet(self) -> None:
@@ -297,6 +330,7 @@ class _Client:
             parts.clear()
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.last_heard = time.monotonic()
         kind = getattr(update, "session_update", "")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             target = "text" if kind == "agent_message_chunk" else "thought"
@@ -334,7 +368,11 @@ class _Client:
         title = tool_call.title or self.titles.get(tool_call.tool_call_id, "a tool call")
         choices = [(o.option_id, o.name, o.kind) for o in options]
         self.host.record("permission", title, options=[{"id": i, "name": n, "kind": k} for i, n, k in choices])
-        chosen = await self._decide(title, choices)
+        self.asking = True
+        try:
+            chosen = await self._decide(title, choices)
+        finally:
+            self.asking, self.last_heard = False, time.monotonic()
         name = next((n for i, n, _ in choices if i == chosen), "denied")
         self.host.record("permission_answer", f"{title}: {name}", option=chosen)
         if chosen is None:
@@ -447,6 +485,51 @@ def login_hint(methods: list[Any]) -> str:
         f"the agent asks to authenticate and no API key it accepts is set: {ways}. Set the key in the environment "
         "kerneltui starts from, or log in with the agent's own command first"
     )
+
+
+def error_text(exc: BaseException | None) -> str:
+    """An error as the agent gave it: an ACP RequestError's message and its data (where agents put the cause,
+    e.g. that the model's API could not be reached), which "Internal error" alone hid."""
+    if exc is None:
+        return "no error"
+    detail = getattr(exc, "data", None)
+    if isinstance(detail, dict):
+        detail = "; ".join(f"{k}: {v}" for k, v in detail.items())
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text + (f" ({str(detail)[:600]})" if detail else "")
+
+
+def said_on_stderr(log: Path | None, since: int = 0, lines: int = 6) -> str:
+    """The end of what the agent wrote on its stderr (kept in its log, from byte `since`: this run's), where
+    agents say why they stopped."""
+    if log is None:
+        return ""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(since, handle.seek(0, os.SEEK_END) - 4096))
+            tail = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    kept = [line for line in tail.splitlines() if line.strip()][-lines:]
+    return f"\n  its stderr ({log}):\n" + "\n".join(f"    {line[:300]}" for line in kept) if kept else ""
+
+
+ROOT_FLAGS = {"claude": {"IS_SANDBOX": "1"}}  # Claude Code refuses to skip permissions as root without it
+
+
+def agent_env(command: list[str], host: Host) -> dict[str, str]:
+    """The agent's environment: ours, plus, when kerneltui runs as root (GPU containers often do), the flag
+    an agent that refuses root takes to run anyway, said in the transcript."""
+    env = dict(os.environ)
+    if os.geteuid() != 0:
+        return env
+    program = " ".join(Path(part).name for part in command)
+    for name, flags in ROOT_FLAGS.items():
+        if name in program and not all(env.get(k) == v for k, v in flags.items()):
+            env.update(flags)
+            shown = " ".join(f"{k}={v}" for k, v in flags.items())
+            host.record("warning", f"running as root: {shown} set for {name} (it refuses root otherwise)")
+    return env
 
 
 def split_command(command: str) -> list[str]:

@@ -339,6 +339,8 @@ def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
         line = f"  (thinks) {first}"
     elif kind == "prompt":
         line = f"kerneltui → agent: {first}"
+    elif kind == "silent":
+        line = f"  … {text} (still waiting)"
     else:
         line = f"{kind}: {text}"
     print(line, flush=True)

@@ -208,3 +208,64 @@ def test_sigterm_stops_an_agent_deaf_to_cancel_and_closes_its_session(tmp_path: 
     ended = rows(workspace, "SELECT ended IS NOT NULL, stop_reason FROM agent_sessions")
     events = rows(workspace, "SELECT kind, text FROM agent_events ORDER BY id")[-4:]
     assert ended and ended[0][0] == 1 and ended[0][1], (ended, events, out[-2000:])
+
+
+def with_config(workspace: Path, text: str) -> str:
+    path = workspace / "agent-config.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_an_agent_that_never_starts_is_stopped_with_a_reason(tmp_path: Path) -> None:
+    """kerneltui had no timeout of its own: an agent that never answered sat there with nothing said."""
+    workspace = make_workspace(tmp_path / "ws").parent
+    config = with_config(workspace, "[agent]\nstartup_timeout_s = 3\n")
+    start = time.monotonic()
+    done = headless(workspace, {"ACP_SCRIPT_MUTE_START": "1"}, "--config", config)
+    out = done.stdout + done.stderr
+    assert "the agent did not start within 3 s (startup_timeout_s)" in out, out[-3000:]
+    assert time.monotonic() - start < 120
+    ended = rows(workspace, "SELECT ended IS NOT NULL, stop_reason FROM agent_sessions")
+    assert ended and ended[0][0] == 1 and "did not start" in ended[0][1]
+
+
+def test_a_silent_turn_says_so_then_ends(tmp_path: Path) -> None:
+    """Failing agents sat silent for minutes with nothing on the headless output."""
+    workspace = make_workspace(tmp_path / "ws").parent
+    config = with_config(workspace, "[agent]\nsilence_timeout_s = 5\n")
+    done = headless(workspace, {"ACP_SCRIPT_MUTE": "1"}, "--config", config)
+    out = done.stdout + done.stderr
+    assert "agent: thinking it over" in out, out[-3000:]
+    assert "  … the agent has said nothing for" in out, out[-3000:]  # the heartbeat, before the end
+    assert "■ stopped: the agent said nothing for" in out and "(silence_timeout_s)" in out, out[-3000:]
+    assert said(workspace, "silent")
+
+
+def test_an_agents_failure_shows_its_details_and_its_stderr(tmp_path: Path) -> None:
+    """codex-acp's "could not reach its API" came out as "Internal error", the cause nowhere."""
+    workspace = make_workspace(tmp_path / "ws").parent
+    done = headless(workspace, {"ACP_SCRIPT_FAIL": "1"})
+    out = done.stdout + done.stderr
+    assert "could not reach api.openai.com: connection refused" in out, out[-3000:]
+    assert "its stderr" in out and "error sending request for url" in out, out[-3000:]
+
+
+def test_claude_code_as_root_gets_the_flag_it_needs_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root (common in GPU containers) the default Claude adapter exited with code 1, the reason hidden."""
+    from agents.acp import agent_env
+
+    class Host:
+        def __init__(self) -> None:
+            self.events: list[tuple[str, str]] = []
+
+        def record(self, kind: str, text: str = "", **data: Any) -> None:
+            self.events.append((kind, text))
+
+    monkeypatch.delenv("IS_SANDBOX", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    host = Host()
+    assert agent_env(["/usr/local/bin/claude-agent-acp"], host)["IS_SANDBOX"] == "1"  # type: ignore[arg-type]
+    assert host.events == [("warning", "running as root: IS_SANDBOX=1 set for claude (it refuses root otherwise)")]
+    assert "IS_SANDBOX" not in agent_env(["gemini", "--acp"], Host())  # type: ignore[arg-type]
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "IS_SANDBOX" not in agent_env(["claude-agent-acp"], Host())  # type: ignore[arg-type]

@@ -403,7 +403,16 @@ def make_acp_agent(
     logs.mkdir(parents=True, exist_ok=True)
     name = config.acp if config.acp in acp_agents else command[0]
     mcp = mcp_command(workspace.root, config_file if config_file and config_file.is_file() else None)
-    return AcpAgent(command, mcp, config.permissions, asker, logs / f"acp-{problem}.log", name)
+    return AcpAgent(
+        command,
+        mcp,
+        config.permissions,
+        asker,
+        logs / f"acp-{problem}.log",
+        name,
+        startup_timeout_s=config.startup_timeout_s,
+        silence_timeout_s=config.silence_timeout_s,
+    )
 
 
 def budget_from(config: AgentConfig) -> Budget:

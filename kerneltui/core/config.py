@@ -30,6 +30,8 @@ context = "~/kernel-context"                # the folder agents search (default:
 prices = { "claude-opus" = [5.0, 25.0] }    # USD per million input, output tokens, by model prefix
 verdict_wait_s = 45                         # kerneltui mcp: a call waits this long for a verdict (clients stop
                                             # at 60 s), then answers "judging"; wait_for_verdict waits on
+startup_timeout_s = 180                     # acp: an agent that has not started a session by then is stopped
+silence_timeout_s = 600                     # acp: a turn silent this long (judging aside) is ended
 
 [tmux]                                      # an agent that speaks neither ACP nor MCP, in a tmux pane:
 softmax = "agents:0.1"                      # guidance for softmax is typed into that pane
@@ -87,6 +89,8 @@ class AgentConfig:
     permissions: str = "ask"  # acp: how permission requests are answered: ask, allow, deny
     feedback_file: bool = True  # FEEDBACK.md in each problem folder, rewritten after each evaluation
     verdict_wait_s: float = 45.0  # kerneltui mcp: a tool call waits this long for a verdict, then says "judging"
+    startup_timeout_s: float = 180.0  # acp: the agent answers initialize and session/new within this
+    silence_timeout_s: float = 600.0  # acp: a turn with nothing from the agent this long (judging aside) ends it
 
 
 ACP_AGENTS = {
@@ -176,6 +180,10 @@ def _agent(section: Any, path: Path) -> AgentConfig:
         config.max_versions = None if config.max_versions is None else int(config.max_versions)
         config.timeout, config.pace = float(config.timeout), float(config.pace)
         config.verdict_wait_s = float(config.verdict_wait_s)
+        config.startup_timeout_s, config.silence_timeout_s = (
+            float(config.startup_timeout_s),
+            float(config.silence_timeout_s),
+        )
         config.max_retries, config.retry_wait = int(config.max_retries), float(config.retry_wait)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [agent]: {exc}") from None
