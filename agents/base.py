@@ -53,6 +53,8 @@ class Feedback:
     verdict: str | None = None
 
     def render(self) -> str:
+        if self.kind == "verdict" and self.verdict == "withdrawn":
+            return f"The person withdrew their verdict on {self.version} ({self.text or 'undone'})"
         if self.kind == "verdict":
             reason = f": {self.text}" if self.text else ""
             return f"The person {self.verdict} {self.version}{reason}"

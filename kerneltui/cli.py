@@ -22,6 +22,7 @@ from harness.text import printable
 from kerneltui.core import config as config_mod
 from kerneltui.core import runner
 from kerneltui.core.judge import harness_env, harness_python
+from kerneltui.core.verdicts import approval_doubt
 from kerneltui.core.workspace import Workspace, WorkspaceError, for_version, resolve
 from kerneltui.history.store import Store
 
@@ -153,7 +154,12 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
     session = Session(workspace, config_mod.load(args.config), say_on_terminal, run_scheduler=False)
     try:
-        version_id, problem = version_for_verdict(session.open_writer(), workspace, path)
+        store = session.open_writer()
+        version_id, problem = version_for_verdict(store, workspace, path)
+        doubt = approval_doubt(store.latest_evaluation(version_id=version_id)) if verdict == "approved" else None
+        if doubt and not args.force:
+            print(f"error: {problem} {name} {doubt}: approve it anyway with --force", file=sys.stderr)
+            return EXIT_USAGE
         row = {"version_id": version_id, "name": name, "path": str(path)}
         session.record_verdict(row, verdict, args.reason, args.who)
     finally:
@@ -435,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
         verdict.add_argument("version", help="kernels/<problem>/vNNN.py")
         verdict.add_argument("--reason", required=verb == "reject", help="why (shown to the agent)")
         verdict.add_argument("--who", default=who)
+        if verb == "approve":
+            verdict.add_argument("--force", action="store_true", help="approve a version not judged, or failed")
         verdict.add_argument("--config", help=CONFIG_HELP)
         verdict.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
         verdict.set_defaults(func=cmd_verdict)

@@ -18,7 +18,7 @@ from kerneltui.core.config import Config, LadderConfig
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.messages import DetailLoaded, SnapshotLoaded
-from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen, RejectScreen
+from kerneltui.ui.screens.dialogs import ConfirmScreen, HelpScreen, QuitScreen, RejectScreen
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane
@@ -117,6 +117,42 @@ async def test_approve_reject_and_guidance_are_stored(history: Workspace) -> Non
     assert rows["v003"]["verdict"] == "rejected" and rows["v003"]["verdict_reason"] == "mask [bug] on odd n"
 
 
+async def test_approving_a_failed_or_unjudged_version_asks_first_and_u_undoes(history: Workspace) -> None:
+    """`a` approved a version that failed, or was never judged, without a word; and no verdict could be undone."""
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v003"))  # failed at correctness
+        await pilot.press("a")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen), pilot)
+        assert "v003 failed at correctness. Approve it anyway?" in app.screen.question  # type: ignore[attr-defined]
+        await pilot.press("n")
+        await wait_for(lambda: not isinstance(app.screen, ConfirmScreen), pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))  # passed: no question
+        await pilot.press("a")
+        await wait_for(lambda: table(app).rows_by_key["v002"].get("verdict") == "approved", pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("u")
+        await wait_for(lambda: table(app).rows_by_key["v002"].get("verdict") == "withdrawn", pilot)
+        await pilot.press("u")  # nothing standing now
+        await wait_for(lambda: notified(app, "no verdict to undo in vadd"), pilot)
+    with db(history.root) as conn:
+        verdicts = conn.execute("SELECT version, verdict, reason FROM verdicts ORDER BY id").fetchall()
+    assert verdicts == [("v002", "approved", None), ("v002", "withdrawn", "was approved")]
+    feedback = (history.root / "vadd" / "FEEDBACK.md").read_text()
+    assert "withdrew" in feedback or "withdrawn" in feedback, feedback
+
+
+def test_kerneltui_approve_refuses_a_failed_version_without_force(history: Workspace) -> None:
+    failed = str(history.root / "vadd" / "v003.py")
+    refused = kerneltui("approve", failed)
+    assert refused.returncode == 2 and "v003 failed at correctness: approve it anyway with --force" in refused.stderr
+    forced = kerneltui("approve", failed, "--force")
+    assert forced.returncode == 0, forced.stderr
+    with db(history.root) as conn:
+        assert conn.execute("SELECT version, verdict FROM verdicts").fetchall() == [("v003", "approved")]
+
+
 async def test_cli_verdicts_show_within_two_seconds(history: Workspace) -> None:
     app = KernelTUI(history, run_scheduler=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -160,6 +196,8 @@ async def test_keys_remapped_from_the_config(history: Workspace, tmp_path: Path)
         await pilot.press("a")
         await pilot.pause(0.3)
         await pilot.press("A")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen), pilot)  # v004 is not judged yet
+        await pilot.press("y")
         await wait_for(lambda: table(app).rows_by_key["v004"].get("verdict") == "approved", pilot)
         # the command palette names the key in use (it said "key a" whatever the config mapped)
         from kerneltui.ui.commands import KernelCommands

@@ -253,6 +253,21 @@ class Session:
             self.on_event(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
             self._person_spoke(store, Path(row["path"]).parent)
 
+    def withdraw_verdict(self, problem: str, who: str | None = None) -> str | None:
+        """Undoes the newest standing approval or rejection in the problem (a verdict 'withdrawn' is added, so
+        the agent hears of it too); what was undone, or None when there was nothing to undo."""
+        with self.open_writer().held() as store:
+            if store is None:
+                return None
+            last = store.last_standing_verdict(problem)
+            if last is None:
+                return None
+            store.add_verdict(last["version_id"], "withdrawn", f"was {last['verdict']}", who or self.who)
+            said = f"{last['version']}: {last['verdict']} withdrawn"
+            self.on_event(Recorded("verdict", said))
+            self._person_spoke(store, self.workspace.root / problem)
+            return said
+
     def record_guidance(self, problem: str, text: str, who: str | None = None) -> None:
         with self.open_writer().held() as store:
             if store is None:

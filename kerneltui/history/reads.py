@@ -236,6 +236,15 @@ class Reads(Connection):
         pct = f", {best['roofline_pct']:.0f}% of roofline" if best.get("roofline_pct") else ""
         return f"{best['version']} ({duration_us(best['median_us'])}{pct})"
 
+    def last_standing_verdict(self, problem: str) -> dict[str, Any] | None:
+        """The newest approval or rejection in the problem that is still its version's verdict (undo's target)."""
+        found = self.rows(
+            "SELECT d.* FROM verdicts d WHERE d.problem = ? AND d.verdict IN ('approved', 'rejected') "
+            "AND d.id = (SELECT MAX(id) FROM verdicts WHERE version_id = d.version_id) ORDER BY d.id DESC LIMIT 1",
+            [problem],
+        )
+        return found[0] if found else None
+
     def last_approved(self, problem: str) -> dict[str, Any] | None:
         found = self.rows(
             "SELECT v.* FROM verdicts d JOIN versions v ON v.id = d.version_id WHERE d.problem = ? "

@@ -53,6 +53,7 @@ class KernelTUI(Steering):
     BINDINGS = [
         Binding("a", "approve", "approve", id="approve", tooltip="approve the selected version"),
         Binding("r", "reject", "reject", id="reject", tooltip="reject the selected version, with a reason"),
+        Binding("u", "undo_verdict", "undo", id="undo_verdict", show=False, tooltip="withdraw the last verdict"),
         Binding("i", "guide", "guide", id="guide", tooltip="type guidance for the agent"),
         Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved"),
         Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),

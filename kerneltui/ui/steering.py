@@ -10,10 +10,11 @@ from textual.widgets import Input, TabbedContent
 
 from kerneltui.core.agent_host import AgentRun
 from kerneltui.core.session import SessionRefused
+from kerneltui.core.verdicts import approval_doubt
 from kerneltui.ui.base import while_running
 from kerneltui.ui.messages import AgentFinished, PermissionAsked, RecordedMessage
 from kerneltui.ui.panes import PaneLoading
-from kerneltui.ui.screens.dialogs import RejectScreen
+from kerneltui.ui.screens.dialogs import ConfirmScreen, RejectScreen
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.diff import DiffPane
 from kerneltui.ui.widgets.versions import VersionTable
@@ -28,8 +29,28 @@ class Steering(PaneLoading):
 
     def action_approve(self) -> None:
         row = self.selected_version()
-        if row is not None:
+        if row is None:
+            return
+        doubt = approval_doubt(row)
+        if doubt is None:
             self.record_verdict(row, "approved", None)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.record_verdict(row, "approved", None)
+
+        self.push_screen(ConfirmScreen(f"{row['name']} {doubt}. Approve it anyway? y / n"), answered)
+
+    def action_undo_verdict(self) -> None:
+        problem = self.snapshot.problem
+        if problem:
+            self.withdraw_verdict(problem)
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def withdraw_verdict(self, problem: str) -> None:
+        if self.session.withdraw_verdict(problem) is None:
+            self.call_from_thread(self.notify, f"no verdict to undo in {problem}", timeout=4)
 
     def action_reject(self) -> None:
         row = self.selected_version()

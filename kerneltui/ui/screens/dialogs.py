@@ -31,27 +31,32 @@ class RejectScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class QuitScreen(ModalScreen[bool]):
-    BINDINGS = [Binding("y", "answer(True)", "quit"), Binding("n,escape", "answer(False)", "stay")]
+class ConfirmScreen(ModalScreen[bool]):
+    """A question answered y (True) or n / Esc (False)."""
 
-    def __init__(self, pending: int, agents: int = 0) -> None:
+    BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n,escape", "answer(False)", "no")]
+
+    def __init__(self, question: str) -> None:
         super().__init__()
-        self.pending = pending
-        self.agents = agents
+        self.question = question
 
     def compose(self) -> ComposeResult:
-        busy = [f"{self.pending} evaluation(s) queued or running"] if self.pending else []
-        busy += [f"{self.agents} agent(s) working"] if self.agents else []
         with Vertical(id="dialog"):
-            yield Static(
-                Text(
-                    f"{' and '.join(busy)}. Quit anyway? y / n\n"
-                    "(evaluations stay queued and resume when kerneltui starts again; agents stop)"
-                )
-            )
+            yield Static(Text(self.question))
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
+
+
+class QuitScreen(ConfirmScreen):
+    def __init__(self, pending: int, agents: int = 0) -> None:
+        busy = [f"{pending} evaluation(s) queued or running"] if pending else []
+        busy += [f"{agents} agent(s) working"] if agents else []
+        super().__init__(
+            f"{' and '.join(busy)}. Quit anyway? y / n\n"
+            "(evaluations stay queued and resume when kerneltui starts again; agents stop)"
+        )
+        self.pending, self.agents = pending, agents
 
 
 class HelpScreen(ModalScreen[None]):

@@ -57,6 +57,8 @@ def verdict_cell(row: dict[str, Any]) -> Text:
     if verdict == "rejected":
         reason = row.get("verdict_reason") or ""
         return Text(f"✗ {reason[:13] or 'rejected'}", style="red")
+    if verdict == "withdrawn":
+        return Text("· withdrawn", style="dim")
     return Text("·", style="dim")
 
 
