@@ -133,6 +133,7 @@ def history_line(row: dict[str, Any]) -> str:
     speedup = f"{m['speedup']:.2f}×" if m.get("speedup") else "·"
     roof = f"{m['roofline_pct']:.0f}%" if m.get("roofline_pct") is not None else "·"
     status = row["status"] + (" ⚑" if row.get("flags") else "")  # flagged: --json says which and why
+    status += " ↻" if row.get("stale") else ""  # judged against an older problem.py
     return (
         f"{row['problem']:<12} {row['version']:<6} {row['hash'][:8]:<8} {status:<10} "
         f"{row['failed_rung'] or '·':<12} {sig(m.get('max_abs')):>9} {duration_us(m.get('median_us')):>10} "

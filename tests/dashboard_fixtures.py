@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -210,6 +211,7 @@ def judged(
         device={"kind": "cuda", "name": gpu, "arch": "sm_80" if "A100" in gpu else "sm_90"},
         rungs=rungs_for(status, median, dumps_dir),
         sandbox="landlock ABI 7",
+        problem_hash=hashlib.sha256((path.parent / "problem.py").read_bytes()).hexdigest(),  # as the judge sets it
     )
     ev.finish()
     store.finish_evaluation(evaluation_id, ev)

@@ -143,6 +143,26 @@ async def test_approving_a_failed_or_unjudged_version_asks_first_and_u_undoes(hi
     assert "withdrew" in feedback or "withdrawn" in feedback, feedback
 
 
+async def test_stale_versions_are_marked_and_b_asks_for_them_to_be_judged_again(history: Workspace) -> None:
+    import hashlib
+
+    from kerneltui.history.store import Store
+
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        await pilot.press("B")
+        await wait_for(lambda: notified(app, "no version here was judged against an older problem.py"), pilot)
+        problem = history.root / "vadd" / "problem.py"
+        problem.write_text(problem.read_text() + "\ntolerance = {'atol': 1e-7, 'rtol': 1e-7}\n")
+        store = Store(history.db_path, create=False)
+        store.ensure_problem("vadd", str(problem.parent), "", hashlib.sha256(problem.read_bytes()).hexdigest())
+        store.close()  # as the scheduler records a changed problem.py
+        await wait_for(lambda: bool(table(app).rows_by_key["v002"].get("stale")), pilot)
+        await pilot.press("B")  # no judges in this session: it says so rather than nothing
+        await wait_for(lambda: notified(app, "judging is off in this session"), pilot)
+
+
 def test_kerneltui_approve_refuses_a_failed_version_without_force(history: Workspace) -> None:
     failed = str(history.root / "vadd" / "v003.py")
     refused = kerneltui("approve", failed)

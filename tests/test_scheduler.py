@@ -44,3 +44,33 @@ def test_a_judge_that_dies_after_ready_does_not_stop_the_scheduler(tmp_path: Pat
         assert rows and all(r["status"] in ("queued", "error") for r in rows), rows
     finally:
         scheduler.stop()
+
+
+def test_a_changed_problem_is_judged_again_when_the_config_says_so(tmp_path: Path) -> None:
+    """[ladder] rejudge_stale: every version judged against the old problem.py is judged again against the new."""
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v001.py")
+    config = Config()
+    config.ladder.rejudge_stale = True
+    config.ladder.options = config.ladder.options.updated({"rungs": "load", "timeout": 30})
+    events: queue.Queue[SchedulerEvent] = queue.Queue()
+    scheduler = Scheduler(Workspace(folder.parent), config.ladder, events.put)
+
+    def finished() -> SchedulerEvent:
+        while True:
+            event = events.get(timeout=300)
+            if event.kind in ("finished", "failed"):
+                return event
+
+    scheduler.start()
+    try:
+        first = finished()
+        problem = folder / "problem.py"
+        problem.write_text(problem.read_text() + "\ncases = cases + [{'n': 12345}]\n")
+        again = finished()
+        assert again.evaluation_id != first.evaluation_id and again.version == "v001"
+        assert scheduler.store is not None
+        rows = scheduler.store.version_rows("vadd")
+        assert rows[0]["evaluation_id"] == again.evaluation_id and not rows[0]["stale"], rows
+    finally:
+        scheduler.stop()

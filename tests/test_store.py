@@ -130,3 +130,29 @@ def test_a_version_budget_counts_only_what_the_session_wrote(tmp_path: Path) -> 
     dashboard_fixtures.judged(store, workspace, folder / "v005.py", good + "\n# new\n", "pass", 40.0)
     assert host.session_versions() == 1
     store.close()
+
+
+def test_a_changed_problem_marks_earlier_evaluations_stale(tmp_path: Path) -> None:
+    """Editing problem.py (a new case, a tighter tolerance) left every earlier verdict standing as if it had
+    been judged against the new problem."""
+    import hashlib
+    import json
+
+    from kerneltui.history.store import Store
+    from kerneltui.ui.widgets.format import status_cell
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path, create=False)
+    assert not any(r["stale"] for r in store.version_rows("vadd"))
+    problem = workspace.root / "vadd" / "problem.py"
+    problem.write_text(problem.read_text() + "\ncases.append({'n': 12345})\n")
+    store.ensure_problem("vadd", str(problem.parent), "", hashlib.sha256(problem.read_bytes()).hexdigest())
+    rows = {r["name"]: r for r in store.version_rows("vadd")}
+    assert rows["v001"]["stale"] and rows["v003"]["stale"] and not rows["v004"]["stale"]  # v004: only queued
+    assert status_cell(rows["v001"]).plain.endswith("↻")
+    store.close()
+    listed = json.loads(run(["-m", "kerneltui", "history", "--json", "--workspace", str(workspace.root)]).stdout)
+    assert {r["version"]: r["stale"] for r in listed if r["status"] != "queued"} == {
+        "v001": True, "v002": True, "v003": True
+    }  # fmt: skip

@@ -9,6 +9,7 @@ reject = "R,ctrl+r"
 python = "/opt/torch/.venv/bin/python3"   # the GPU box's Python (default: kerneltui's own)
 judges = 1                                  # judge processes with no GPU (one per GPU otherwise)
 debounce = 0.2                              # seconds a file must stay unchanged before it is judged
+rejudge_stale = false                       # problem.py changed: judge every version again (else: B)
 timeout = 60                                # and every option of `python -m harness --help`, by its name:
 arch = "sm_90"                              # compile target with no GPU
 seeds = 2                                   # seeds per correctness case
@@ -62,11 +63,12 @@ class ConfigError(Exception):
 
 @dataclass
 class LadderConfig:
-    """How kerneltui runs judges (python, judges, debounce) and the ladder's own options."""
+    """How kerneltui runs judges (python, judges, debounce, rejudge_stale) and the ladder's own options."""
 
     python: str | None = None
     judges: int = 1
     debounce: float = 0.2
+    rejudge_stale: bool = False  # problem.py changed: judge every version again, not only on `B`
     options: Options = field(default_factory=Options)
 
 
@@ -147,11 +149,13 @@ def _check_table(section: Any, fields: Any, name: str, path: Path) -> None:
 
 
 def _ladder(section: Any, path: Path) -> LadderConfig:
-    own = {"python", "judges", "debounce"}
+    own = {"python", "judges", "debounce", "rejudge_stale"}
     _check_table(section, own | (set(by_key()) - set(PER_RUN)), "ladder", path)
     try:
         config = LadderConfig(**{k: v for k, v in section.items() if k in own})
         config.judges, config.debounce = int(config.judges), float(config.debounce)
+        if not isinstance(config.rejudge_stale, bool):
+            raise ValueError(f"rejudge_stale must be true or false, not {config.rejudge_stale!r}")
         config.options = Options().updated(config_values(section), "[ladder]")
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [ladder]: {str(exc).removeprefix('[ladder]: ')}") from None

@@ -3,11 +3,13 @@ deleted, versions broken by a problem.py that now reads well judged again. Runs 
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.source import VersionTooLarge, defines
+from kerneltui.core.config import LadderConfig
 from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.runner import record_refusal, record_version
 from kerneltui.core.workspace import Workspace
@@ -21,6 +23,7 @@ class Intake:
 
     store: Store | None
     workspace: Workspace
+    config: LadderConfig
     queue: deque[int]
     paths: dict[int, Path]
     notify: Callable[[SchedulerEvent], None]
@@ -55,18 +58,21 @@ class Intake:
 
         if parse(text) is None:
             error = "problem.py does not parse (SyntaxError)"
-        self.store.ensure_problem(folder.name, str(folder), notes(text))
+        digest = hashlib.sha256(problem_file.read_bytes()).hexdigest()  # earlier evaluations are stale past it
+        self.store.ensure_problem(folder.name, str(folder), notes(text), digest)
         self.store.set_problem_error(folder.name, error)
         if announce:
             self.notify(SchedulerEvent("problem", problem=folder.name, data={"error": error}))
         if announce and error is None:
-            self._rejudge_errors(folder.name)
+            self._rejudge(folder.name, stale=self.config.rejudge_stale)
 
-    def _rejudge_errors(self, problem: str) -> None:
-        """problem.py changed and reads well: versions it broke (status error) are judged again."""
+    def _rejudge(self, problem: str, stale: bool) -> None:
+        """problem.py changed and reads well: versions it broke (status error) are judged again, and with
+        `stale` every version judged against an older problem.py."""
         assert self.store is not None
         for row in self.store.version_rows(problem):
-            if row.get("status") == "error" and not row.get("deleted") and row.get("path"):
+            wanted = row.get("status") == "error" or (stale and row.get("stale"))
+            if wanted and not row.get("deleted") and row.get("path"):
                 self._enqueue(Path(row["path"]), force=True)
 
     def _enqueue(self, path: Path, force: bool, announce: bool = True, kind: str | None = None) -> None:

@@ -9,6 +9,11 @@ from harness.results import RungResult
 from kerneltui.history.connection import Connection
 from kerneltui.history.schema import KEY_METRICS
 
+# An evaluation judged against another problem.py than the one on disk now (e: evaluations, p: problems).
+STALE = (
+    "(COALESCE(e.problem_hash, '') != '' AND COALESCE(p.problem_hash, '') != '' AND e.problem_hash != p.problem_hash)"
+)
+
 # A passing evaluation may be "the best" only when nothing flagged it, or the person approved its version.
 MAY_BE_BEST = (
     "status = 'pass' AND (flags IS NULL OR flags = '[]' OR (SELECT d.verdict FROM verdicts d "
@@ -30,13 +35,13 @@ class Reads(Connection):
     def version_rows(self, problem: str) -> list[dict[str, Any]]:
         """One row per version name (its newest content), with its newest evaluation and verdict."""
         return self.rows(
-            """
+            f"""
             SELECT v.id AS version_id, v.name, v.number, v.path, v.notes, v.author, v.deleted, v.hash AS file_hash,
                    v.created AS version_created,
                    e.id AS evaluation_id, e.status, e.failed_rung, e.error, e.max_abs, e.median_us,
                    e.ref_median_us, e.speedup, e.roofline_pct, e.device_name, e.finished, e.queued, e.started,
                    e.race, e.vs_best,
-                   e.flags, e.sandbox,
+                   e.flags, e.sandbox, {STALE} AS stale,
                    d.verdict, d.reason AS verdict_reason, d.created AS verdict_time,
                    (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
                    (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct,
@@ -49,6 +54,7 @@ class Reads(Connection):
                 WHERE version_id = v.id AND json_extract(options, '$.kind') IS NOT 'profile'
             )
             LEFT JOIN verdicts d ON d.id = (SELECT MAX(id) FROM verdicts WHERE version_id = v.id)
+            LEFT JOIN problems p ON p.name = v.problem
             WHERE v.problem = ?
               AND v.id = (SELECT MAX(id) FROM versions w WHERE w.problem = v.problem AND w.name = v.name)
             ORDER BY v.number DESC, v.name DESC
@@ -257,12 +263,12 @@ class Reads(Connection):
         """Evaluations, newest first, with their version's latest verdict."""
         where, params = ("WHERE e.problem = ?", [problem]) if problem else ("", [])
         sql = f"""
-            SELECT e.*, v.path AS path, v.notes AS notes, v.author AS author,
+            SELECT e.*, v.path AS path, v.notes AS notes, v.author AS author, {STALE} AS stale,
                    (SELECT verdict FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
                        AS verdict,
                    (SELECT reason FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
                        AS verdict_reason
-            FROM evaluations e JOIN versions v ON v.id = e.version_id
+            FROM evaluations e JOIN versions v ON v.id = e.version_id LEFT JOIN problems p ON p.name = e.problem
             {where} ORDER BY e.id DESC {"LIMIT ?" if limit else ""}
         """
         cursor = self.conn.execute(sql, [*params, *([limit] if limit else [])])
@@ -332,5 +338,6 @@ def history_entry(row: dict[str, Any]) -> dict[str, Any]:
         "author": row.get("author"),
         "verdict": row.get("verdict"),
         "verdict_reason": row.get("verdict_reason"),
+        "stale": bool(row.get("stale")),  # judged against an older problem.py
         "time": row["finished"] or row["started"] or row["queued"],
     }

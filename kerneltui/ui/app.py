@@ -59,6 +59,14 @@ class KernelTUI(Steering):
         Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),
         Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
         Binding(
+            "B",
+            "rejudge_stale",
+            "stale",
+            id="rejudge_stale",
+            show=False,
+            tooltip="judge again every version judged against an older problem.py",
+        ),
+        Binding(
             "p",
             "profile",
             "profile",

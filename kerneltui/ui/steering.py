@@ -222,3 +222,18 @@ class Steering(PaneLoading):
             self.notify(str(exc), severity="error")
             return
         self.notify(f"{row['name']} queued to be judged again", timeout=3)
+
+    def action_rejudge_stale(self) -> None:
+        """Every version of the problem judged against an older problem.py, judged again (rows in hand: the
+        snapshot the table shows)."""
+        stale = [r for r in self.snapshot.versions if r.get("stale") and r.get("path") and not r.get("deleted")]
+        if not stale:
+            self.notify("no version here was judged against an older problem.py", timeout=4)
+            return
+        try:
+            for row in stale:
+                self.session.judge_again(Path(row["path"]))
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{len(stale)} stale version(s) queued to be judged again", timeout=4)

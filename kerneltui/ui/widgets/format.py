@@ -35,6 +35,8 @@ def status_cell(row: dict[str, Any]) -> Text:
     cell = Text(label, style=style)
     if row_flags(row):
         cell.append(" ⚑", style="bold yellow")  # flagged: the Rungs pane says why
+    if row.get("stale"):
+        cell.append(" ↻", style="bold magenta")  # judged against an older problem.py
     return cell
 
 
