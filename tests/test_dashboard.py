@@ -293,8 +293,27 @@ async def test_help_lists_the_keys(history: Workspace) -> None:
         text = str(app.screen.query_one("Static").render())
         for word in ("approve", "reject", "rebench", "cycle_pane"):
             assert word in text
+        # keys as people write them (it said slash and question_mark), and what every mark means
+        assert "  /  " in text and "  ?  " in text and "slash" not in text.replace("search", ""), text
+        assert "question_mark" not in text
+        for mark in ("⚑", "↻", "★", "▲ ▼ = ?", "○", "+N"):
+            assert mark in text, mark
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_the_help_scrolls_on_a_small_terminal(history: Workspace) -> None:
+    from textual.containers import VerticalScroll
+
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(lambda: isinstance(app.screen, HelpScreen), pilot)
+        box = app.screen.query_one(VerticalScroll)
+        await wait_for(lambda: box.max_scroll_y > 0, pilot)  # it was cut off, and did not scroll
+        for _ in range(5):
+            await pilot.press("j")
+        await wait_for(lambda: box.scroll_y > 0, pilot)
 
 
 def notified(app: KernelTUI, words: str) -> bool:

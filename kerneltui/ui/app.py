@@ -246,7 +246,8 @@ class KernelTUI(Steering):
         for binding in self.BINDINGS:
             assert isinstance(binding, Binding)
             keys = keymap.get(binding.id or "", binding.key)
-            rows.append((keys, binding.tooltip or binding.description, binding.id or ""))
+            shown = " ".join(self.get_key_display(Binding(key.strip(), "")) for key in keys.split(","))
+            rows.append((shown, binding.tooltip or binding.description, binding.id or ""))
         self.push_screen(HelpScreen(rows))
 
     def action_quit_app(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -59,15 +59,36 @@ class QuitScreen(ConfirmScreen):
         self.pending, self.agents = pending, agents
 
 
+GLYPHS = (
+    ("✓ ✗", "passed · failed (the failed rung beside it)"),
+    ("◐ rung", "being judged, on that rung"),
+    ("○", "queued"),
+    ("?", "unverified: passed what this box could check (no GPU: CuTeDSL is not run)"),
+    ("⚑", "flagged: check the Rungs pane before trusting it; not the best until approved"),
+    ("↻", "judged against an older problem.py: B judges it again"),
+    ("★", "the best passing version (of this GPU); in problems, its % of roofline"),
+    ("▲ ▼ = ?", "raced against the best back to back: faster, slower, the same, ambiguous"),
+    ("+N", "in problems: N versions queued or being judged"),
+    ("⚠", "in problems: problem.py has an error"),
+    ("✓ approved ✗ reason", "the person's verdict (u withdraws the newest)"),
+)
+
+
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
+    """Every key (as typed, with the binding id to remap it by), then what each glyph means; scrolls."""
+
+    BINDINGS = [
+        Binding("escape,q,question_mark", "close", "close"),
+        Binding("j,down", "scroll(1)", show=False),
+        Binding("k,up", "scroll(-1)", show=False),
+    ]
 
     def __init__(self, rows: list[tuple[str, str, str]]) -> None:
         super().__init__()
         self.rows = rows
 
     def compose(self) -> ComposeResult:
-        text = Text("Keys (remap them in the config file by id)\n\n", style="bold")
+        text = Text("Keys (remap them in the config file's [keys] by the id on the right)\n\n", style="bold")
         key_width = max((len(k) for k, _, _ in self.rows), default=10) + 2
         said_width = max((len(d) for _, d, _ in self.rows), default=30) + 2
         for keys, description, binding_id in self.rows:
@@ -77,9 +98,17 @@ class HelpScreen(ModalScreen[None]):
         text.append("\nIn text panes: / search · n / N next and previous match · j / k scroll\n")
         text.append("In the Asm pane: , and . change kernel · t changes listing · c SASS diff vs previous\n")
         text.append("In the Rungs pane: Enter shows logs\n")
-        text.append("ctrl+p opens the command palette\n", style="dim")
-        with Vertical(id="dialog", classes="help"):
+        text.append("ctrl+p opens the command palette\n\n", style="dim")
+        text.append("What the marks mean\n\n", style="bold")
+        mark_width = max(len(mark) for mark, _ in GLYPHS) + 2
+        for mark, meaning in GLYPHS:
+            text.append(f"  {mark:<{mark_width}}", style="bold")
+            text.append(f"{meaning}\n")
+        with VerticalScroll(id="dialog", classes="help"):
             yield Static(text)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
 
     def action_close(self) -> None:
         self.dismiss(None)
