@@ -74,3 +74,36 @@ def test_a_changed_problem_is_judged_again_when_the_config_says_so(tmp_path: Pat
         assert rows[0]["evaluation_id"] == again.evaluation_id and not rows[0]["stale"], rows
     finally:
         scheduler.stop()
+
+
+def test_a_file_named_like_a_version_that_is_not_one_is_named_once(tmp_path: Path) -> None:
+    """v008_fast.py was ignored without a word: the agent or the person never learnt why it was not judged."""
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v008_fast.py")  # there at start
+    config = Config()
+    config.ladder.options = config.ladder.options.updated({"rungs": "load", "timeout": 30})
+    events: queue.Queue[SchedulerEvent] = queue.Queue()
+    scheduler = Scheduler(Workspace(folder.parent), config.ladder, events.put)
+
+    def warnings_until(words: str) -> list[str]:
+        said: list[str] = []
+        while not any(words in w for w in said):
+            event = events.get(timeout=120)
+            if event.kind == "warning":
+                said.append(event.data["message"])
+        return said
+
+    scheduler.start()
+    try:
+        said = warnings_until("v008_fast.py")
+        assert "vadd/v008_fast.py is not judged: versions are named vNNN.py (e.g. v008.py)" in said
+        scheduler.started.wait(60)
+        add_version(folder, "good", "V9.py")  # written while watched
+        said = warnings_until("V9.py")
+        assert "vadd/V9.py is not judged: versions are named vNNN.py (e.g. v009.py)" in said
+        (folder / "V9.py").write_text((folder / "V9.py").read_text() + "\n# again\n")
+        add_version(folder, "good", "v001.py")
+        while (event := events.get(timeout=120)).kind not in ("finished", "failed"):
+            assert not (event.kind == "warning" and "V9.py" in event.data["message"]), "said twice"
+    finally:
+        scheduler.stop()

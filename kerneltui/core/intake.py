@@ -4,6 +4,7 @@ deleted, versions broken by a problem.py that now reads well judged again. Runs 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from harness.source import VersionTooLarge, defines
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.runner import record_refusal, record_version
-from kerneltui.core.workspace import Workspace
+from kerneltui.core.workspace import Workspace, ignored_version
 from kerneltui.history.store import Store
 
 PROBLEM_NAMES = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
@@ -27,6 +28,7 @@ class Intake:
     queue: deque[int]
     paths: dict[int, Path]
     notify: Callable[[SchedulerEvent], None]
+    ignored_said: set[Path]  # files named like versions that are not, already said
 
     def _scan(self) -> None:
         """Versions written while kerneltui was not running are queued; vanished ones marked deleted."""
@@ -34,6 +36,9 @@ class Intake:
         stamps = self.store.judged_file_stamps()
         for folder in self.workspace.problems():
             self._problem(folder, announce=False)
+            for path in sorted(folder.glob("[vV]*.py")):
+                if ignored_version(path):
+                    self._ignored(path)
             for path in self.workspace.versions(folder.name):
                 try:
                     stat = path.stat()
@@ -65,6 +70,16 @@ class Intake:
             self.notify(SchedulerEvent("problem", problem=folder.name, data={"error": error}))
         if announce and error is None:
             self._rejudge(folder.name, stale=self.config.rejudge_stale)
+
+    def _ignored(self, path: Path) -> None:
+        """A file named like a version that is not one: said once per file, with the name it needs."""
+        if path in self.ignored_said:
+            return
+        self.ignored_said.add(path)
+        digits = re.match(r"\d+", path.stem[1:])
+        number = f"{int(digits.group()):03d}" if digits else "NNN"
+        message = f"{path.parent.name}/{path.name} is not judged: versions are named vNNN.py (e.g. v{number}.py)"
+        self.notify(SchedulerEvent("warning", data={"message": message}))
 
     def _rejudge(self, problem: str, stale: bool) -> None:
         """problem.py changed and reads well: versions it broke (status error) are judged again, and with

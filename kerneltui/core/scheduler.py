@@ -58,6 +58,7 @@ class Scheduler(Intake):
         self.judges: list[Judge] = []
         self.rung_counts: dict[int, int] = {}
         self.paths: dict[int, Path] = {}
+        self.ignored_said: set[Path] = set()
         self.store: Store | None = None
         self.watcher: WorkspaceWatcher | None = None
         self.thread = threading.Thread(target=self._loop, name="kerneltui-scheduler", daemon=True)
@@ -111,6 +112,7 @@ class Scheduler(Intake):
                 gone=lambda p: self.inbox.put(("deleted", p, None)),
                 on_problem=lambda p: self.inbox.put(("problem", p, None)),
                 debounce=self.config.debounce,
+                on_ignored=lambda p: self.inbox.put(("ignored", p, None)),
             )
             self.watcher.start()
         self.started.set()
@@ -149,6 +151,8 @@ class Scheduler(Intake):
             self._deleted(Path(a))
         elif kind == "problem":
             self._problem(Path(a))
+        elif kind == "ignored":
+            self._ignored(Path(a))
         elif kind == "profile" and self.owner:
             self._enqueue(Path(a), force=True, kind="profile")
 

@@ -18,7 +18,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from harness import source
-from kerneltui.core.workspace import VERSION_RE
+from kerneltui.core.workspace import VERSION_RE, ignored_version
 
 TICK_S = 0.01
 CLOSED_WAIT_S = 0.05
@@ -135,6 +135,8 @@ class _Handler(FileSystemEventHandler):
                     self.debouncer.deleted(path)
                 else:
                     self.debouncer.touched(path, closed=event.event_type == "closed")
+            elif path.parent.parent == self.root and ignored_version(path) and event.event_type != "deleted":
+                self.watcher.on_ignored(path)
 
 
 class WorkspaceWatcher:
@@ -151,9 +153,10 @@ class WorkspaceWatcher:
         gone: Callable[[Path], None],
         on_problem: Callable[[Path], None],
         debounce: float = 0.2,
+        on_ignored: Callable[[Path], None] = lambda path: None,
     ) -> None:
         self.root = root
-        self.on_problem = on_problem
+        self.on_problem, self.on_ignored = on_problem, on_ignored
         self.debouncer = Debouncer(ready, gone, debounce=debounce)
         self.observer = Observer()
         self.handler = _Handler(self)

@@ -8,6 +8,12 @@ from pathlib import Path
 
 STATE_DIR = ".kerneltui"
 VERSION_RE = re.compile(r"^v(\d+)\.py$")
+LOOKS_LIKE_VERSION = re.compile(r"^[vV]\d+.*\.py$")  # v008_fast.py, V9.py: meant as versions, not judged
+
+
+def ignored_version(path: Path) -> bool:
+    """A file named like a version that is not one (vNNN.py): said once, rather than ignored silently."""
+    return bool(LOOKS_LIKE_VERSION.match(path.name)) and not VERSION_RE.match(path.name)
 
 
 class WorkspaceError(Exception):
