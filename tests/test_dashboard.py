@@ -495,3 +495,12 @@ async def test_a_finished_profile_shows_with_the_selected_versions_rungs(history
         text = profile.plain  # type: ignore[attr-defined]
         assert "1 kernel(s), 45 µs" in text and "DRAM 200.0 MB" in text, text
         assert "add_kernel" in text and "report " in text and "ncu-ui" in text, text
+
+
+def test_max_err_is_red_outside_the_tolerance_and_green_inside() -> None:
+    """ "max err" read the same for a failing and a passing version."""
+    from kerneltui.ui.widgets.format import error_cell
+
+    assert str(error_cell(1.84, {"status": "fail", "failed_rung": "correctness"}).style) == "red"
+    assert str(error_cell(3e-7, {"status": "pass", "failed_rung": None}).style) == "green"
+    assert str(error_cell(None, {"status": "fail"}).style) == "dim"

@@ -156,3 +156,22 @@ def test_a_changed_problem_marks_earlier_evaluations_stale(tmp_path: Path) -> No
     assert {r["version"]: r["stale"] for r in listed if r["status"] != "queued"} == {
         "v001": True, "v002": True, "v003": True
     }  # fmt: skip
+
+
+def test_latest_is_the_newest_file_not_the_newest_evaluation(tmp_path: Path) -> None:
+    """Judging v002 again made it "latest" in the problems list though v004 was the newest file."""
+    from kerneltui.history.store import Store
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path, create=False)
+    good = (VERSIONS / "good.py").read_text()
+    folder = workspace.root / "vadd"
+    dashboard_fixtures.judged(store, workspace, folder / "v002.py", good + "\n# judged again\n", "pass", 50.0)
+    row = next(r for r in store.problem_rows() if r["name"] == "vadd")
+    assert (row["latest_version"], row["latest_status"]) == ("v004", "queued"), row
+    (folder / "v004.py").unlink()
+    store.mark_deleted("vadd", "v004")
+    row = next(r for r in store.problem_rows() if r["name"] == "vadd")
+    assert (row["latest_version"], row["latest_status"]) == ("v003", "fail"), row
+    store.close()

@@ -136,7 +136,7 @@ class Reads(Connection):
         return self.rows(
             f"""
             WITH agg AS (
-                SELECT problem, MAX(id) AS latest_id, SUM(status IN ('queued', 'running')) AS pending,
+                SELECT problem, SUM(status IN ('queued', 'running')) AS pending,
                        MAX(CASE WHEN median_us IS NOT NULL THEN id END) AS timed_id
                 FROM evaluations GROUP BY problem),
             gpu AS (SELECT a.problem, e.device_name FROM agg a JOIN evaluations e ON e.id = a.timed_id),
@@ -145,16 +145,27 @@ class Reads(Connection):
                 FROM evaluations JOIN gpu g
                     ON g.problem = evaluations.problem AND g.device_name IS evaluations.device_name
                 WHERE {MAY_BE_BEST} GROUP BY evaluations.problem),
-            counts AS (SELECT problem, COUNT(DISTINCT name) AS versions FROM versions GROUP BY problem)
+            counts AS (SELECT problem, COUNT(DISTINCT name) AS versions FROM versions GROUP BY problem),
+            -- "latest" is the newest file (the highest vNNN still on disk), not the newest evaluation
+            top AS (SELECT problem, MAX(number) AS number FROM versions WHERE deleted IS NULL GROUP BY problem),
+            newest AS (
+                SELECT v.problem, MAX(v.id) AS version_id FROM versions v
+                JOIN top t ON t.problem = v.problem AND t.number = v.number GROUP BY v.problem),
+            judged AS (
+                SELECT n.problem, MAX(e.id) AS id FROM newest n JOIN evaluations e ON e.version_id = n.version_id
+                WHERE json_extract(e.options, '$.kind') IS NOT 'profile' GROUP BY n.problem)
             SELECT p.name, p.path, p.description, p.error, c.versions,
-                   l.version AS latest_version, l.status AS latest_status, l.error AS latest_error,
+                   nv.name AS latest_version, l.status AS latest_status, l.error AS latest_error,
                    l.roofline_pct AS latest_pct, b.best_us, b.best_pct, g.device_name AS best_device, a.pending
             FROM problems p
             LEFT JOIN agg a ON a.problem = p.name
             LEFT JOIN gpu g ON g.problem = p.name
             LEFT JOIN best b ON b.problem = p.name
             LEFT JOIN counts c ON c.problem = p.name
-            LEFT JOIN evaluations l ON l.id = a.latest_id
+            LEFT JOIN newest n ON n.problem = p.name
+            LEFT JOIN versions nv ON nv.id = n.version_id
+            LEFT JOIN judged j ON j.problem = p.name
+            LEFT JOIN evaluations l ON l.id = j.id
             ORDER BY p.name
             """
         )

@@ -68,8 +68,14 @@ def number_cell(value: float | None, fmt: str, style: str = "") -> Text:
     return Text("·" if value is None else fmt.format(value), style=style if value is not None else "dim")
 
 
-def error_cell(value: float | None) -> Text:
-    return Text(sig(value), style="" if value is not None else "dim")
+def error_cell(value: float | None, row: dict[str, Any] | None = None) -> Text:
+    """The max abs error, red when it was outside the tolerance (correctness failed), green when inside."""
+    if value is None:
+        return Text(sig(value), style="dim")
+    row = row or {}
+    if row.get("failed_rung") == "correctness":
+        return Text(sig(value), style="red")
+    return Text(sig(value), style="green" if row.get("status") in ("pass", "unverified") else "")
 
 
 def time_cell(value: float | None) -> Text:

@@ -65,7 +65,7 @@ def row_cells(row: dict[str, Any], bests: dict[str | None, float]) -> tuple[Text
         name,
         status_cell(row),
         plain(row.get("failed_rung") or "·"),
-        error_cell(row.get("max_abs")),
+        error_cell(row.get("max_abs"), row),
         time_cell(median),
         number_cell(row.get("noise_pct"), "{:.1f}%"),
         number_cell(row.get("speedup"), "{:.2f}×"),
