@@ -32,20 +32,6 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CANCEL_WAIT_S = 15.0  # how long Ctrl-C or SIGTERM waits for an agent to stop before recording it stopped
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
-SUBCOMMANDS = (
-    "eval",
-    "agents",
-    "profile",
-    "history",
-    "approve",
-    "reject",
-    "guide",
-    "agent",
-    "mcp",
-    "demo",
-    "dashboard",
-    "doctor",
-)
 
 
 def open_store(workspace: Workspace) -> Store:
@@ -353,6 +339,17 @@ def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
     print(line, flush=True)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from kerneltui.core.scaffold import init_problem
+
+    root = Path(args.workspace) if args.workspace else Path.cwd()
+    written = init_problem(Workspace(root.resolve()), args.name)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"edit {written[0].name} for your kernel, then run: kerneltui {root}")
+    return EXIT_OK
+
+
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from kerneltui.ui.app import KernelTUI
 
@@ -484,6 +481,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mcp_parser(sub)
 
+    init = sub.add_parser("init", help="a new problem folder: a commented problem.py and a first version")
+    init.add_argument("name", help="the problem's folder name, e.g. softmax")
+    init.add_argument("--workspace", help="the folder of problem folders (default: the current folder)")
+    init.set_defaults(func=cmd_init)
     demo = sub.add_parser("demo", help="the whole loop on example problems with a replayed agent: no GPU, no API key")
     demo.add_argument("--pace", type=float, default=1.0, help="multiply the recorded waits (default 1)")
     demo.add_argument("--keep", action="store_true", help="keep the demo workspace afterwards")
@@ -528,13 +529,20 @@ class PrintableStream(io.TextIOBase):
         return self._stream.isatty()
 
 
+def subcommands(parser: argparse.ArgumentParser) -> list[str]:
+    """The commands, as the parser defines them (one list: a new command is never mistaken for a folder)."""
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(found[0].choices) if found else []
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
+    commands = subcommands(parser)
+    if not argv or argv[0] not in (*commands, "-h", "--help"):
         # `kerneltui`, `kerneltui WORKSPACE`, `kerneltui --config F ...`: the dashboard
         if argv and not argv[0].startswith("-") and not Path(argv[0]).is_dir():
-            parser.error(f"{argv[0]!r} is neither a command ({', '.join(SUBCOMMANDS)}) nor a workspace folder")
+            parser.error(f"{argv[0]!r} is neither a command ({', '.join(commands)}) nor a workspace folder")
         argv = ["dashboard", *argv]
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

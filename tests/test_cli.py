@@ -199,3 +199,19 @@ def test_eval_takes_the_config_files_ladder_options_and_flags_win(workspace: Pat
     config.write_text("[ladder]\ntimeout = -1\n")
     done = kerneltui("eval", str(version), "--config", str(config))
     assert done.returncode == 2 and "[ladder]: timeout: must be above 0" in done.stderr, done.stderr
+
+
+def test_init_writes_a_problem_and_a_first_version_that_passes(tmp_path: Path) -> None:
+    from tests.conftest import kerneltui
+
+    done = kerneltui("init", "axpy", "--workspace", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "wrote" in done.stdout and (tmp_path / "axpy" / "problem.py").is_file()
+    assert '"""axpy: say here what it computes' in (tmp_path / "axpy" / "problem.py").read_text()
+    again = kerneltui("init", "axpy", "--workspace", str(tmp_path))
+    assert again.returncode != 0 and "exists already" in again.stderr
+    bad = kerneltui("init", "../x", "--workspace", str(tmp_path))
+    assert bad.returncode != 0 and "is not a problem name" in bad.stderr
+    judged = kerneltui("eval", str(tmp_path / "axpy" / "v001.py"), "--rungs", "load,compile,correctness", "--json")
+    assert judged.returncode == 0, judged.stdout[-2000:] + judged.stderr[-2000:]
+    assert json.loads(judged.stdout)["status"] in ("pass", "unverified"), judged.stdout[-2000:]
