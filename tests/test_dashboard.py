@@ -504,3 +504,20 @@ def test_max_err_is_red_outside_the_tolerance_and_green_inside() -> None:
     assert str(error_cell(1.84, {"status": "fail", "failed_rung": "correctness"}).style) == "red"
     assert str(error_cell(3e-7, {"status": "pass", "failed_rung": None}).style) == "green"
     assert str(error_cell(None, {"status": "fail"}).style) == "dim"
+
+
+async def test_tab_never_stops_in_the_guidance_box_unless_i_was_pressed(history: Workspace) -> None:
+    """tab stopped in the guidance box, so the next j became guidance text instead of moving the cursor."""
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        guidance = app.query_one("#guidance", Input)
+        for _ in range(7):
+            await pilot.press("tab")
+            assert app.focused is not guidance
+        await pilot.press("i")
+        assert app.focused is guidance
+        await pilot.press("j")
+        assert guidance.value == "j"  # typed on purpose, after i
+        await pilot.press("escape")
+        assert app.focused is table(app)

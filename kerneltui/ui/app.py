@@ -235,8 +235,9 @@ class KernelTUI(Steering):
         order = [self.query_one("#problems"), self.query_one("#versions")]
         view = self.active_view()
         order.append(view if view is not None else self.query_one("#detail", TabbedContent))
-        order.append(self.query_one("#guidance"))
         focused = self.focused
+        if focused is self.query_one("#guidance"):  # reached with i only: a j typed after tab stays a key
+            order.append(focused)
         index = next((i for i, w in enumerate(order) if focused is w or (focused and w in focused.ancestors)), -1)
         order[(index + step) % len(order)].focus()
 
