@@ -521,3 +521,19 @@ async def test_tab_never_stops_in_the_guidance_box_unless_i_was_pressed(history:
         assert guidance.value == "j"  # typed on purpose, after i
         await pilot.press("escape")
         assert app.focused is table(app)
+
+
+async def test_the_detail_pane_shows_when_it_has_focus(history: Workspace) -> None:
+    """The detail pane never showed that it had focus, though its keys work only then."""
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        detail = app.query_one("#detail", TabbedContent)
+        unfocused = detail.styles.border_top
+        for _ in range(3):
+            if detail.has_focus_within:
+                break
+            await pilot.press("tab")
+        assert detail.has_focus_within, app.focused
+        await pilot.pause(0.1)
+        assert detail.styles.border_top != unfocused and detail.styles.border_top[0] == "round"
