@@ -88,13 +88,13 @@ class HelpScreen(ModalScreen[None]):
         self.rows = rows
 
     def compose(self) -> ComposeResult:
-        text = Text("Keys (remap them in the config file's [keys] by the id on the right)\n\n", style="bold")
+        text = Text("Keys (remap them in the config file's [keys] by the id beside each)\n\n", style="bold")
         key_width = max((len(k) for k, _, _ in self.rows), default=10) + 2
-        said_width = max((len(d) for _, d, _ in self.rows), default=30) + 2
-        for keys, description, binding_id in self.rows:
+        id_width = max((len(i) for _, _, i in self.rows), default=10) + 2
+        for keys, description, binding_id in self.rows:  # the description last: on a narrow screen it wraps
             text.append(f"  {keys:<{key_width}}", style="bold yellow")
-            text.append(f"{description:<{said_width}}")
-            text.append(f"{binding_id}\n", style="dim")
+            text.append(f"{binding_id:<{id_width}}", style="dim")
+            text.append(f"{description}\n")
         text.append("\nIn text panes: / search · n / N next and previous match · j / k scroll\n")
         text.append("In the Asm pane: , and . change kernel · t changes listing · c SASS diff vs previous\n")
         text.append("In the Rungs pane: Enter shows logs\n")
