@@ -537,3 +537,17 @@ async def test_the_detail_pane_shows_when_it_has_focus(history: Workspace) -> No
         assert detail.has_focus_within, app.focused
         await pilot.pause(0.1)
         assert detail.styles.border_top != unfocused and detail.styles.border_top[0] == "round"
+
+
+async def test_the_asm_panes_keys_pressed_elsewhere_say_where_they_work(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        await pilot.press("t")  # the versions table has focus
+        await wait_for(lambda: notified(app, "t works in the Asm pane"), pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await pilot.press("4")
+        asm = app.query_one("#asm-pane", AsmPane)
+        asm.view.focus()
+        await pilot.press("t")
+        await wait_for(lambda: asm.kind == "ptx", pilot)  # there, it does what it says

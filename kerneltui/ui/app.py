@@ -44,6 +44,7 @@ from kerneltui.ui.widgets.versions import VersionTable
 
 TABS = ("rungs", "diff", "trends", "asm", "agent", "profile")
 POLL_S = 0.5
+ASM_KEYS = (("comma", ","), ("full_stop", "."), ("t", "t"), ("c", "c"))
 
 
 class KernelTUI(Steering):
@@ -92,6 +93,8 @@ class KernelTUI(Steering):
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit_app", "quit", id="quit"),
         *[Binding(str(n), f"tab('{tab}')", tab, id=f"tab_{tab}", show=False) for n, tab in enumerate(TABS, 1)],
+        # The Asm pane's own keys, pressed elsewhere: said why nothing happened, not silently dropped.
+        *[Binding(key, f"asm_key_elsewhere('{shown}')", shown, show=False) for key, shown in ASM_KEYS],
     ]
 
     def __init__(
@@ -241,11 +244,16 @@ class KernelTUI(Steering):
         index = next((i for i, w in enumerate(order) if focused is w or (focused and w in focused.ancestors)), -1)
         order[(index + step) % len(order)].focus()
 
+    def action_asm_key_elsewhere(self, key: str) -> None:
+        self.notify(f"{key} works in the Asm pane: press 4, then tab until its border lights", timeout=4)
+
     def action_help(self) -> None:
         rows = []
         keymap = self.config.keys
         for binding in self.BINDINGS:
             assert isinstance(binding, Binding)
+            if binding.action.startswith("asm_key_elsewhere"):
+                continue  # the Asm pane's keys are listed with it below
             keys = keymap.get(binding.id or "", binding.key)
             shown = " ".join(self.get_key_display(Binding(key.strip(), "")) for key in keys.split(","))
             rows.append((shown, binding.tooltip or binding.description, binding.id or ""))
