@@ -551,3 +551,15 @@ async def test_the_asm_panes_keys_pressed_elsewhere_say_where_they_work(history:
         asm.view.focus()
         await pilot.press("t")
         await wait_for(lambda: asm.kind == "ptx", pilot)  # there, it does what it says
+
+
+async def test_the_footer_keeps_help_and_quit_at_80_columns(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        from textual.widgets._footer import FooterKey
+
+        await pilot.pause(0.2)
+        shown = {k.key: k.region for k in app.screen.query(FooterKey)}
+        for key in ("question_mark", "q"):  # laid out inside the 80 columns, not cut off on the right
+            assert shown[key].width > 0 and shown[key].right <= 80, shown

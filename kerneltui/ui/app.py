@@ -52,6 +52,9 @@ class KernelTUI(Steering):
     TITLE = "kerneltui"
     COMMANDS = App.COMMANDS | {KernelCommands}
     BINDINGS = [
+        # First: the footer is cut on the right on a narrow terminal, and these two must stay on it.
+        Binding("question_mark", "help", "help", id="help"),
+        Binding("q", "quit_app", "quit", id="quit"),
         Binding("a", "approve", "approve", id="approve", tooltip="approve the selected version"),
         Binding("r", "reject", "reject", id="reject", tooltip="reject the selected version, with a reason"),
         Binding("u", "undo_verdict", "undo", id="undo_verdict", show=False, tooltip="withdraw the last verdict"),
@@ -90,8 +93,6 @@ class KernelTUI(Steering):
         ],
         Binding("tab", "cycle_pane", "pane", id="cycle_pane", priority=True, tooltip="next pane"),
         Binding("shift+tab", "cycle_pane(-1)", "pane", id="cycle_pane_back", show=False, priority=True),
-        Binding("question_mark", "help", "help", id="help"),
-        Binding("q", "quit_app", "quit", id="quit"),
         *[Binding(str(n), f"tab('{tab}')", tab, id=f"tab_{tab}", show=False) for n, tab in enumerate(TABS, 1)],
         # The Asm pane's own keys, pressed elsewhere: said why nothing happened, not silently dropped.
         *[Binding(key, f"asm_key_elsewhere('{shown}')", shown, show=False) for key, shown in ASM_KEYS],
