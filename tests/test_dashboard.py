@@ -563,3 +563,21 @@ async def test_the_footer_keeps_help_and_quit_at_80_columns(history: Workspace) 
         shown = {k.key: k.region for k in app.screen.query(FooterKey)}
         for key in ("question_mark", "q"):  # laid out inside the 80 columns, not cut off on the right
             assert shown[key].width > 0 and shown[key].right <= 80, shown
+
+
+async def test_columns_give_way_by_priority_on_a_narrow_terminal(history: Workspace) -> None:
+    """At 80x24 the versions table showed its first four columns in display order and scrolled sideways."""
+    from kerneltui.ui.widgets.versions import COLUMNS, PRIORITY
+
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        await pilot.pause(0.2)
+        shown = [COLUMNS[i][0] for i in table(app).shown_columns]
+        assert shown[:3] == ["ver", "status", "failed"], shown
+        assert shown == [key for key, _, _ in COLUMNS if key in PRIORITY[: len(shown)]], shown  # the most wanted
+        assert table(app).virtual_size.width <= table(app).scrollable_content_region.width + 1
+    async with KernelTUI(history, run_scheduler=False).run_test(size=(200, 50)) as pilot:
+        wide = pilot.app.query_one("#versions", VersionTable)
+        await wait_for(lambda: len(wide.order) == 4, pilot)
+        assert len(wide.shown_columns) == len(COLUMNS)

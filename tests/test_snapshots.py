@@ -50,6 +50,12 @@ def test_main_screen(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-u
     assert snap_compare(app, terminal_size=SIZE, run_before=settle())
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 36), (200, 50)])
+def test_main_screen_at_every_size(snap_compare, app: KernelTUI, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    """Columns give way by priority (status, failed at, median, vs ref, roofline, verdict before the rest)."""
+    assert snap_compare(app, terminal_size=size, run_before=settle())
+
+
 def test_failed_version(snap_compare, app: KernelTUI) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(app, terminal_size=SIZE, run_before=settle(row="v003"))
 

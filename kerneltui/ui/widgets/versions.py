@@ -36,6 +36,24 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("verdict", "verdict", 16),
     ("note", "note", 20),  # takes what is left of the width (on_resize)
 )
+# Which columns stay when the table is narrow, most wanted first (the note takes what is left, if any).
+PRIORITY = ("ver", "status", "failed", "median", "vsref", "roof", "verdict", "vsbest", "err", "spread", "note")
+MIN_NOTE = 10
+
+
+def visible_columns(width: int, padding: int) -> tuple[list[int], int]:
+    """Indices into COLUMNS that fit in `width` by PRIORITY, in display order, and the note column's width."""
+    sizes = {key: (w or 0) + 2 * padding for key, _, w in COLUMNS}
+    sizes["note"] = MIN_NOTE + 2 * padding
+    chosen: set[str] = set()
+    used = 0
+    for key in PRIORITY:  # a prefix of PRIORITY: never a lesser column where a more wanted one did not fit
+        if used + sizes[key] > width and key != "ver":
+            break
+        chosen.add(key)
+        used += sizes[key]
+    note = width - used + MIN_NOTE if "note" in chosen else 0
+    return [i for i, (key, _, _) in enumerate(COLUMNS) if key in chosen], note
 
 
 def best_median(rows: list[dict[str, Any]]) -> dict[str | None, float]:
@@ -99,29 +117,34 @@ class VersionTable(DataTable[Text]):
         self.order: list[str] = []
         self.cells: dict[str, tuple[tuple[str, str, tuple[Any, ...]], ...]] = {}
         self.note_width = 20
+        self.shown_columns = list(range(len(COLUMNS)))
 
     def on_mount(self) -> None:
         self._add_columns()
 
     def on_resize(self) -> None:
-        """The note column gets the width the others leave, so there is no horizontal scrolling."""
-        fixed = sum(w for key, _, w in COLUMNS if key != "note" and w) + 2 * self.cell_padding * len(COLUMNS)
-        width = max(10, self.scrollable_content_region.width - fixed - 2)
-        if width == self.note_width:
+        """Columns give way by PRIORITY on a narrow screen; the note takes what the others leave: no
+        horizontal scrolling."""
+        shown, note = visible_columns(self.scrollable_content_region.width - 2, self.cell_padding)
+        if (shown, note) == (self.shown_columns, self.note_width):
             return
-        self.note_width = width
+        self.shown_columns, self.note_width = shown, note
         cursor = self.cursor_row
         self.clear(columns=True)
         self._add_columns()
         best = best_median(list(self.rows_by_key.values()))
         for key in self.order:
-            self.add_row(*row_cells(self.rows_by_key[key], best), key=key)
+            self.add_row(*self._shown(row_cells(self.rows_by_key[key], best)), key=key)
         if self.order:
             self.move_cursor(row=min(cursor, len(self.order) - 1), animate=False)
 
     def _add_columns(self) -> None:
-        for key, label, width in COLUMNS:
+        for i in self.shown_columns:
+            key, label, width = COLUMNS[i]
             self.add_column(label, key=key, width=self.note_width if key == "note" else width)
+
+    def _shown(self, cells: tuple[Text, ...]) -> list[Text]:
+        return [cells[i] for i in self.shown_columns]
 
     @property
     def selected(self) -> dict[str, Any] | None:
@@ -147,7 +170,7 @@ class VersionTable(DataTable[Text]):
     def _rebuild(self, order: list[str], fresh: dict[str, tuple[Text, ...]]) -> None:
         self.clear()
         for key in order:
-            self.add_row(*fresh[key], key=key)
+            self.add_row(*self._shown(fresh[key]), key=key)
         self.order = order
         self.cells = {k: tuple(map(_look, v)) for k, v in fresh.items()}
 
@@ -157,8 +180,8 @@ class VersionTable(DataTable[Text]):
             old = self.cells.get(key)
             if old == looks:
                 continue
-            for (column, _, _), cell, before, now in zip(COLUMNS, cells, old or (), looks, strict=False):
-                if before != now:
+            for i, ((column, _, _), cell, now) in enumerate(zip(COLUMNS, cells, looks, strict=True)):
+                if i in self.shown_columns and (old is None or old[i] != now):
                     self.update_cell(key, column, cell)
             self.cells[key] = looks
 
