@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import Budget, Feedback, Host, Judged, best_roofline, budget_reason, render_feedback
+from agents.known import known_for
 from agents.prompt import task_prompt
 from agents.tools import ToolError, confine
 
@@ -113,9 +114,13 @@ class AcpAgent:
         except TimeoutError:
             reason = f"the agent did not start within {self.startup_timeout_s:.0f} s (startup_timeout_s)"
         except Exception as exc:
-            reason = f"the ACP connection failed: {error_text(exc)}"
-        reason += self.stderr_tail()
-        host.record("error", reason)
+            if self._cancel.is_set() or host.stop_requested():  # the connection closed because we stopped it
+                reason = "stopped by the person"
+            else:
+                reason = f"the ACP connection failed: {error_text(exc)}"
+                reason += login_help(self.command, reason) + self.stderr_tail()
+        if reason != "stopped by the person":
+            host.record("error", reason)
         host.record("stop", reason)
         return reason
 
@@ -220,7 +225,10 @@ class AcpAgent:
                     stop_reason=turn.result().stop_reason,
                 )
             elif turn.done() and not turn.cancelled() and turn.exception() is not None:
-                reason = f"the agent's turn failed: {error_text(turn.exception())}{self.stderr_tail()}"
+                if self._cancel.is_set() or host.stop_requested():  # its connection closed as we stopped it
+                    return self._stopped(host, "stopped by the person")
+                reason = f"the agent's turn failed: {error_text(turn.exception())}"
+                reason += login_help(self.command, reason) + self.stderr_tail()
                 host.record("error", reason)
                 return self._stopped(host, reason)
             if stop:
@@ -255,7 +263,9 @@ class AcpAgent:
                 told = 0
             elif silent >= every * (told + 1):
                 told += 1
-                host.record("silent", f"the agent has said nothing for {silent:.0f} s", seconds=round(silent))
+                latest = said_on_stderr(self.log, self.log_start, 1, header=False).strip()
+                said = f"the agent has said nothing for {silent:.0f} s" + (f"; its stderr: {latest}" if latest else "")
+                host.record("silent", said, seconds=round(silent))
             await asyncio.sleep(POLL_S)
         return None
 
@@ -499,37 +509,55 @@ def error_text(exc: BaseException | None) -> str:
     return text + (f" ({str(detail)[:600]})" if detail else "")
 
 
-def said_on_stderr(log: Path | None, since: int = 0, lines: int = 6) -> str:
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+STACK_FRAME = re.compile(r"^\s+at |^\s*File \"|^\s*[{}\])]+[,;]?$")  # JS and Python frames, bare brackets
+
+
+def said_on_stderr(log: Path | None, since: int = 0, lines: int = 6, header: bool = True) -> str:
     """The end of what the agent wrote on its stderr (kept in its log, from byte `since`: this run's), where
-    agents say why they stopped."""
+    agents say why they stopped: colour codes and stack frames left out, the words kept."""
     if log is None:
         return ""
     try:
         with open(log, "rb") as handle:
-            handle.seek(max(since, handle.seek(0, os.SEEK_END) - 4096))
-            tail = handle.read().decode(errors="replace")
+            handle.seek(max(since, handle.seek(0, os.SEEK_END) - 8192))
+            tail = ANSI.sub("", handle.read().decode(errors="replace"))
     except OSError:
         return ""
-    kept = [line for line in tail.splitlines() if line.strip()][-lines:]
-    return f"\n  its stderr ({log}):\n" + "\n".join(f"    {line[:300]}" for line in kept) if kept else ""
-
-
-ROOT_FLAGS = {"claude": {"IS_SANDBOX": "1"}}  # Claude Code refuses to skip permissions as root without it
+    kept = [line for line in tail.splitlines() if line.strip() and not STACK_FRAME.match(line)][-lines:]
+    if not kept:
+        return ""
+    body = "\n".join(f"    {line.strip()[:300]}" for line in kept)
+    return f"\n  its stderr ({log}):\n{body}" if header else body
 
 
 def agent_env(command: list[str], host: Host) -> dict[str, str]:
-    """The agent's environment: ours, plus, when kerneltui runs as root (GPU containers often do), the flag
-    an agent that refuses root takes to run anyway, said in the transcript."""
+    """The agent's environment: ours, plus what a known agent needs to work under kerneltui (agents.known),
+    each said in the transcript: Gemini's workspace trust, without which it starts no MCP server; as root
+    (GPU containers often are), the flag an agent that refuses root takes to run anyway."""
     env = dict(os.environ)
-    if os.geteuid() != 0:
+    agent = known_for(command)
+    if agent is None:
         return env
-    program = " ".join(Path(part).name for part in command)
-    for name, flags in ROOT_FLAGS.items():
-        if name in program and not all(env.get(k) == v for k, v in flags.items()):
-            env.update(flags)
-            shown = " ".join(f"{k}={v}" for k, v in flags.items())
-            host.record("warning", f"running as root: {shown} set for {name} (it refuses root otherwise)")
+    wanted = {**agent.env, **(agent.root_env if os.geteuid() == 0 else {})}
+    added = {k: v for k, v in wanted.items() if env.get(k) != v}
+    if added:
+        env.update(added)
+        flags = " ".join(f"{k}={v}" for k, v in added.items())
+        why = " (running as root)" if any(k in agent.root_env for k in added) else ""
+        host.record("warning", f"{flags} set for {agent.name}{why}: it needs it to work under kerneltui")
     return env
+
+
+def login_help(command: list[str], failure: str) -> str:
+    """How to get in, for a failure that says the agent has no credentials (the agents' own words vary)."""
+    words = failure.lower()
+    if not any(w in words for w in ("authentication required", "api key is missing", "not logged in", "unauthor")):
+        return ""
+    agent = known_for(command)
+    if agent is None:
+        return ""
+    return f"\n  to log in: set {' or '.join(agent.keys)} in the environment kerneltui starts from, or {agent.login}"
 
 
 def split_command(command: str) -> list[str]:

@@ -304,6 +304,9 @@ def ask_on_terminal(session: Any, problem: str, ask: Any) -> None:
     threading.Thread(target=prompt, daemon=True).start()
 
 
+LAST_ERROR = [""]  # the error print_event printed last, so the stop that repeats it is not printed again
+
+
 def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
     """The transcript as it happens, for a terminal or a log."""
     first = text.strip().splitlines()[0] if text.strip() else ""
@@ -326,6 +329,8 @@ def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
             else ""
         )
         line = f"— {text}" + (f" · {tokens}" if tokens else "") + (f" · ${cost:.4f} so far" if cost else "")
+    elif kind == "stop" and text == LAST_ERROR[0]:
+        line = "■ stopped by the error above"  # said once, not twice
     elif kind == "stop":
         line = f"■ stopped: {text}"
     elif kind == "thought":
@@ -336,6 +341,7 @@ def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
         line = f"  … {text} (still waiting)"
     else:
         line = f"{kind}: {text}"
+    LAST_ERROR[0] = text if kind == "error" else ""
     print(line, flush=True)
 
 

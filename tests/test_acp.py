@@ -205,6 +205,7 @@ def test_sigterm_stops_an_agent_deaf_to_cancel_and_closes_its_session(tmp_path: 
     finally:
         agent.kill()
     assert agent.returncode == 143, out[-3000:]
+    assert "turn failed" not in out and "connection failed" not in out, out[-3000:]  # a stop, not a failure
     ended = rows(workspace, "SELECT ended IS NOT NULL, stop_reason FROM agent_sessions")
     events = rows(workspace, "SELECT kind, text FROM agent_events ORDER BY id")[-4:]
     assert ended and ended[0][0] == 1 and ended[0][1], (ended, events, out[-2000:])
@@ -248,6 +249,8 @@ def test_an_agents_failure_shows_its_details_and_its_stderr(tmp_path: Path) -> N
     out = done.stdout + done.stderr
     assert "could not reach api.openai.com: connection refused" in out, out[-3000:]
     assert "its stderr" in out and "error sending request for url" in out, out[-3000:]
+    assert out.count("could not reach api.openai.com") == 1, out[-3000:]  # printed once, not as error and stop
+    assert "■ stopped by the error above" in out
 
 
 def test_claude_code_as_root_gets_the_flag_it_needs_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -262,10 +265,31 @@ def test_claude_code_as_root_gets_the_flag_it_needs_and_says_so(monkeypatch: pyt
             self.events.append((kind, text))
 
     monkeypatch.delenv("IS_SANDBOX", raising=False)
+    monkeypatch.delenv("GEMINI_CLI_TRUST_WORKSPACE", raising=False)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     host = Host()
     assert agent_env(["/usr/local/bin/claude-agent-acp"], host)["IS_SANDBOX"] == "1"  # type: ignore[arg-type]
-    assert host.events == [("warning", "running as root: IS_SANDBOX=1 set for claude (it refuses root otherwise)")]
+    assert host.events == [("warning", "IS_SANDBOX=1 set for claude-code (running as root): it needs it to work "
+                            "under kerneltui")]  # fmt: skip
     assert "IS_SANDBOX" not in agent_env(["gemini", "--acp"], Host())  # type: ignore[arg-type]
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert "IS_SANDBOX" not in agent_env(["claude-agent-acp"], Host())  # type: ignore[arg-type]
+    # Gemini CLI starts no MCP server in a folder it does not trust: kerneltui's tools never reached it
+    assert agent_env(["gemini", "--acp"], Host())["GEMINI_CLI_TRUST_WORKSPACE"] == "true"  # type: ignore[arg-type]
+
+
+def test_the_stderr_tail_keeps_the_words_not_colour_codes_or_stack_frames(tmp_path: Path) -> None:
+    from agents.acp import said_on_stderr
+
+    log = tmp_path / "agent.log"
+    log.write_text(
+        "old run's line\n"
+        "\x1b[2m2026-12-04T15:49:38Z\x1b[0m \x1b[31mERROR\x1b[0m codex_api: stream disconnected\n"
+        "Attempt 8 failed. Retrying with backoff... fetch failed\n"
+        "    at async Promise.all (index 0)\n"
+        "    at retryWithBackoff (file:///x/retry.js:94:30)\n"
+        "}\n"
+    )
+    tail = said_on_stderr(log, since=len("old run's line\n"))
+    assert "\x1b" not in tail and "ERROR codex_api: stream disconnected" in tail
+    assert "Attempt 8 failed" in tail and " at " not in tail and "old run" not in tail

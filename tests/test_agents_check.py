@@ -24,10 +24,13 @@ def test_found_agents_with_a_key_are_ready_and_the_rest_say_what_they_need(tmp_p
     assert findings["codex"].ready and findings["codex"].key == "OPENAI_API_KEY"
     assert not findings["gemini"].ready and "GEMINI_API_KEY" in findings["gemini"].needs[0]
     claude = findings["claude-code"]
-    assert claude.program is None and any("not on PATH" in n for n in claude.needs)
-    assert any("normal user" in n for n in claude.needs)  # root
-    text = report(list(findings.values()))
-    assert "✓ codex" in text and 'acp = "codex"' in text and "trust the workspace" in text
+    assert claude.program is None and any("claude-agent-acp, on PATH" in n for n in claude.needs)
+    assert "@agentclientprotocol/claude-agent-acp" in claude.needs[0]  # the package that installs that program
+    # As root it runs (kerneltui sets IS_SANDBOX=1 for it): said as a note, never as something it needs.
+    assert not any("root" in n or "normal user" in n for n in claude.needs)
+    text = report(list(findings.values()), root=True)
+    assert "✓ codex" in text and 'acp = "codex"' in text and "kerneltui trusts the workspace" in text
+    assert "as root, kerneltui starts it with IS_SANDBOX=1" in text
 
 
 def test_the_command_prints_json(tmp_path: Path) -> None:

@@ -581,3 +581,31 @@ async def test_columns_give_way_by_priority_on_a_narrow_terminal(history: Worksp
         wide = pilot.app.query_one("#versions", VersionTable)
         await wait_for(lambda: len(wide.order) == 4, pilot)
         assert len(wide.shown_columns) == len(COLUMNS)
+
+
+async def test_v_shows_the_source_as_judged_and_e_hands_the_file_to_the_editor(
+    history: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kerneltui.ui.screens.source import SourceScreen
+
+    opened = tmp_path / "opened.txt"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await wait_for(lambda: app.detail is not None and app.detail.version["name"] == "v002", pilot)
+        await pilot.press("v")
+        await wait_for(lambda: isinstance(app.screen, SourceScreen), pilot)
+        text = app.screen.query_one("#source-view").plain  # type: ignore[attr-defined]
+        assert "def custom_kernel" in text and text.lstrip().startswith("1  "), text[:200]
+        await pilot.press("escape")
+        await wait_for(lambda: not isinstance(app.screen, SourceScreen), pilot)
+        await pilot.press("e")  # headless here: the terminal cannot be handed over, and it says so
+        await wait_for(lambda: opened.exists() or notified(app, "cannot be handed to an editor"), pilot)
+        if opened.exists():
+            assert opened.read_text().strip() == str(history.root / "vadd" / "v002.py")

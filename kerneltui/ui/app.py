@@ -60,6 +60,8 @@ class KernelTUI(Steering):
         Binding("u", "undo_verdict", "undo", id="undo_verdict", show=False, tooltip="withdraw the last verdict"),
         Binding("i", "guide", "guide", id="guide", tooltip="type guidance for the agent"),
         Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved"),
+        Binding("v", "source", "source", id="source", show=False, tooltip="the selected version's source"),
+        Binding("e", "edit", "edit", id="edit", show=False, tooltip="open the selected version in $EDITOR"),
         Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),
         Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
         Binding(

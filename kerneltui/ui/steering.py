@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from textual import on, work
+from textual.app import SuspendNotSupported
 from textual.widgets import Input, TabbedContent
 
 from kerneltui.core.agent_host import AgentRun
@@ -15,6 +19,7 @@ from kerneltui.ui.base import while_running
 from kerneltui.ui.messages import AgentFinished, PermissionAsked, RecordedMessage
 from kerneltui.ui.panes import PaneLoading
 from kerneltui.ui.screens.dialogs import ConfirmScreen, RejectScreen
+from kerneltui.ui.screens.source import SourceScreen
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.diff import DiffPane
 from kerneltui.ui.widgets.versions import VersionTable
@@ -41,6 +46,34 @@ class Steering(PaneLoading):
                 self.record_verdict(row, "approved", None)
 
         self.push_screen(ConfirmScreen(f"{row['name']} {doubt}. Approve it anyway? y / n"), answered)
+
+    def action_source(self) -> None:
+        """The selected version's source as it was judged (the file may have changed since)."""
+        row = self.selected_version()
+        if row is None:
+            return
+        if self.detail is None or self.detail.version.get("name") != row["name"]:
+            self.notify("its source is still loading: press v again", timeout=3)
+            return
+        title = f" {row['name']}  {row.get('path') or ''}   (as judged; Esc closes, e opens it in $EDITOR)"
+        self.push_screen(SourceScreen(title, self.detail.source))
+
+    def action_edit(self) -> None:
+        """The selected version's file in $EDITOR (or $VISUAL), the dashboard suspended meanwhile."""
+        row = self.selected_version()
+        if row is None or not row.get("path"):
+            return
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if not editor:
+            self.notify("set $EDITOR (or $VISUAL) to open versions in an editor", severity="warning")
+            return
+        try:
+            with self.suspend():
+                subprocess.run([*shlex.split(editor), str(row["path"])], check=False)
+        except SuspendNotSupported:
+            self.notify("this terminal cannot be handed to an editor (a web view?)", severity="warning")
+        except OSError as exc:
+            self.notify(f"{editor}: {exc.strerror}", severity="error")
 
     def action_undo_verdict(self) -> None:
         problem = self.snapshot.problem

@@ -1,0 +1,49 @@
+"""A version's source as it was judged, numbered and highlighted; Esc closes it."""
+
+from __future__ import annotations
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from kerneltui.ui.widgets.text_view import TextView
+
+
+def source_lines(source: str) -> list[Text]:
+    """Numbered lines, highlighted as Python (Text, never markup: brackets in the code stay as they are)."""
+    highlighted = Syntax(source, "python", theme="monokai").highlight(source)
+    width = len(str(max(1, source.count("\n") + 1)))
+    lines = []
+    for number, line in enumerate(highlighted.split("\n", allow_blank=True), 1):
+        numbered = Text(f"{number:>{width}}  ", style="dim")
+        numbered.append_text(line)
+        lines.append(numbered)
+    return lines or [Text("(empty)", style="dim")]
+
+
+class SourceScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,v,q", "close", "close")]
+    DEFAULT_CSS = """
+    SourceScreen { align: center middle; }
+    SourceScreen > #source-title { dock: top; height: 1; background: $panel; padding: 0 1; }
+    SourceScreen > TextView { height: 1fr; }
+    """
+
+    def __init__(self, title: str, source: str) -> None:
+        super().__init__()
+        self.title_text, self.source = title, source
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self.title_text, style="bold"), id="source-title")
+        yield TextView(id="source-view")
+
+    def on_mount(self) -> None:
+        view = self.query_one(TextView)
+        view.set_lines(source_lines(self.source))
+        view.focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
