@@ -16,6 +16,7 @@ class KnownAgent:
     keys: tuple[str, ...]  # any one of these environment variables is enough
     login: str  # the other way in, without a key
     notes: tuple[str, ...] = ()
+    logins: tuple[str, ...] = ()  # where a stored login lives, under the home folder
     env: dict[str, str] = field(default_factory=dict)  # set for it by kerneltui, said in the transcript
     root_env: dict[str, str] = field(default_factory=dict)  # set for it when kerneltui runs as root
 
@@ -28,6 +29,7 @@ KNOWN = (
         ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
         "run claude, then /login",
         ("kerneltui's MCP server is handed over by kerneltui itself: no .mcp.json approval is needed",),
+        logins=(".claude/.credentials.json",),
         root_env={"IS_SANDBOX": "1"},  # Claude Code will not skip its permission prompts as root without it
     ),
     KnownAgent(
@@ -37,6 +39,7 @@ KNOWN = (
         ("OPENAI_API_KEY", "CODEX_API_KEY"),
         "run codex login",
         ("Codex keeps a key it was given in ~/.codex/auth.json and uses it on later runs",),
+        logins=(".codex/auth.json",),
     ),
     KnownAgent(
         "gemini",
@@ -45,6 +48,7 @@ KNOWN = (
         ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         "run gemini, then sign in with Google",
         ("Gemini CLI starts no MCP server in a folder it does not trust: kerneltui trusts the workspace for it",),
+        logins=(".gemini/oauth_creds.json",),
         env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},  # else kerneltui's ladder never reaches it
     ),
     KnownAgent(
@@ -53,6 +57,7 @@ KNOWN = (
         "npm install -g opencode-ai",
         ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"),
         "run opencode auth login",
+        logins=(".local/share/opencode/auth.json",),
     ),
 )
 

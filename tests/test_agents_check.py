@@ -40,3 +40,14 @@ def test_the_command_prints_json(tmp_path: Path) -> None:
     found = {f["name"]: f for f in json.loads(done.stdout)}
     assert found["gemini"]["program"].endswith("/gemini") and found["gemini"]["key"] == "GEMINI_API_KEY"
     assert done.returncode == 0, done.stderr
+
+
+def test_a_stored_login_is_as_good_as_a_key(tmp_path: Path) -> None:
+    """With ~/.codex/auth.json present Codex runs, yet the check said it needed a key or a login."""
+    path = programs(tmp_path / "bin", "codex-acp")
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "auth.json").write_text("{}")
+    codex = next(f for f in check({"PATH": path, "HOME": str(home)}, root=False) if f.name == "codex")
+    assert codex.ready and codex.login == "~/.codex/auth.json", codex
+    assert "(logged in: ~/.codex/auth.json)" in report([codex], root=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agents.known import KNOWN, KnownAgent
@@ -20,6 +21,7 @@ class Finding:
     command: str
     program: str | None  # where the program was found, or None
     key: str | None  # the key variable that is set, or None
+    login: str | None = None  # a stored login found instead (its file), or None
     needs: list[str] = field(default_factory=list)
 
     @property
@@ -39,10 +41,12 @@ def check(environ: dict[str, str] | None = None, root: bool | None = None) -> li
 def _check_one(agent: KnownAgent, environ: dict[str, str], root: bool) -> Finding:
     program = shutil.which(agent.command.split()[0], path=environ.get("PATH"))
     key = next((k for k in agent.keys if environ.get(k)), None)
-    finding = Finding(agent.name, agent.command, program, key)
+    home = Path(environ.get("HOME") or Path.home())
+    login = next((f"~/{name}" for name in agent.logins if (home / name).is_file()), None)
+    finding = Finding(agent.name, agent.command, program, key, login)
     if program is None:
         finding.needs.append(f"its program, {agent.command.split()[0]}, on PATH: {agent.install}")
-    if key is None:
+    if key is None and login is None:
         finding.needs.append(f"a key ({' or '.join(agent.keys)}) or a login ({agent.login})")
     return finding
 
@@ -53,7 +57,8 @@ def report(findings: list[Finding], root: bool | None = None) -> str:
     for f in findings:
         mark = "✓" if f.ready else "✗"
         where = f.program or "not found"
-        lines.append(f"{mark} {f.name:<12} {where}" + (f"  (key: {f.key})" if f.key else ""))
+        how = f"  (key: {f.key})" if f.key else f"  (logged in: {f.login})" if f.login else ""
+        lines.append(f"{mark} {f.name:<12} {where}{how}")
         lines += [f"    needs {need}" for need in f.needs]
         for agent in (a for a in KNOWN if a.name == f.name):
             lines += [f"    note: {note}" for note in agent.notes]
