@@ -293,3 +293,19 @@ def test_the_stderr_tail_keeps_the_words_not_colour_codes_or_stack_frames(tmp_pa
     tail = said_on_stderr(log, since=len("old run's line\n"))
     assert "\x1b" not in tail and "ERROR codex_api: stream disconnected" in tail
     assert "Attempt 8 failed" in tail and " at " not in tail and "old run" not in tail
+
+
+def test_a_daemon_the_agent_leaves_behind_ends_with_its_session(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "ws").parent
+    pid_file = tmp_path / "daemon.pid"
+    done = headless(workspace, {"ACP_SCRIPT_CHILD": str(pid_file), "ACP_SCRIPT_FAIL": "1"})
+    assert pid_file.exists(), done.stdout[-2000:] + done.stderr[-2000:]
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+        if state == "Z":
+            break  # ended, waiting to be reaped by whoever adopted it
+        time.sleep(0.2)
+    alive = Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    assert not alive, f"the agent's daemon {pid} outlived its session"
