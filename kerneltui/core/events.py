@@ -15,3 +15,12 @@ class SchedulerEvent:
     problem: str | None = None
     version: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A verdict or guidance reached the history (`verdict`, `guidance`), guidance reached a tmux pane
+    (`delivery`; `warning` when it did not), or the history file was replaced (`history`)."""
+
+    what: str
+    text: str

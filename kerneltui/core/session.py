@@ -9,7 +9,6 @@ Its reads and writes block: a front end calls them from worker threads, never it
 from __future__ import annotations
 
 import getpass
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,22 +27,14 @@ from kerneltui.core.agent_host import (
     run_agent,
 )
 from kerneltui.core.config import Config
+from kerneltui.core.events import Recorded
 from kerneltui.core.external import ExternalAgents, Progress, ToolOutcome
-from kerneltui.core.feedback import person_spoke
+from kerneltui.core.persons_word import PersonsWord
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store, now
 
 READERS = ("snapshot", "detail", "poll")  # one connection per reading thread: none waits on another's query
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """A verdict or guidance reached the history (`verdict`, `guidance`), guidance reached a tmux pane
-    (`delivery`; `warning` when it did not), or the history file was replaced (`history`)."""
-
-    what: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -98,7 +89,7 @@ class SessionRefused(Exception):
     """What was asked cannot be done now; the message says why, for the person."""
 
 
-class Session:
+class Session(PersonsWord):
     def __init__(
         self,
         workspace: Workspace,
@@ -241,54 +232,6 @@ class Session:
     @property
     def pending(self) -> int:
         return self.scheduler.pending if self.scheduler else 0
-
-    # --- the person's word ---------------------------------------------------------------------
-
-    def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None, who: str | None = None) -> None:
-        """`row`: the version's version_id, name and path."""
-        with self.open_writer().held() as store:  # closing waits for the verdict to be written
-            if store is None:
-                return
-            store.add_verdict(row["version_id"], verdict, reason or None, who or self.who)
-            self.on_event(Recorded("verdict", f"{row['name']} {verdict}" + (f": {reason}" if reason else "")))
-            self._person_spoke(store, Path(row["path"]).parent)
-
-    def withdraw_verdict(self, problem: str, who: str | None = None) -> str | None:
-        """Undoes the newest standing approval or rejection in the problem (a verdict 'withdrawn' is added, so
-        the agent hears of it too); what was undone, or None when there was nothing to undo."""
-        with self.open_writer().held() as store:
-            if store is None:
-                return None
-            last = store.last_standing_verdict(problem)
-            if last is None:
-                return None
-            store.add_verdict(last["version_id"], "withdrawn", f"was {last['verdict']}", who or self.who)
-            said = f"{last['version']}: {last['verdict']} withdrawn"
-            self.on_event(Recorded("verdict", said))
-            self._person_spoke(store, self.workspace.root / problem)
-            return said
-
-    def record_guidance(self, problem: str, text: str, who: str | None = None) -> None:
-        with self.open_writer().held() as store:
-            if store is None:
-                return
-            store.ensure_problem(problem, str(self.workspace.root / problem))
-            guidance_id = store.add_guidance(problem, text, who or self.who)
-            self.on_event(Recorded("guidance", text))
-            self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
-
-    def _person_spoke(
-        self, store: Store, folder: Path, text: str | None = None, guidance_id: int | None = None
-    ) -> None:
-        """The feedback file, and guidance typed into a configured tmux pane."""
-        panes, write = self.config.tmux_panes, self.config.agent.feedback_file
-        try:
-            said = person_spoke(store, folder, panes, write, text, guidance_id)
-        except (OSError, subprocess.SubprocessError) as exc:
-            said = f"warning: {exc}"
-        if said:
-            warning = said.startswith("warning: ")
-            self.on_event(Recorded("warning" if warning else "delivery", said.removeprefix("warning: ")))
 
     # --- agents --------------------------------------------------------------------------------
 
