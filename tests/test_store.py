@@ -175,3 +175,28 @@ def test_latest_is_the_newest_file_not_the_newest_evaluation(tmp_path: Path) -> 
     row = next(r for r in store.problem_rows() if r["name"] == "vadd")
     assert (row["latest_version"], row["latest_status"]) == ("v003", "fail"), row
     store.close()
+
+
+def test_closing_the_session_while_a_thread_opens_its_readers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() went over the session's stores while a reading thread opened new ones: "dictionary changed size
+    during iteration" (seen in CI, closing the dashboard while its detail loaded)."""
+    from kerneltui.core.config import Config
+    from kerneltui.core.session import Session
+    from kerneltui.history.store import Store
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    session = Session(workspace, Config(), lambda event: None, run_scheduler=False)
+    session.open_writer()
+    real_close = Store.close
+    reopened = []
+
+    def close_and_race(store: Store) -> None:
+        if not reopened:
+            reopened.append(True)
+            session.open_readers()  # as a reading thread would, in the middle of close()
+        real_close(store)
+
+    monkeypatch.setattr(Store, "close", close_and_race)
+    session.close()
+    assert reopened and session.closed

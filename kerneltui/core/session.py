@@ -104,7 +104,8 @@ class Session(PersonsWord):
         self.run_scheduler, self.run_judges = run_scheduler, run_judges
         self.scheduler: Scheduler | None = None
         self.stores: dict[str, Store] = {}
-        self.writer_lock = threading.Lock()
+        self.writer_lock = threading.Lock()  # guards self.stores and self.closed
+        self.closed = False
         self.agents: dict[str, AgentRun] = {}
         self.asks: dict[str, Any] = {}  # problem -> the ACP permission request waiting for an answer
         self.last_version = -1
@@ -125,6 +126,8 @@ class Session(PersonsWord):
         with self.writer_lock:
             if "write" in self.stores:
                 return self.stores["write"]
+            if self.closed:
+                raise SessionRefused("kerneltui is closing: nothing more is written")
             opened = Store.open(self.workspace.db_path, check=False)
             self.stores["write"] = opened.store
         if opened.warning or "snapshot" not in self.stores:
@@ -135,8 +138,11 @@ class Session(PersonsWord):
 
     def open_readers(self) -> None:
         for name in READERS:
-            old = self.stores.get(name)
-            self.stores[name] = Store(self.workspace.db_path, create=False)
+            with self.writer_lock:  # never while close() goes over the stores
+                if self.closed:
+                    return
+                old = self.stores.get(name)
+                self.stores[name] = Store(self.workspace.db_path, create=False)
             if old is not None:
                 old.close()
 
@@ -339,7 +345,10 @@ class Session(PersonsWord):
             run.request_stop()
         if self.scheduler:
             self.scheduler.stop()
-        for store in self.stores.values():
+        with self.writer_lock:  # a reading thread opening the readers now adds none after this
+            self.closed = True
+            stores = list(self.stores.values())
+        for store in stores:
             store.close()
 
 
