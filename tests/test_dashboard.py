@@ -609,3 +609,20 @@ async def test_v_shows_the_source_as_judged_and_e_hands_the_file_to_the_editor(
         await wait_for(lambda: opened.exists() or notified(app, "cannot be handed to an editor"), pilot)
         if opened.exists():
             assert opened.read_text().strip() == str(history.root / "vadd" / "v002.py")
+
+
+async def test_f_filters_the_versions(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await pilot.press("a")
+        await wait_for(lambda: table(app).rows_by_key["v002"].get("verdict") == "approved", pilot)
+        await pilot.press("f")
+        await wait_for(lambda: table(app).order == ["v004", "v002", "v001"], pilot)  # the failed v003 hidden
+        await pilot.press("f")
+        await wait_for(lambda: table(app).order == ["v002"], pilot)
+        cells = [str(c) for c in table(app).get_row("v002")]
+        assert "★ best" in cells, cells  # the best among all versions, not only the shown
+        await pilot.press("f")
+        await wait_for(lambda: len(table(app).order) == 4, pilot)

@@ -40,7 +40,7 @@ from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane
 from kerneltui.ui.widgets.status import StatusBar
 from kerneltui.ui.widgets.trends import TrendsPane
-from kerneltui.ui.widgets.versions import VersionTable
+from kerneltui.ui.widgets.versions import FILTERS, VersionTable
 
 TABS = ("rungs", "diff", "trends", "asm", "agent", "profile")
 POLL_S = 0.5
@@ -61,6 +61,7 @@ class KernelTUI(Steering):
         Binding("i", "guide", "guide", id="guide", tooltip="type guidance for the agent"),
         Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved"),
         Binding("v", "source", "source", id="source", show=False, tooltip="the selected version's source"),
+        Binding("f", "filter", "filter", id="filter", show=False, tooltip="versions: all, hide failed, only approved"),
         Binding("e", "edit", "edit", id="edit", show=False, tooltip="open the selected version in $EDITOR"),
         Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),
         Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
@@ -121,6 +122,7 @@ class KernelTUI(Steering):
         self.device: dict[str, Any] | None = None
         self.running = 0
         self.wanted_problem: str | None = None
+        self.version_filter = FILTERS[0]
         self.stale_panes: set[str] = set()
         self.rungs_width = 116
         self.rungs_expanded = False
@@ -246,6 +248,11 @@ class KernelTUI(Steering):
             order.append(focused)
         index = next((i for i, w in enumerate(order) if focused is w or (focused and w in focused.ancestors)), -1)
         order[(index + step) % len(order)].focus()
+
+    def action_filter(self) -> None:
+        self.version_filter = FILTERS[(FILTERS.index(self.version_filter) + 1) % len(FILTERS)]
+        self.notify(f"versions: {self.version_filter}", timeout=2)
+        self.post_message(SnapshotLoaded(self.snapshot))  # shown again through the filter
 
     def action_asm_key_elsewhere(self, key: str) -> None:
         self.notify(f"{key} works in the Asm pane: press 4, then tab until its border lights", timeout=4)

@@ -40,6 +40,7 @@ class DashboardBase(App[None]):
     running: int
     deferred_to: int | None
     wanted_problem: str | None
+    version_filter: str  # one of widgets.versions.FILTERS
     stale_panes: set[str]
     rungs_width: int
     rungs_expanded: bool

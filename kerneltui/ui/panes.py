@@ -19,7 +19,7 @@ from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane, detail_lines
 from kerneltui.ui.widgets.text_view import TextView
 from kerneltui.ui.widgets.trends import TrendsPane
-from kerneltui.ui.widgets.versions import VersionTable
+from kerneltui.ui.widgets.versions import VersionTable, filter_rows
 
 
 class PaneLoading(DashboardBase):
@@ -57,8 +57,10 @@ class PaneLoading(DashboardBase):
         self.snapshot = snapshot
         self.query_one("#problems", ProblemTable).show(snapshot.problems)
         table = self.query_one("#versions", VersionTable)
-        table.show(snapshot.versions, reset=changed_problem)
+        table.show(filter_rows(snapshot.versions, self.version_filter), changed_problem, snapshot.versions)
         title = Text(f" {snapshot.problem or 'no problems yet'}", style="bold")
+        if self.version_filter != "all":
+            title.append(f"  [{self.version_filter}: f for the next filter]", style="yellow")
         problem_row = next((p for p in snapshot.problems if p["name"] == snapshot.problem), None)
         if problem_row and problem_row.get("description"):
             title.append(f" · {problem_row['description'].splitlines()[0][:90]}", style="dim")

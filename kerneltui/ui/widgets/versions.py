@@ -56,6 +56,17 @@ def visible_columns(width: int, padding: int) -> tuple[list[int], int]:
     return [i for i, (key, _, _) in enumerate(COLUMNS) if key in chosen], note
 
 
+FILTERS = ("all", "hide failed", "only approved")  # f cycles them
+
+
+def filter_rows(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    if name == "hide failed":
+        return [r for r in rows if r.get("status") not in ("fail", "error")]
+    if name == "only approved":
+        return [r for r in rows if r.get("verdict") == "approved"]
+    return rows
+
+
 def best_median(rows: list[dict[str, Any]]) -> dict[str | None, float]:
     """The best median on each device: a time is only ever compared with times from the same kind of GPU."""
     best: dict[str | None, float] = {}
@@ -152,8 +163,9 @@ class VersionTable(DataTable[Text]):
             return None
         return self.rows_by_key.get(self.order[self.cursor_row])
 
-    def show(self, rows: list[dict[str, Any]], reset: bool = False) -> None:
-        best = best_median(rows)
+    def show(self, rows: list[dict[str, Any]], reset: bool = False, every: list[dict[str, Any]] | None = None) -> None:
+        """`rows` shown; `every` (all the problem's rows, when a filter hides some) decides the best."""
+        best = best_median(rows if every is None else every)
         order = [r["name"] for r in rows]
         previous_key = None if reset or not self.order else self.order[min(self.cursor_row, len(self.order) - 1)]
         follow = reset or previous_key is None or previous_key == self.order[0]
