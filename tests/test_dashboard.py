@@ -626,3 +626,40 @@ async def test_f_filters_the_versions(history: Workspace) -> None:
         assert "★ best" in cells, cells  # the best among all versions, not only the shown
         await pilot.press("f")
         await wait_for(lambda: len(table(app).order) == 4, pilot)
+
+
+async def test_with_no_gpu_the_trends_pane_shows_registers_and_spills(tmp_path: Path) -> None:
+    """With no GPU there are no timings, and the Trends pane said only that: registers and spills, which the
+    compile rung reads on any box, change from version to version too."""
+    from harness.results import Evaluation, RungResult
+    from kerneltui.core import runner
+    from kerneltui.history.reads import resource_rows
+    from kerneltui.history.store import Store
+    from kerneltui.ui.widgets.trends import TrendsPane
+
+    folder = make_workspace(tmp_path / "ws")
+    workspace = Workspace(folder.parent)
+    store = Store(workspace.db_path)
+    for name, registers, spilled in (("v001", 40, 0), ("v002", 255, 128)):
+        path = add_version(folder, "good", f"{name}.py")
+        path.write_text(path.read_text() + f"\n# {name}\n")
+        version_id, digest, problem = runner.record_version(store, workspace, path)
+        evaluation_id = store.start_evaluation(version_id, problem, name, digest)
+        kernels = [{"name": "add_kernel", "registers": registers, "spill_bytes": spilled}]
+        ev = Evaluation(problem=problem, version=name, path=str(path), hash=digest, rungs=[
+            RungResult("load", ok=True), RungResult("compile", ok=True, metrics={"kernels": kernels})])  # fmt: skip
+        ev.finish()
+        store.finish_evaluation(evaluation_id, ev)
+    rows = resource_rows(store, "vadd")
+    assert [(r["number"], r["case_label"], r["value"]) for r in rows] == [
+        (1, "registers per thread", 40), (1, "bytes spilled", 0), (2, "registers per thread", 255),
+        (2, "bytes spilled", 128),
+    ]  # fmt: skip
+    store.close()
+    app = KernelTUI(workspace, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 2 and app.detail is not None, pilot)
+        await pilot.press("3")
+        pane = app.query_one("#trends-view", TrendsPane)
+        await wait_for(lambda: pane.query_one("#trend-time").display, pilot)
+        assert "Meanwhile, what each version's kernels use" in str(pane.query_one("#trends-empty").render())

@@ -32,6 +32,7 @@ from kerneltui.core.external import ExternalAgents, Progress, ToolOutcome
 from kerneltui.core.persons_word import PersonsWord
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
+from kerneltui.history.reads import resource_rows
 from kerneltui.history.store import Store, now
 
 READERS = ("snapshot", "detail", "poll")  # one connection per reading thread: none waits on another's query
@@ -81,6 +82,7 @@ class Detail:
     compare_artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     cases: list[dict[str, Any]] = field(default_factory=list)
     trends: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)  # registers and spills per version
     rung_lines: list[Any] = field(default_factory=list)  # drawn by a front end, off its UI thread
     diffs: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -193,6 +195,7 @@ class Session(PersonsWord):
         if profiled and not any(r.name == "profile" for r in detail.rungs):
             detail.rungs.append(profiled)
         detail.trends = store.trend_rows(problem) if problem else []
+        detail.resources = resource_rows(store, problem) if problem else []
         for target, other in compare_targets(store, row, problem, rows).items():
             detail.compare[target] = other
             if other:

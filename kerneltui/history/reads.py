@@ -329,6 +329,32 @@ def parse_flags(text: Any) -> list[dict[str, str]]:
     return [{"name": str(f.get("name")), "reason": str(f.get("reason"))} for f in flags if isinstance(f, dict)]
 
 
+def resource_rows(store: Reads, problem: str) -> list[dict[str, Any]]:
+    """Per version (its newest evaluation that compiled): the largest kernel's registers per thread and the
+    bytes its kernels spill, in trend_rows' shape (case_label names the line): what changes with no GPU."""
+    found = store.rows(
+        """
+        SELECT v.number, r.metrics FROM rungs r JOIN evaluations e ON e.id = r.evaluation_id
+        JOIN versions v ON v.id = e.version_id
+        WHERE e.problem = ? AND r.name = 'compile' AND r.ok = 1 AND e.id IN (
+            SELECT MAX(id) FROM evaluations WHERE problem = ? AND json_extract(options, '$.kind') IS NOT 'profile'
+            GROUP BY version)
+        ORDER BY v.number
+        """,
+        [problem, problem],
+    )
+    out: list[dict[str, Any]] = []
+    for row in found:
+        kernels = [k for k in json.loads(row["metrics"] or "{}").get("kernels", []) if isinstance(k, dict)]
+        registers = [k["registers"] for k in kernels if isinstance(k.get("registers"), int | float)]
+        if not registers:
+            continue
+        spilled = sum(k.get("spill_bytes") or 0 for k in kernels if isinstance(k.get("spill_bytes"), int | float))
+        out.append({"number": row["number"], "case_label": "registers per thread", "value": max(registers)})
+        out.append({"number": row["number"], "case_label": "bytes spilled", "value": spilled})
+    return out
+
+
 def history_entry(row: dict[str, Any]) -> dict[str, Any]:
     """The `kerneltui history --json` shape of one evaluation."""
     return {

@@ -153,7 +153,7 @@ class PaneLoading(DashboardBase):
             return
         self.stale_panes.discard(active)
         if active == "trends":
-            self.query_one("#trends-view", TrendsPane).show(self.snapshot.problem, detail.trends)
+            self.query_one("#trends-view", TrendsPane).show(self.snapshot.problem, detail.trends, detail.resources)
         elif active == "asm":
             previous = detail.compare.get("previous")
             self.query_one("#asm-pane", AsmPane).show(

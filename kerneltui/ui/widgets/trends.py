@@ -38,18 +38,30 @@ class TrendsPane(Vertical):
         yield PlotextPlot(id="trend-time")
         yield PlotextPlot(id="trend-roofline")
 
-    def show(self, problem: str | None, rows: list[dict[str, Any]]) -> None:
+    def show(
+        self, problem: str | None, rows: list[dict[str, Any]], resources: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Time and % of roofline; with no timings (no GPU), the kernels' registers and spills instead."""
         empty = self.query_one("#trends-empty", Static)
         times, roofs = series(rows, "median_us"), series(rows, "roofline_pct")
-        has_data = bool(times)
-        empty.display = not has_data
+        used = series(resources or [], "value")
+        has_data = bool(times) or bool(used)
+        empty.display = not times
         for plot_id in ("#trend-time", "#trend-roofline"):
             self.query_one(plot_id, PlotextPlot).display = has_data
-        if not has_data:
-            empty.update(f"No timings for {problem or 'this problem'} yet: benchmarks run on a GPU.")
-            return
-        self._draw("#trend-time", times, f"{problem} · median time per version (µs)", "µs")
-        self._draw("#trend-roofline", roofs, f"{problem} · % of roofline per version", "%")
+        if not times:
+            empty.update(
+                f"No timings for {problem or 'this problem'} yet: benchmarks run on a GPU."
+                + (" Meanwhile, what each version's kernels use:" if used else "")
+            )
+        if times:
+            self._draw("#trend-time", times, f"{problem} · median time per version (µs)", "µs")
+            self._draw("#trend-roofline", roofs, f"{problem} · % of roofline per version", "%")
+        elif used:
+            registers = {k: v for k, v in used.items() if k.startswith("registers")}
+            spills = {k: v for k, v in used.items() if k.startswith("bytes")}
+            self._draw("#trend-time", registers, f"{problem} · registers per thread (largest kernel)", "regs")
+            self._draw("#trend-roofline", spills, f"{problem} · bytes spilled per version", "B")
 
     def _draw(self, plot_id: str, data: dict[str, tuple[list[int], list[float]]], title: str, unit: str) -> None:
         widget = self.query_one(plot_id, PlotextPlot)
