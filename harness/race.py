@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import scratch, source, timing
 from harness.problem import case_label
-from harness.rungs.benchmark import timed_calls
+from harness.rungs.benchmark import checked_samples, device_figures, timed_calls
 from harness.workers import WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:
@@ -76,15 +76,12 @@ def _rival(ladder: Ladder, run: VersionRun, target: dict[str, str]) -> tuple[Wor
 
 
 def _figures(reply: dict[str, Any]) -> dict[str, Any]:
-    samples = reply.get("samples_ms")
-    if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) and s > 0 for s in samples):
-        raise WorkerFailure("the kernel's process sent no usable timings while racing the best")
-    event = timing.summarize([float(s) for s in samples])
+    """One round's event median and noise, and CUPTI's device median when there is one (checked as the
+    benchmark rung checks a worker's samples)."""
+    event = timing.summarize(checked_samples(reply.get("samples_ms")))
     out: dict[str, Any] = {"median_us": event.median_us, "noise_pct": event.noise_pct, "n": event.n}
-    device = reply.get("device_ms")
-    if isinstance(device, list) and device and all(isinstance(s, (int, float)) for s in device):
-        out["device_median_us"] = timing.summarize([max(float(s), 1e-9) for s in device]).median_us
-    return out
+    device = device_figures(reply).get("device_median_us")
+    return {**out, "device_median_us": device} if device is not None else out
 
 
 def decide(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -101,11 +101,11 @@ def bench_case(
     if err is not None:
         return {}, err
     run.observed.add(reply.get("recorded"), "run", f"bench case {label}")
-    kernel = timing.summarize(_checked_samples(reply.get("samples_ms")))
+    kernel = timing.summarize(checked_samples(reply.get("samples_ms")))
     settled_us, unawaited = _unawaited_work(kernel, reply)
     if unawaited:
         return {}, f"{label}: {unawaited}"
-    device = {**_device_figures(reply), "clocks": clocks}
+    device = {**device_figures(reply), "clocks": clocks}
     if not reference:
         return {"case": label, **kernel.to_json(), **device}, None
     ref_timing = reference_timing(ladder, run.problem, label, inputs)
@@ -180,7 +180,7 @@ def time_case(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict
 def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float, str | None]:
     """Time until the device is idle, less the synchronize's latency (µs), and the error when it is far above
     the time on the caller's stream. Minima: that latency only ever adds, and varies by microseconds."""
-    settled_ms = min(_checked_samples(reply.get("settled_ms"))) - min(_checked_samples(reply.get("idle_ms")))
+    settled_ms = min(checked_samples(reply.get("settled_ms"))) - min(checked_samples(reply.get("idle_ms")))
     settled_us = 1000 * settled_ms
     if settled_us <= kernel.min_us * UNAWAITED_RATIO + UNAWAITED_US:
         return settled_us, None
@@ -190,7 +190,7 @@ def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float
     )
 
 
-def _device_figures(reply: dict[str, Any]) -> dict[str, Any]:
+def device_figures(reply: dict[str, Any]) -> dict[str, Any]:
     """The calls' device time from CUPTI (the sum of their kernels' durations), beside the event timings."""
     from harness import timing
 
@@ -201,7 +201,7 @@ def _device_figures(reply: dict[str, Any]) -> dict[str, Any]:
     return {"device_median_us": device.median_us, "device_min_us": device.min_us, "device_n": device.n}
 
 
-def _checked_samples(samples: Any) -> list[float]:
+def checked_samples(samples: Any) -> list[float]:
     if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) and s > 0 for s in samples):
         raise WorkerFailure("the kernel's process sent no usable timings")
     return [float(s) for s in samples]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kerneltui.core.config import Config
 from kerneltui.core.events import Recorded
@@ -23,8 +23,9 @@ class PersonsWord:
     who: str
     on_event: Callable[[Any], None]
 
-    def open_writer(self) -> Any:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # the Session's, where the writer and its lock live; declared here for the type checker
+
+        def open_writer(self) -> Store: ...
 
     def record_verdict(self, row: dict[str, Any], verdict: str, reason: str | None, who: str | None = None) -> None:
         """`row`: the version's version_id, name and path."""

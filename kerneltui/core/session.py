@@ -195,7 +195,8 @@ class Session(PersonsWord):
         if profiled and not any(r.name == "profile" for r in detail.rungs):
             detail.rungs.append(profiled)
         detail.trends = store.trend_rows(problem) if problem else []
-        detail.resources = resource_rows(store, problem) if problem else []
+        # drawn only when there are no timings: not read (every compile rung's JSON) on each cursor move otherwise
+        detail.resources = resource_rows(store, problem) if problem and not detail.trends else []
         for target, other in compare_targets(store, row, problem, rows).items():
             detail.compare[target] = other
             if other:

@@ -215,14 +215,15 @@ class Reads(Connection):
         """What a judge needs to know of the best, in a request's keys: the best median on each device (a faster
         version is judged again) and the best version's file, raced back to back with a passing version."""
         race: dict[str, dict[str, str]] = {}
-        for device in self.best_medians(problem):
+        medians = self.best_medians(problem)
+        for device in medians:
             best = self.best_passing(problem, device)
             if best is None:
                 continue
             found = self.conn.execute("SELECT path FROM versions WHERE id = ?", [best["version_id"]]).fetchone()
             if found and found[0]:
                 race[device] = {"path": str(found[0]), "hash": str(best["hash"]), "version": str(best["version"])}
-        return {"best_us": self.best_medians(problem), "race_with": race}
+        return {"best_us": medians, "race_with": race}
 
     def best_passing(self, problem: str, device_name: str | None = None) -> dict[str, Any] | None:
         """The fastest passing evaluation that nothing flagged (or whose version the person approved), on
