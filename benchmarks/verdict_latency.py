@@ -1,13 +1,16 @@
 """How long from a new version file to its verdict, through one judge server as the dashboard runs it.
 
     python benchmarks/verdict_latency.py [PROBLEM ...] [--versions 10] [--base v002] [--json OUT.json]
+                                         [--profile-judge FOLDER]
 
 For each problem under kernels/ (default softmax, rmsnorm, vecadd): a copy of the problem in a scratch
-workspace, one `python -m harness serve` with its workers ready, the base version judged once (the Triton
-cache warm, the device's ceilings measured, and it becomes the best), then N new files, each the base with
+workspace, one `python -m harness serve` with its workers ready, the base version judged once (the device's
+ceilings measured, the reference timed, and it becomes the best), then N new files, each the base with
 another comment (a new version, the same kernel), each sent as the dashboard sends it (the best's median
-and file to race). It prints, per problem, p50 and p95 of: the correctness verdict (request to the
-correctness rung's result) and the whole ladder, and the median seconds of each rung.
+and file to race). Every version is compiled afresh: each worker has a Triton cache of its own. It prints,
+per problem, p50 and p95 of: the correctness verdict (request to the correctness rung's result) and the
+whole ladder, the median seconds of each rung, and, per kind of request to a worker (from the judge's
+KERNELTUI_TRACE), how many per version and their median seconds, with the worker's own phases.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -30,13 +34,15 @@ REPO = Path(__file__).resolve().parent.parent
 class Judge:
     """One judge server; requests sent one at a time, its events read as they come."""
 
-    def __init__(self, state: Path) -> None:
+    def __init__(self, state: Path, trace: Path, profile: Path | None = None) -> None:
+        profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness", "serve", "--state-dir", str(state)],
+            [sys.executable, *profiled, "-m", "harness", "serve", "--state-dir", str(state)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=REPO,
+            env=dict(os.environ, KERNELTUI_TRACE=str(trace)),
         )
         self.device = self._next("ready")["device"]
 
@@ -83,17 +89,19 @@ def best_request(judged: dict[str, Any], path: Path, device: str) -> dict[str, A
     }
 
 
-def measure(problem: str, base: str, count: int, root: Path) -> dict[str, Any]:
+def measure(problem: str, base: str, count: int, root: Path, profile: Path | None = None) -> dict[str, Any]:
     folder = root / problem
     folder.mkdir(parents=True)
     shutil.copy(REPO / "kernels" / problem / "problem.py", folder / "problem.py")
     source = (REPO / "kernels" / problem / f"{base}.py").read_text()
     first = folder / "v001.py"
     first.write_text(source)
-    judge = Judge(root / ".state")
+    trace = root / "trace.jsonl"
+    judge = Judge(root / ".state", trace, profile)
     try:
         warm = judge.judge(first, {})
         best = best_request(warm, first, str(judge.device.get("name")))
+        warm_lines = len(trace.read_text().splitlines()) if trace.exists() else 0
         runs = []
         for i in range(count):
             path = folder / f"v{i + 2:03d}.py"
@@ -101,7 +109,28 @@ def measure(problem: str, base: str, count: int, root: Path) -> dict[str, Any]:
             runs.append(judge.judge(path, best))
     finally:
         judge.close()
-    return summarize(problem, warm, runs)
+    requests = [json.loads(line) for line in trace.read_text().splitlines()[warm_lines:]] if trace.exists() else []
+    return {**summarize(problem, warm, runs), "requests": requests_breakdown(requests, count)}
+
+
+def requests_breakdown(requests: list[dict[str, Any]], versions: int) -> dict[str, Any]:
+    """Per kind of request to a worker (mode and op): how many per version, and the median seconds of each
+    and of each phase the worker reported."""
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for request in requests:
+        kinds.setdefault(f"{request['mode']}:{request['op']}", []).append(request)
+    out: dict[str, Any] = {}
+    for kind, found in kinds.items():
+        phases: dict[str, list[float]] = {}
+        for request in found:
+            for name, seconds in (request.get("phases_s") or {}).items():
+                phases.setdefault(name, []).append(seconds)
+        out[kind] = {
+            "per_version": len(found) / max(versions, 1),
+            "median_s": statistics.median(r["s"] for r in found),
+            "phases_median_s": {name: statistics.median(s) for name, s in phases.items()},
+        }
+    return out
 
 
 def summarize(problem: str, warm: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -147,13 +176,15 @@ def main() -> int:
     parser.add_argument("--versions", type=int, default=10)
     parser.add_argument("--base", default="v002")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--profile-judge", type=Path, help="a folder: the judge's cProfile stats, one file a problem")
     args = parser.parse_args()
     results = []
     head = f"{'problem':<9} {'first s':>8} {'correct p50':>12} {'p95':>6} {'ladder p50':>11} {'p95':>6}"
     print(f"{head}  rungs (median s)")
     for problem in args.problems:
         with tempfile.TemporaryDirectory(prefix="kerneltui-latency-") as root:
-            found = measure(problem, args.base, args.versions, Path(root))
+            stats = args.profile_judge / f"{problem}.prof" if args.profile_judge else None
+            found = measure(problem, args.base, args.versions, Path(root), stats)
         results.append(found)
         rungs = " ".join(f"{k} {v:.2f}" for k, v in found["rung_median_s"].items())
         print(
@@ -162,6 +193,11 @@ def main() -> int:
             f"{','.join(found['statuses'])}",
             flush=True,
         )
+        for kind, figures in found["requests"].items():
+            phases = " ".join(f"{k} {v:.3f}" for k, v in figures["phases_median_s"].items())
+            print(
+                f"    {kind:<16} x{figures['per_version']:<4.1f} {figures['median_s']:.3f} s each  {phases}", flush=True
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

@@ -56,30 +56,33 @@ class ClockSampler:
         return cls(handle=handle)
 
     def start(self) -> None:
-        self.samples = []
+        # Each run its own list and stop event: a thread still inside a slow NVML call when stop() returns
+        # (one read can take a good part of a second on an H200) finishes into a list nobody reads any more.
+        self.samples, self._stop = [], threading.Event()
         if self.handle is None:
             return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="kerneltui-clocks", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(self.samples, self._stop), name="kerneltui-clocks", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> dict[str, Any]:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=2)
-        return summarize(self.samples) if self.samples else {"note": self.note or "no samples"}
+        """The samples so far, summarized; does not wait for a sample in progress (it would delay the verdict)."""
+        self._stop.set()
+        taken = list(self.samples)
+        return summarize(taken) if taken else {"note": self.note or "no samples"}
 
-    def _run(self) -> None:
+    def _run(self, samples: list[Sample], stop: threading.Event) -> None:
         import pynvml
 
         start = time.perf_counter()
-        while not self._stop.is_set():
+        while not stop.is_set():
             try:
-                self.samples.append(_sample(pynvml, self.handle, time.perf_counter() - start))
+                samples.append(_sample(pynvml, self.handle, time.perf_counter() - start))
             except Exception as exc:
                 self.note = f"NVML stopped answering: {type(exc).__name__}: {str(exc)[:160]}"
                 return
-            self._stop.wait(PERIOD_S)
+            stop.wait(PERIOD_S)
 
 
 def summarize(samples: list[Sample]) -> dict[str, Any]:

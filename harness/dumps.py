@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,15 +74,16 @@ def _run_tool(args: list[str], timeout: float = 60) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def collect_triton(scratch: Path, into: Path, subdir: str = "triton") -> list[Kernel]:
-    """One Kernel per compiled specialization in the worker's Triton cache (scratch/subdir), copied into `into`.
+def collect_triton(scratch: Path, into: Path, subdir: str = "triton", skip: Set[str] = frozenset()) -> list[Kernel]:
+    """One Kernel per compiled specialization in the worker's Triton cache (scratch/subdir), copied into `into`;
+    cache groups named in `skip` (what the worker compiled before it loaded the version) left out.
 
     The worker wrote that cache, so it is read through harness.scratch (no links, regular files, capped)
     and every name the judge writes with is its own: a kernel's name from its metadata is only a label.
     """
     kernels: list[tuple[int, Kernel]] = []
     for group in scratch_mod.entries(scratch, subdir):
-        if group.kind != "dir":
+        if group.kind != "dir" or group.name in skip:
             continue
         for item in scratch_mod.entries(scratch, f"{subdir}/{group.name}"):
             if item.kind != "file" or not item.name.endswith(".json") or item.name.startswith("__grp__"):

@@ -55,6 +55,22 @@ MAX_TRACE_CHARS = 4000
 RECORDER = Recorder()
 
 
+class Phases:
+    """Seconds spent in each phase of one request, sent back with the reply (`phases_s`): where a verdict's
+    time goes, read by the judge's trace (KERNELTUI_TRACE) and benchmarks/verdict_latency.py."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Any:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 4)
+
+
 class VersionError(Exception):
     """A version that cannot be used as it is; the message says why, with no exception name."""
 
@@ -80,6 +96,8 @@ class Worker:
         if self.mode == "run":
             self.profiler = warm_profiler(self.cuda)
             ready["profiler"] = self.profiler or "on"
+            if self.cuda and triton is not None:
+                ready["triton"] = warm_triton()
         wire.send(self.sock, ready)
         while True:
             try:
@@ -137,11 +155,13 @@ class Worker:
         wire.send(self.sock, {"ok": True, "cuda": self.cuda, "kernels": kernel_sources(self.module)})
 
     def do_call(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
-        inputs = self.materialize(header["inputs"], tensors)
-        poison(inputs, self.device)
+        phases = Phases()
+        with phases("inputs"):
+            inputs = self.materialize(header["inputs"], tensors)
+            poison(inputs, self.device)
         start = time.perf_counter()
         try:
-            with RECORDER.recording(inputs, profile=self.profiler is None):
+            with phases("recorded call"), RECORDER.recording(inputs, profile=self.profiler is None):
                 out = self.entry(*inputs)
                 if self.cuda:
                     torch.cuda.synchronize()
@@ -149,7 +169,7 @@ class Worker:
             self.reply_error(exc, "call")
             return
         seconds = time.perf_counter() - start
-        self.send_outputs(out, inputs, {"seconds": seconds}, recorded=True)
+        self.send_outputs(out, inputs, {"seconds": seconds, "phases_s": phases.seconds}, recorded=True)
 
     def do_compile(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         """Compile-only call (mode `compile`): launches become compiles; outputs are meaningless."""
@@ -214,30 +234,38 @@ class Worker:
         wire.send(self.sock, {"ok": True})
 
     def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
-        if header.get("same_inputs") and self.bench_inputs:  # sent once for rounds timed again
-            inputs = self.bench_inputs
-        else:
-            inputs = self.bench_inputs = self.materialize(header["inputs"], tensors)
-        if self.flush is None:
-            self.flush = timer.flush_buffer(self.device)
+        phases = Phases()
+        with phases("inputs"):
+            if header.get("same_inputs") and self.bench_inputs:  # sent once for rounds timed again
+                inputs = self.bench_inputs
+            else:
+                inputs = self.bench_inputs = self.materialize(header["inputs"], tensors)
+            if self.flush is None:
+                self.flush = timer.flush_buffer(self.device)
         last: list[Any] = [None]
 
         def call() -> None:
             last[0] = self.entry(*inputs)
 
+        extra: dict[str, Any] = {}
         try:
-            # one call on the bench case, recorded, ahead of the timed ones
-            with RECORDER.recording(inputs, profile=self.profiler is None):
-                outputs = check_outputs(self.entry(*inputs))
-            recorded = RECORDER.report(outputs)
-            samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
-            settled, idle = timer.settled_calls(call, self.flush)
+            if not header.get("race"):  # a race round: the version was recorded and settled in its benchmark
+                # one call on the bench case, recorded, ahead of the timed ones
+                with phases("recorded call"), RECORDER.recording(inputs, profile=self.profiler is None):
+                    outputs = check_outputs(self.entry(*inputs))
+                extra["recorded"] = RECORDER.report(outputs)
+            with phases("timed calls"):
+                samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
+            if not header.get("race"):
+                with phases("settled calls"):
+                    extra["settled_ms"], extra["idle_ms"] = timer.settled_calls(call, self.flush)
         except BaseException as exc:
             self.reply_error(exc, "bench")
             return
-        extra = {"samples_ms": samples, "settled_ms": settled, "idle_ms": idle, "recorded": recorded}
-        extra.update(self.device_times(call, min(samples), timer))
-        self.send_outputs(last[0], None, extra)
+        extra["samples_ms"] = samples
+        with phases("device times"):
+            extra.update(self.device_times(call, min(samples), timer))
+        self.send_outputs(last[0], None, {**extra, "phases_s": phases.seconds})
 
     def device_times(self, call: Any, fastest_ms: float, timer: Any = TIMING) -> dict[str, Any]:
         """{"device_ms": [...]} from CUPTI's kernel records, or {"device_note": why there are none}. A figure
@@ -285,6 +313,17 @@ def warm_profiler(cuda: bool) -> str | None:
     except Exception as exc:
         return f"unavailable ({type(exc).__name__}: {str(exc)[:200]})"
     return None
+
+
+def warm_triton() -> str:
+    """Triton's runtime ready before any version (harness.triton_warm): "ready", or why it is not."""
+    try:
+        from harness import triton_warm
+
+        triton_warm.warm_up()
+    except Exception as exc:  # a broken Triton shows again, as the version's own error, in its compile rung
+        return f"not warmed ({type(exc).__name__}: {str(exc)[:200]})"
+    return "ready"
 
 
 def check_outputs(out: Any) -> tuple[torch.Tensor, ...]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 # itself, so that both imports overlap.
 
 READY_TIMEOUT_S = 180.0
+TRACE = os.environ.get("KERNELTUI_TRACE")  # a file: one JSON line per request to a worker, with its seconds
 LOG_TAIL_CHARS = 1500
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 PASSED_ENV = (
@@ -187,6 +188,7 @@ class WorkerProcess:
         child.close()
         self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, offer.cgroup if offer else None)
         self.ready: dict[str, Any] | None = None
+        self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
         self.started = time.monotonic()
 
     def wait_ready(self) -> dict[str, Any]:
@@ -196,6 +198,9 @@ class WorkerProcess:
                 raise WorkerFailure("the worker did not start properly")
             self.ready = header
             self.watch.adopt()
+            from harness import scratch  # the worker's own compiles (its Triton warm-up), before any version's
+
+            self.compiled_before_version = {e.name for e in scratch.entries(self.scratch, "triton")}
         return self.ready
 
     @property
@@ -223,11 +228,15 @@ class WorkerProcess:
         from harness import wire
 
         self.wait_ready()
+        sent = time.perf_counter()
         try:
             wire.send(self.sock, header, tensors)
         except OSError:
             raise WorkerFailure(self.death_reason(what)) from None
-        return self._recv(timeout, what, max_payload)
+        reply = self._recv(timeout, what, max_payload)
+        if TRACE:
+            _trace(self.mode, header, reply[0], what, time.perf_counter() - sent)
+        return reply
 
     def _recv(self, timeout: float, what: str, max_payload: int = 1 << 36) -> tuple[dict[str, Any], list[torch.Tensor]]:
         from harness import wire
@@ -407,3 +416,19 @@ class WorkerPool:
             worker.remove_scratch()
         self.spares.clear()
         self.watcher.stop()
+
+
+def _trace(mode: str, header: dict[str, Any], reply: dict[str, Any], what: str, seconds: float) -> None:
+    """One line in the KERNELTUI_TRACE file: which request, how long from send to reply, and the worker's phases."""
+    import json
+
+    line = {
+        "mode": mode,
+        "op": header.get("op"),
+        "what": what,
+        "s": round(seconds, 4),
+        "phases_s": reply.get("phases_s"),
+        "ok": reply.get("ok"),
+    }
+    with contextlib.suppress(OSError), open(str(TRACE), "a") as out:
+        out.write(json.dumps(line) + "\n")

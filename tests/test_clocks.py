@@ -29,3 +29,40 @@ def test_no_gpu_gives_a_note_and_no_samples() -> None:
     summary = sampler.stop()
     assert "sm_mhz" not in summary and summary["note"]
     assert _clocks_detail(summary) == ""
+
+
+def test_stopping_does_not_wait_for_a_slow_nvml_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An NVML read can take most of a second on an H200: the verdict must not wait for it, and what the read
+    returns late must not land among the next run's samples."""
+    import threading
+    import time
+
+    from harness import clocks
+
+    inside, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def slow_sample(nvml: object, handle: object, seconds: float) -> Sample:
+        calls.append(1)
+        if len(calls) == 1:  # the first read hangs until released; later ones answer at once
+            inside.set()
+            release.wait(10)
+            return Sample(seconds, 1, 1.0, 1, 0)  # the late sample: 1 MHz
+        return Sample(seconds, 1980, 500.0, 60, 0)
+
+    monkeypatch.setattr(clocks, "_sample", slow_sample)
+    sampler = ClockSampler(handle=object())
+    sampler.start()
+    assert inside.wait(10)
+    began = time.perf_counter()
+    assert "sm_mhz" not in sampler.stop()  # nothing sampled yet, said at once
+    assert time.perf_counter() - began < 1.0
+    late = sampler._thread
+    sampler.start()
+    release.set()
+    assert late is not None
+    late.join(10)  # the late read has returned, and its thread ended
+    while len(sampler.samples) < 2:  # the new run's own samples
+        time.sleep(0.01)
+    summary = sampler.stop()
+    assert summary["sm_mhz"][0] == 1980, summary

@@ -189,3 +189,18 @@ def test_noise_covers_a_timing_that_drifts_during_the_run() -> None:
     assert timing.summarize(drifting).noise_pct == pytest.approx(100 * 0.010 / 0.110)
     steady = [0.100, 0.101, 0.099] * 30
     assert timing.summarize(steady).noise_pct < 1.0
+
+
+def test_kernels_the_worker_compiled_before_the_version_are_not_listed(tmp_path: Path) -> None:
+    """A run worker warms Triton with a kernel of ours before any version: that cache group is not the version's."""
+    from harness.dumps import collect_triton
+
+    scratch = tmp_path / "scratch"
+    for group, name in (("AAA", "_kerneltui_warm_up"), ("BBB", "softmax_kernel")):
+        folder = scratch / "triton" / group
+        folder.mkdir(parents=True)
+        (folder / f"{name}.json").write_text(json.dumps({"name": name, "num_warps": 4}))
+        (folder / f"{name}.cubin").write_bytes(b"\x7fELF")
+    every = [k.name for k in collect_triton(scratch, tmp_path / "all")]
+    assert every == ["_kerneltui_warm_up", "softmax_kernel"]
+    assert [k.name for k in collect_triton(scratch, tmp_path / "own", skip={"AAA"})] == ["softmax_kernel"]

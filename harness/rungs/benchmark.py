@@ -146,13 +146,15 @@ def timed_calls(
     label: str,
     budget_s: float,
     sent: bool = False,
+    race: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
     """Calls timed in `worker` on `inputs` for about `budget_s`, their output checked against the reference:
     the worker's reply, or the error. `sent`: the worker's last bench request had these inputs, which it kept
     (not sent again: a bench case of gigabytes takes seconds through the socket; whatever the version did to
-    them in between shows in the output, checked against the reference of the judge's own copy)."""
+    them in between shows in the output, checked against the reference of the judge's own copy). `race`: a
+    round of a race, timed calls only (no recorded call, no time to an idle device: the benchmark had them)."""
     tensors: list[torch.Tensor] = []
-    header: dict[str, Any] = {"op": "bench", "budget_s": budget_s}
+    header: dict[str, Any] = {"op": "bench", "budget_s": budget_s, "race": race}
     if sent:
         header["same_inputs"] = True
     else:

@@ -71,7 +71,8 @@ def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str) -> None:
     """Adds kernels compiled since the last look, each labelled with the case that compiled it."""
     known = {k.files["cubin"] for k in run.kernels}
     into = run.private / worker.mode
-    found = dumps_mod.collect_triton(worker.scratch, into) + dumps_mod.collect_cutedsl(worker.scratch, into)
+    found = dumps_mod.collect_triton(worker.scratch, into, skip=worker.compiled_before_version)
+    found += dumps_mod.collect_cutedsl(worker.scratch, into)
     for kernel in found:
         if kernel.files["cubin"] not in known:
             kernel.case = label
