@@ -11,12 +11,16 @@
 4. Write to screen: in a small workspace with the real judge, writes a version file and times until
    its correctness result is on screen; subtracts the ladder's own time (the rungs' seconds) to get
    what kerneltui adds (debounce, queue, database, redraw).
+5. Memory: `kerneltui WORKSPACE` in tmux on a one-version workspace, its whole process tree (dashboard,
+   judge, workers) summed, RSS and PSS: once the version is judged (spares ready), and idle, once the
+   judge has ended its spares (spare_idle_s); beside it the same wait with spares kept (spare_idle_s = 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import shutil
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -247,12 +252,94 @@ async def write_to_screen(root: Path, repeats: int) -> list[dict[str, float]]:
     return results
 
 
+def tree_memory_mb(root_pid: int) -> dict[str, float]:
+    """RSS and PSS (MiB) summed over a process and all its descendants, and how many workers among them."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = {root_pid}, {root_pid}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - tree
+        tree |= frontier
+    total = {"rss": 0.0, "pss": 0.0, "workers": 0}
+    for pid in tree:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        for line in rollup.splitlines():
+            key, _, value = line.partition(":")
+            if key in ("Rss", "Pss"):
+                total[key.lower()] += int(value.split()[0]) / 1024
+        total["workers"] += b"harness.sandbox" in command or b"harness.worker" in command
+    return total
+
+
+def memory(root: Path, idle_s: float) -> dict[str, dict[str, float]]:
+    """The dashboard's process tree once its one version is judged, and again once it has been idle."""
+    if root.exists():
+        shutil.rmtree(root)
+    folder = root / "vadd"
+    folder.mkdir(parents=True)
+    (folder / "problem.py").write_text(PROBLEM)
+    (folder / "v001.py").write_text(VERSION)
+    config = root.parent / f"config-{root.name}.toml"
+    config.write_text(f"[ladder]\nspare_idle_s = {idle_s}\nrungs = ['load', 'compile', 'correctness']\n")
+    session = f"kerneltui-mem-{root.name}"
+    kerneltui = Path(sys.executable).with_name("kerneltui")
+    subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    command = f"KERNELTUI_CONFIG={config} {kerneltui} {root}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", command], check=True)
+    try:
+        pane = int(
+            subprocess.run(
+                ["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"], capture_output=True, text=True, check=True
+            ).stdout.split()[0]
+        )
+        wait_for(lambda: judged(root), 300, "the version to be judged")
+        wait_for(lambda: tree_memory_mb(pane)["workers"] > 0, 120, "spare workers")
+        busy = tree_memory_mb(pane)
+        if idle_s > 0:
+            wait_for(lambda: tree_memory_mb(pane)["workers"] == 0, idle_s + 120, "the spares to end")
+        else:
+            time.sleep(30)  # as long as the other run waits, give or take: nothing is meant to change
+        return {"busy": busy, "idle": tree_memory_mb(pane)}
+    finally:
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"])
+        time.sleep(1)
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def judged(root: Path) -> bool:
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(root / ".kerneltui" / "history.db")) as db:
+            return bool(db.execute("SELECT count(*) FROM evaluations WHERE finished IS NOT NULL").fetchone()[0])
+    except sqlite3.Error:
+        return False
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"gave up waiting for {what}")
+        time.sleep(0.5)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--versions", type=int, default=10_000)
     parser.add_argument("--problems", type=int, default=50)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/kerneltui-bench"))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--idle-s", type=float, default=10.0, help="spare_idle_s for the memory step")
     args = parser.parse_args()
     big = args.dir / "big"
     start = time.perf_counter()
@@ -286,6 +373,19 @@ def main() -> int:
         )
     added = [r["added_s"] for r in results]
     print(f"kerneltui adds: median {statistics.median(added):.2f} s, max {max(added):.2f} s")
+    if shutil.which("tmux"):
+        for label, idle_s in (
+            ("spares kept (spare_idle_s = 0)", 0.0),
+            (f"spare_idle_s = {args.idle_s:g}", args.idle_s),
+        ):
+            found = memory(args.dir / f"mem{int(idle_s)}", idle_s)
+            print(
+                f"memory, {label}: "
+                + ", ".join(
+                    f"{when} {m['rss']:.0f} MiB RSS / {m['pss']:.0f} MiB PSS ({m['workers']:.0f} worker processes)"
+                    for when, m in found.items()
+                )
+            )
     return 0
 
 

@@ -13,12 +13,18 @@ import functools
 import json
 import os
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import options as ladder_options
 from harness import protocol
 from harness.results import RungResult
+
+if TYPE_CHECKING:
+    from harness.ladder import Ladder
+    from harness.workers import WorkerPool
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -124,36 +130,84 @@ def serve(argv: list[str]) -> int:
     pool.prestart()
 
     from harness.ladder import Ladder
-    from harness.problem import ProblemError
-    from harness.source import VersionTooLarge
 
     ladder = Ladder(base, pool)
     emit(protocol.Ready(ladder.device_info))
+    idle = IdleSpares(pool, base.spare_idle_s)
     try:
         for line in sys.stdin:
             if not line.strip():
                 continue
+            idle.busy()
             try:
-                request = json.loads(line)
-                path = Path(request["path"])
-                asked = {k: v for k, v in request.items() if k not in ("id", "path")}
-                ladder.options = make_options({**values, **asked}, path, "request")
-            except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
-                emit(protocol.Failed(f"bad request: {exc}", id=_request_id(line)))
-                continue
-            rid = request.get("id")
-            emit(protocol.Started(rid, str(path)))
-            try:
-                ev = ladder.evaluate(path, functools.partial(_emit_rung, rid))
-            except (ProblemError, VersionTooLarge) as exc:
-                emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), rid))
-                continue
-            emit(protocol.Finished(ev, rid))
-            if args.once:
+                finished = _judge_line(ladder, values, line)
+            finally:
+                idle.idle()
+            if finished and args.once:
                 break
     finally:
+        idle.stop()
         ladder.close()
     return EXIT_OK
+
+
+class IdleSpares:
+    """Ends the pool's spare workers once the judge has had no request for `after_s` seconds (0: never): an
+    idle dashboard then holds the judge alone. The next request takes a worker started for it, and the spares
+    come back with it."""
+
+    def __init__(self, pool: WorkerPool, after_s: float) -> None:
+        self.pool, self.after_s = pool, after_s
+        self.since: float | None = time.monotonic()  # None while a request is being judged
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        if after_s > 0:
+            threading.Thread(target=self._watch, name="kerneltui-idle-spares", daemon=True).start()
+
+    def busy(self) -> None:
+        """A request came: no retiring until it is judged (idle() from the loop's next wait for input)."""
+        with self.lock:
+            self.since = None
+
+    def idle(self) -> None:
+        with self.lock:
+            self.since = time.monotonic()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _watch(self) -> None:
+        while not self.stopped.wait(min(self.after_s, 5.0)):
+            with self.lock:
+                due = self.since is not None and time.monotonic() - self.since >= self.after_s
+                if due:
+                    self.since = time.monotonic()
+            if due:
+                self.pool.retire_spares()
+
+
+def _judge_line(ladder: Ladder, values: dict[str, Any], line: str) -> bool:
+    """One request: its evaluation's events emitted. True when it was judged to the end (not refused)."""
+    from harness.problem import ProblemError
+    from harness.source import VersionTooLarge
+
+    try:
+        request = json.loads(line)
+        path = Path(request["path"])
+        asked = {k: v for k, v in request.items() if k not in ("id", "path")}
+        ladder.options = make_options({**values, **asked}, path, "request")
+    except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
+        emit(protocol.Failed(f"bad request: {exc}", id=_request_id(line)))
+        return False
+    rid = request.get("id")
+    emit(protocol.Started(rid, str(path)))
+    try:
+        ev = ladder.evaluate(path, functools.partial(_emit_rung, rid))
+    except (ProblemError, VersionTooLarge) as exc:
+        emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), rid))
+        return False
+    emit(protocol.Finished(ev, rid))
+    return True
 
 
 def doctor(argv: list[str]) -> int:

@@ -71,13 +71,15 @@ def parse_bool(value: Any) -> bool:
     raise ValueError(f"expected true or false, not {value!r}")
 
 
-def positive(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def positive(kind: Callable[[Any], Any], zero: bool = False) -> Callable[[Any], Any]:
+    """A parser of numbers above 0 (`zero`: 0 too, where 0 means off)."""
+
     def parse(value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError(f"expected a number, not {value!r}")
         number = kind(value)
-        if number <= 0:
-            raise ValueError(f"must be above 0, not {value!r}")
+        if number < 0 or (number == 0 and not zero):
+            raise ValueError(f"must be {'0 or ' * zero}above 0, not {value!r}")
         return number
 
     return parse
@@ -148,6 +150,15 @@ class Options:
             "the best version by device name, as a JSON object {device: {path, hash, version}}: a passing version is "
             "timed against it back to back (new, best, best, new) and labelled faster, slower, same or ambiguous",
             parse_race,
+        ),
+    )
+    spare_idle_s: float = field(
+        default=120.0,
+        metadata=option(
+            "spare_idle_s",
+            "seconds without a request before the judge ends its spare workers (~300 MB each; the next version "
+            "then waits seconds for a worker to start); 0 keeps them",
+            positive(float, zero=True),
         ),
     )
     max_version_kb: float = field(

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,6 +362,7 @@ class WorkerPool:
         self.spawn = dataclasses.replace(spawn or Spawn(), cuda_first=self.cuda)
         self.keep_spare = keep_spare
         self.spares: dict[str, list[WorkerProcess]] = {}
+        self.spares_lock = threading.Lock()  # the judge's idle timer retires spares from a thread of its own
         self.watcher = containment.Watcher(reap=reap)
 
     def modes(self) -> list[str]:
@@ -373,10 +375,11 @@ class WorkerPool:
         return 2 if self.cuda and mode == "run" and self.keep_spare else 1
 
     def prestart(self) -> None:
-        for mode in self.modes():
-            ready = self.spares.setdefault(mode, [])
-            while len(ready) < self.spares_wanted(mode):
-                ready.append(self._spawn(mode))
+        with self.spares_lock:
+            for mode in self.modes():
+                ready = self.spares.setdefault(mode, [])
+                while len(ready) < self.spares_wanted(mode):
+                    ready.append(self._spawn(mode))
 
     def take_wrapped(self, wrapper: Wrapper) -> WorkerProcess:
         """A run worker of its own under a tool (never a spare): released like the others."""
@@ -386,12 +389,22 @@ class WorkerPool:
         return worker
 
     def take(self, mode: str) -> WorkerProcess:
-        ready = self.spares.setdefault(mode, [])
-        worker = ready.pop(0) if ready else self._spawn(mode)  # the oldest: the likeliest to be ready
-        if self.keep_spare:
-            while len(ready) < self.spares_wanted(mode):
-                ready.append(self._spawn(mode))
+        with self.spares_lock:
+            ready = self.spares.setdefault(mode, [])
+            worker = ready.pop(0) if ready else self._spawn(mode)  # the oldest: the likeliest to be ready
+            if self.keep_spare:
+                while len(ready) < self.spares_wanted(mode):
+                    ready.append(self._spawn(mode))
         return worker
+
+    def retire_spares(self) -> int:
+        """Ends the spares (each holds torch and Triton, ~300 MB): an idle judge keeps none. How many ended."""
+        with self.spares_lock:
+            retired = [w for ready in self.spares.values() for w in ready]
+            self.spares.clear()
+        for worker in retired:
+            self.release(worker)
+        return len(retired)
 
     def _spawn(self, mode: str) -> WorkerProcess:
         with self.watcher.lock:  # known to the watcher before any tick can see it
@@ -410,11 +423,13 @@ class WorkerPool:
         return self.watcher.sweep()
 
     def close(self) -> None:
-        for worker in (w for ready in self.spares.values() for w in ready):
+        with self.spares_lock:
+            spares = [w for ready in self.spares.values() for w in ready]
+            self.spares.clear()
+        for worker in spares:
             worker.close(grace=0.5)
             self.watcher.remove(worker.watch)
             worker.remove_scratch()
-        self.spares.clear()
         self.watcher.stop()
 
 

@@ -3,11 +3,16 @@ evaluation still works (a fresh worker each time). Versions that cheat or attack
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import add_version, judge_many, make_workspace, rung
+from tests.conftest import REPO, add_version, judge_many, make_workspace, rung
 
 # fixture -> (rung that must fail, words the error must contain; "|" separates alternatives)
 EXPECTED_FAILURES = {
@@ -92,3 +97,56 @@ def test_compile_error_names_the_kernel_line(judged: tuple[dict[str, dict], Path
     results, _ = judged
     err = rung(results["compile_error"], "compile")["err"]
     assert err.startswith("compile_error.py:12:") and "scale is not defined" in err
+
+
+def _worker_processes(judge_pid: int) -> list[int]:
+    """The judge's descendants that run harness.sandbox or harness.worker: its workers."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], {judge_pid}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier}
+        for pid in frontier:
+            with contextlib.suppress(OSError):
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"harness.sandbox" in command or b"harness.worker" in command:
+                    found.append(pid)
+    return found
+
+
+def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) -> None:
+    """Spare workers hold ~300 MB each: a judge with no request for spare_idle_s ends them, and the next version
+    is judged all the same, in a worker started for it."""
+    path = add_version(workspace, "good", "v001.py")
+    judge = subprocess.Popen(
+        [sys.executable, "-m", "harness", "serve", "--spare-idle-s", "2", "--rungs", "load,compile,correctness"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert judge.stdout is not None and judge.stdin is not None
+        assert json.loads(judge.stdout.readline())["event"] == "ready"
+        assert _worker_processes(judge.pid), "the judge starts spares ahead of need"
+        deadline = time.monotonic() + 120
+        while _worker_processes(judge.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _worker_processes(judge.pid), "the idle judge kept its spares"
+        judge.stdin.write(json.dumps({"path": str(path), "id": 1}) + "\n")
+        judge.stdin.flush()
+        events = iter(judge.stdout.readline, "")
+        done = next(e for e in map(json.loads, events) if e["event"] in ("done", "error"))
+        assert done["event"] == "done" and done["evaluation"]["status"] == "pass", done
+    finally:
+        with contextlib.suppress(OSError):
+            judge.stdin.close()  # type: ignore[union-attr]
+        try:
+            judge.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            judge.kill()
+            judge.wait()
