@@ -16,6 +16,7 @@ from textual.widgets.data_table import RowKey
 from harness.options import Options
 from kerneltui.core.config import Config, LadderConfig
 from kerneltui.core.workspace import Workspace
+from kerneltui.history.store import Store
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.messages import DetailLoaded, SnapshotLoaded
 from kerneltui.ui.screens.dialogs import ConfirmScreen, HelpScreen, QuitScreen, RejectScreen
@@ -25,6 +26,7 @@ from kerneltui.ui.widgets.rungs import RungsPane
 from kerneltui.ui.widgets.versions import VersionTable
 from tests import dashboard_fixtures
 from tests.conftest import FIXTURES, VERSIONS, add_version, kerneltui, make_workspace
+from tests.dashboard_fixtures import judged
 
 SIZE = (160, 48)
 
@@ -283,6 +285,41 @@ async def test_diff_cycles_previous_best_approved(history: Workspace) -> None:
         assert "--- v002 (best)" in view.plain  # type: ignore[attr-defined]
         await pilot.press("d")
         assert "No approved version" in view.plain  # type: ignore[attr-defined]
+
+
+async def test_any_two_versions_are_diffed_by_marking_one(history: Workspace) -> None:
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v004"))
+        await pilot.press("m")
+        view = app.query_one("#diff-view")
+        table(app).move_cursor(row=table(app).order.index("v001"))
+        await pilot.press("d")
+        await wait_for(lambda: "--- v004 (marked)" in view.plain, pilot)  # type: ignore[attr-defined]
+        assert "+++ v001" in view.plain and "Two blocks per program" in view.plain  # type: ignore[attr-defined]
+        assert "marked" in str(app.query_one("#diff-title").render())
+        await pilot.press("d")  # on to previous: v001 has none; marked stays among the targets
+        await wait_for(lambda: "No previous version" in view.plain, pilot)  # type: ignore[attr-defined]
+
+
+async def test_a_rewritten_file_is_diffed_against_what_it_held_before(history: Workspace) -> None:
+    store = Store.open(history.db_path).store
+    path = history.root / "vadd" / "v002.py"
+    judged(store, history, path, path.read_text().replace("BLOCK 4096 and 8 warps.", "BLOCK 8192 now."), "pass", 50.0)
+    store.close()
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        view = app.query_one("#diff-view")
+        await pilot.press("d")
+        await wait_for(lambda: "--- v001 (previous)" in view.plain, pilot)  # type: ignore[attr-defined]
+        for _ in range(3):  # previous, best, approved, then the file's earlier content
+            await pilot.press("d")
+        await wait_for(lambda: "v002 as written before" in view.plain, pilot)  # type: ignore[attr-defined]
+        assert "- " in view.plain and "BLOCK 4096 and 8 warps." in view.plain  # type: ignore[attr-defined]
+        assert "BLOCK 8192 now." in view.plain  # type: ignore[attr-defined]
 
 
 async def test_help_lists_the_keys(history: Workspace) -> None:

@@ -183,8 +183,11 @@ class Session(PersonsWord):
             agent_events=events,
         )
 
-    def read_detail(self, store: Store, row: dict[str, Any], problem: str, rows: list[dict[str, Any]]) -> Detail:
-        """`row` of the versions `rows` (newest first) with what it is compared with."""
+    def read_detail(
+        self, store: Store, row: dict[str, Any], problem: str, rows: list[dict[str, Any]], marked: int | None = None
+    ) -> Detail:
+        """`row` of the versions `rows` (newest first) with what it is compared with (`marked`: a version id the
+        person marked to compare others with)."""
         evaluation_id = row.get("evaluation_id")
         detail = Detail(version=dict(row), source=store.version_source(row["version_id"]))
         if evaluation_id:
@@ -197,7 +200,7 @@ class Session(PersonsWord):
         detail.trends = store.trend_rows(problem) if problem else []
         # drawn only when there are no timings: not read (every compile rung's JSON) on each cursor move otherwise
         detail.resources = resource_rows(store, problem) if problem and not detail.trends else []
-        for target, other in compare_targets(store, row, problem, rows).items():
+        for target, other in compare_targets(store, row, problem, rows, marked).items():
             detail.compare[target] = other
             if other:
                 detail.compare_sources[target] = store.version_source(other["version_id"])
@@ -357,16 +360,27 @@ class Session(PersonsWord):
 
 
 def compare_targets(
-    store: Store, row: dict[str, Any], problem: str, rows: list[dict[str, Any]]
+    store: Store, row: dict[str, Any], problem: str, rows: list[dict[str, Any]], marked: int | None = None
 ) -> dict[str, dict[str, Any] | None]:
-    """What a version is compared with: the one before it, the best on its own GPU, the last approved."""
+    """What a version is compared with: the one before it, the best on its own GPU, the last approved, what its
+    file held before it was rewritten, and the version the person marked (one of this problem's)."""
     names = [r["name"] for r in rows]
     previous = rows[names.index(row["name"]) + 1] if row["name"] in names[:-1] else None
     best = store.best_passing(problem, row.get("device_name"))
     best_row = next((r for r in rows if best and r["version_id"] == best["version_id"]), None)
     approved = store.last_approved(problem)
     approved_row = next((r for r in rows if approved and r["version_id"] == approved["id"]), None)
-    return {"previous": previous, "best": best_row, "approved": approved_row}
+    earlier = store.earlier_content(row["version_id"])
+    if earlier is not None:
+        earlier = {**earlier, "name": f"{earlier['name']} as written before ({str(earlier['created'])[:19]})"}
+    marked_row = next((r for r in rows if marked is not None and r["version_id"] == marked), None)
+    return {
+        "previous": previous,
+        "best": best_row,
+        "approved": approved_row,
+        "rewritten": earlier,
+        "marked": marked_row,
+    }
 
 
 class SessionJudging:

@@ -67,6 +67,20 @@ class Reads(Connection):
         found = self.conn.execute("SELECT source FROM versions WHERE id = ?", [version_id]).fetchone()
         return (found[0] or "") if found else ""
 
+    def earlier_content(self, version_id: int) -> dict[str, Any] | None:
+        """The content this version's file held before it was rewritten (the same problem and name, judged or
+        not): its version row with its newest evaluation's id, or None for a file written once."""
+        found = self.rows(
+            """
+            SELECT w.id AS version_id, w.name, w.created,
+                   (SELECT MAX(e.id) FROM evaluations e WHERE e.version_id = w.id) AS evaluation_id
+            FROM versions v JOIN versions w ON w.problem = v.problem AND w.name = v.name AND w.id < v.id
+            WHERE v.id = ? ORDER BY w.id DESC LIMIT 1
+            """,
+            [version_id],
+        )
+        return found[0] if found else None
+
     def version_path(self, version_id: int) -> str | None:
         found = self.conn.execute("SELECT path FROM versions WHERE id = ?", [version_id]).fetchone()
         return found[0] if found else None

@@ -59,7 +59,10 @@ class KernelTUI(Steering):
         Binding("r", "reject", "reject", id="reject", tooltip="reject the selected version, with a reason"),
         Binding("u", "undo_verdict", "undo", id="undo_verdict", show=False, tooltip="withdraw the last verdict"),
         Binding("i", "guide", "guide", id="guide", tooltip="type guidance for the agent"),
-        Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved"),
+        Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved / earlier / marked"),
+        Binding(
+            "m", "mark", "mark", id="mark", show=False, tooltip="mark the selected version: diff others against it"
+        ),
         Binding("v", "source", "source", id="source", show=False, tooltip="the selected version's source"),
         Binding("f", "filter", "filter", id="filter", show=False, tooltip="versions: all, hide failed, only approved"),
         Binding("e", "edit", "edit", id="edit", show=False, tooltip="open the selected version in $EDITOR"),
@@ -123,6 +126,7 @@ class KernelTUI(Steering):
         self.running = 0
         self.wanted_problem: str | None = None
         self.version_filter = FILTERS[0]
+        self.marked: dict[str, Any] | None = None
         self.stale_panes: set[str] = set()
         self.rungs_width = 116
         self.rungs_expanded = False

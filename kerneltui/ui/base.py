@@ -41,6 +41,7 @@ class DashboardBase(App[None]):
     deferred_to: int | None
     wanted_problem: str | None
     version_filter: str  # one of widgets.versions.FILTERS
+    marked: dict[str, Any] | None  # the version `m` marked: {"version_id", "name"}; the Diff pane's "marked"
     stale_panes: set[str]
     rungs_width: int
     rungs_expanded: bool

@@ -13,7 +13,7 @@ from kerneltui.ui.base import DashboardBase, while_running
 from kerneltui.ui.messages import DetailLoaded, Snapshot, SnapshotLoaded
 from kerneltui.ui.widgets.agent import AgentPane, agent_lines
 from kerneltui.ui.widgets.asm import AsmPane
-from kerneltui.ui.widgets.diff import DiffPane, diff_for
+from kerneltui.ui.widgets.diff import DiffPane, diff_for, targets_of
 from kerneltui.ui.widgets.problems import ProblemTable
 from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane, detail_lines
@@ -116,7 +116,8 @@ class PaneLoading(DashboardBase):
         with self.session.reading("detail") as store:
             if store is None:
                 return
-            detail = self.session.read_detail(store, row, self.snapshot.problem or "", self.snapshot.versions)
+            marked = self.marked["version_id"] if self.marked else None
+            detail = self.session.read_detail(store, row, self.snapshot.problem or "", self.snapshot.versions, marked)
         for target in detail.compare:
             detail.diffs[target] = diff_for(detail, target)
         detail.rung_lines = detail_lines(detail, self.rungs_expanded, self.rungs_width)
@@ -172,7 +173,8 @@ class PaneLoading(DashboardBase):
             pane.set_lines([])
             return
         header = Text(f" {detail.version['name']} vs {pane.target}", style="bold")
-        header.append("   d cycles: previous · best · approved", style="dim")
+        header.append(f"   d cycles: {' · '.join(targets_of(detail))}", style="dim")
+        header.append("   m marks a version to compare with", style="dim")
         title.update(header)
         lines = detail.diffs.get(pane.target)
         pane.set_lines(lines if lines is not None else diff_for(detail, pane.target))

@@ -21,7 +21,7 @@ from kerneltui.ui.panes import PaneLoading
 from kerneltui.ui.screens.dialogs import ConfirmScreen, RejectScreen
 from kerneltui.ui.screens.source import SourceScreen
 from kerneltui.ui.widgets.asm import AsmPane
-from kerneltui.ui.widgets.diff import DiffPane
+from kerneltui.ui.widgets.diff import DiffPane, targets_of
 from kerneltui.ui.widgets.versions import VersionTable
 
 
@@ -138,9 +138,24 @@ class Steering(PaneLoading):
     def action_diff(self) -> None:
         tabs = self.query_one("#detail", TabbedContent)
         if tabs.active == "diff":
-            self.query_one("#diff-view", DiffPane).cycle()
+            self.query_one("#diff-view", DiffPane).cycle(targets_of(self.detail))
         tabs.active = "diff"
         self._show_diff()
+
+    def action_mark(self) -> None:
+        """Marks the selected version (again: unmarks it); the Diff pane then shows others against it."""
+        row = self.query_one("#versions", VersionTable).selected
+        if row is None:
+            self.notify("no version selected to mark", severity="warning")
+            return
+        if self.marked is not None and self.marked["version_id"] == row["version_id"]:
+            self.marked = None
+            self.notify(f"{row['name']} unmarked")
+        else:
+            self.marked = {"version_id": row["version_id"], "name": row["name"]}
+            self.query_one("#diff-view", DiffPane).target = "marked"
+            self.notify(f"{row['name']} marked: select another version to see it against {row['name']} (Diff)")
+        self.load_detail(row)
 
     def action_tab(self, tab: str) -> None:
         self.query_one("#detail", TabbedContent).active = tab

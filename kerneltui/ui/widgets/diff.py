@@ -1,4 +1,5 @@
-"""The selected version against the previous one, the best one, or the last approved one."""
+"""The selected version against the previous one, the best one, the last approved one, what its file held before
+it was rewritten, or a version the person marked (`m`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from kerneltui.ui.messages import Detail
 from kerneltui.ui.widgets.text_view import TextView
 
 ADDED, REMOVED = "on #15361d", "on #3d1a1a"
-TARGETS = ("previous", "best", "approved")
+TARGETS = ("previous", "best", "approved", "rewritten", "marked")
+ALWAYS = ("previous", "best", "approved")  # cycled through even when missing (said so); the others when present
 
 
 def highlighted_lines(code: str) -> list[Text]:
@@ -58,16 +60,32 @@ def diff_for(detail: Detail, target: str) -> list[Text]:
     name = detail.version["name"]
     other = detail.compare.get(target)
     if other is None:
+        if target == "rewritten":
+            return [Text(f"{name}'s file was written once: there is no earlier content.", style="dim")]
+        if target == "marked":
+            return [Text("No version marked: press m on one, then d on another.", style="dim")]
         return [Text(f"No {target} version to compare {name} with.", style="dim")]
     if other["version_id"] == detail.version["version_id"]:
         return [Text(f"{name} is the {target} version itself.", style="dim")]
     old = detail.compare_sources.get(target, "")
-    return diff_lines(old, detail.source, f"{other['name']} ({target})", name)
+    label = other["name"] if target == "rewritten" else f"{other['name']} ({target})"
+    return diff_lines(old, detail.source, label, name)
+
+
+def targets_of(detail: Detail | None) -> list[str]:
+    """What `d` cycles through for this version: previous, best, approved, and the rewritten file's earlier
+    content and the marked version where there are such."""
+    present = detail.compare if detail is not None else {}
+    return [t for t in TARGETS if t in ALWAYS or present.get(t) is not None]
 
 
 class DiffPane(TextView):
     target = "previous"
 
-    def cycle(self) -> str:
-        self.target = TARGETS[(TARGETS.index(self.target) + 1) % len(TARGETS)]
+    def cycle(self, targets: list[str]) -> str:
+        """The next of `targets` after the current one."""
+        if self.target in targets:
+            self.target = targets[(targets.index(self.target) + 1) % len(targets)]
+        else:
+            self.target = targets[0] if targets else "previous"
         return self.target
