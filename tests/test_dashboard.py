@@ -253,6 +253,27 @@ async def test_text_from_versions_is_shown_literally(history: Workspace) -> None
         await wait_for(lambda: "[first try]" in rungs.plain, pilot)
 
 
+async def test_the_sass_diff_pairs_a_renamed_kernel_by_its_position(history: Workspace) -> None:
+    with sqlite3.connect(history.db_path) as db:  # v002's one kernel renamed: v001 has no kernel of that name
+        db.execute(
+            "UPDATE artifacts SET kernel = 'add_kernel_wide' WHERE evaluation_id = "
+            "(SELECT MAX(e.id) FROM evaluations e WHERE e.version = 'v002')"
+        )
+    db.close()
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        table(app).move_cursor(row=table(app).order.index("v002"))
+        await pilot.press("4")
+        asm = app.query_one("#asm-pane", AsmPane)
+        await wait_for(lambda: "LDG.E.128" in asm.view.plain, pilot)
+        asm.view.focus()  # the Asm pane's own keys work where it has focus
+        await pilot.press("c")
+        await wait_for(lambda: "paired by position with add_kernel" in asm.view.plain, pilot)
+        assert "--- v001 add_kernel" in asm.view.plain and "+++ v002 add_kernel_wide" in asm.view.plain
+        assert "identical instruction streams" in asm.view.plain
+
+
 async def test_asm_search_jumps_between_matches(history: Workspace) -> None:
     app = KernelTUI(history, run_scheduler=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -111,6 +111,15 @@ def sass_diff_lines(old: str, new: str, old_label: str, new_label: str) -> list[
     return out
 
 
+def kernel_names(artifacts: list[dict[str, Any]]) -> list[str]:
+    """The kernels of a version's artifacts, in the order they were compiled and dumped."""
+    seen: list[str] = []
+    for item in artifacts:
+        if item["kernel"] not in seen:
+            seen.append(item["kernel"])
+    return seen
+
+
 def read_text(path: str) -> str:
     file = Path(path)
     if not file.is_file():
@@ -129,6 +138,7 @@ class Listing:
     comparing: bool
     files: dict[str, str]
     theirs: dict[str, str]
+    their_kernel: str  # the other version's kernel paired with this one (renamed: the one at its position)
     compare_name: str
     version_name: str
     version_path: str
@@ -137,12 +147,18 @@ class Listing:
     def lines(self) -> list[Text]:
         if self.comparing:
             if "sass" in self.files and "sass" in self.theirs:
-                return sass_diff_lines(
+                lines = sass_diff_lines(
                     read_text(self.theirs["sass"]),
                     read_text(self.files["sass"]),
-                    f"{self.compare_name} {self.kernel}",
+                    f"{self.compare_name} {self.their_kernel}",
                     f"{self.version_name} {self.kernel}",
                 )
+                if self.their_kernel != self.kernel:
+                    note = (
+                        f"{self.compare_name} has no kernel {self.kernel}: paired by position with {self.their_kernel}"
+                    )
+                    lines.insert(0, Text(note, style="yellow"))
+                return lines
             other = self.compare_name or "the other version"
             return [Text(f"{other} has no SASS for kernel {self.kernel}.", style="dim")]
         if self.kind not in self.files:
@@ -187,11 +203,16 @@ class AsmPane(Vertical):
         return self.query_one("#asm-view", TextView)
 
     def kernels(self) -> list[str]:
-        seen: list[str] = []
-        for item in self.artifacts:
-            if item["kernel"] not in seen:
-                seen.append(item["kernel"])
-        return seen
+        return kernel_names(self.artifacts)
+
+    def paired_kernel(self, kernel: str) -> str:
+        """The other version's kernel to diff `kernel` against: the same name, or (renamed) the one at the same
+        position among its kernels; '' when it has none there."""
+        theirs = kernel_names(self.compare_artifacts)
+        if kernel in theirs:
+            return kernel
+        index = self.kernels().index(kernel)
+        return theirs[index] if index < len(theirs) else ""
 
     def show(
         self,
@@ -249,13 +270,15 @@ class AsmPane(Vertical):
     def _request(self, kernel: str) -> Listing:
         """What to show, taken on the UI thread: the reading thread never looks at the pane."""
         self.generation += 1
+        theirs = self.paired_kernel(kernel)
         return Listing(
             generation=self.generation,
             kernel=kernel,
             kind=self.kind,
             comparing=self.comparing,
             files={a["kind"]: a["path"] for a in self.artifacts if a["kernel"] == kernel},
-            theirs={a["kind"]: a["path"] for a in self.compare_artifacts if a["kernel"] == kernel},
+            theirs={a["kind"]: a["path"] for a in self.compare_artifacts if a["kernel"] == theirs},
+            their_kernel=theirs or kernel,
             compare_name=self.compare_name,
             version_name=str(self.version.get("name")),
             version_path=self.version.get("path") or "",
