@@ -35,6 +35,8 @@ class Kernel:
     meta: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     case: str = ""
+    constexprs: dict[str, Any] = field(default_factory=dict)  # as the launch that compiled it passed them
+    label: str = ""  # its name in the dumps folder (name-2 for a second specialisation of name)
 
     def summary(self) -> dict[str, Any]:
         keep = ("num_warps", "num_stages", "shared", "target")
@@ -44,7 +46,25 @@ class Kernel:
             "case": self.case,
             **{k: self.meta[k] for k in keep if k in self.meta},
             **self.resources,
+            **({"constexprs": self.constexprs} if self.constexprs else {}),
         }
+
+
+MAX_CONSTEXPRS, MAX_CONSTEXPR_CHARS = 16, 80
+
+
+def specialise(kernels: list[Kernel], launches: list[dict[str, Any]]) -> None:
+    """Each Triton kernel's constexprs, from the recorded launch of the compiled kernel with its metadata's hash
+    (the worker's word, shown as a label: the compiled binary itself is what is judged and dumped)."""
+    by_hash = {str(launch["hash"]): launch for launch in launches if isinstance(launch, dict) and launch.get("hash")}
+    for kernel in kernels:
+        launch = by_hash.get(str(kernel.meta.get("hash")))
+        raw = launch.get("constexprs") if launch else None
+        if isinstance(raw, dict):
+            kernel.constexprs = {
+                str(k)[:MAX_CONSTEXPR_CHARS]: v if isinstance(v, (int, float, bool)) else str(v)[:MAX_CONSTEXPR_CHARS]
+                for k, v in list(raw.items())[:MAX_CONSTEXPRS]
+            }
 
 
 def find_tool(name: str) -> str | None:
@@ -221,7 +241,7 @@ def write_dumps(kernels: list[Kernel], dest: Path) -> list[dict[str, Any]]:
     used: dict[str, int] = {}
     for kernel, sass in zip(kernels, sass_listings, strict=True):
         count = used[kernel.name] = used.get(kernel.name, 0) + 1
-        base = kernel.name if count == 1 else f"{kernel.name}-{count}"
+        base = kernel.label = kernel.name if count == 1 else f"{kernel.name}-{count}"
         for kind, src in kernel.files.items():
             if src.stat().st_size > MAX_ARTIFACT_BYTES:
                 continue

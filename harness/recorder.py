@@ -120,14 +120,17 @@ class Recorder:
             if recorder.mode is None:  # not a recorded call (a timed one): nothing added to the launch
                 return original(fn_self, *args, **kwargs)
             recorder.paused += 1  # the launch's own data movement (the interpreter copies) is not the version's
+            result = None
             try:
                 if recorder.profiled is None:
-                    return original(fn_self, *args, **kwargs)
-                with recorder.profiled.launching():
-                    return original(fn_self, *args, **kwargs)
+                    result = original(fn_self, *args, **kwargs)
+                else:
+                    with recorder.profiled.launching():
+                        result = original(fn_self, *args, **kwargs)
+                return result
             finally:
                 recorder.paused -= 1
-                hook(fn_self, args, kwargs)
+                hook(fn_self, args, kwargs, result)
 
         setattr(cls, name, wrapper)
         self.installed[f"{cls.__module__}.{cls.__qualname__}.{name}"] = (cls, name, wrapper)
@@ -192,12 +195,16 @@ class Recorder:
             if key and not any(tensor is w for w in written):
                 self.writers[key] = set(made_by)
 
-    def _triton_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _triton_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any = None) -> None:
         name = str(getattr(fn, "__name__", "?"))
-        self.launches.append({"dsl": "triton", "name": name, **_triton_signature(fn, args, kwargs)})
+        launch = {"dsl": "triton", "name": name, **_triton_signature(fn, args, kwargs)}
+        compiled = getattr(result, "hash", None)  # the compiled kernel launched: its metadata's hash names it
+        if isinstance(compiled, str) and len(compiled) <= 128:
+            launch["hash"] = compiled
+        self.launches.append(launch)
         self._mark_written(f"kernel:{name}", _tensors(list(args) + list(kwargs.values())))
 
-    def _cute_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _cute_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any = None) -> None:
         name = str(getattr(fn, "function_name", None) or getattr(fn, "__name__", None) or type(fn).__name__)
         self.launches.append({"dsl": "cutedsl", "name": name, "kernels": _cute_kernel_symbols(fn)})
         # cute tensors hide the torch tensors they view: from_dlpack noted those as they were wrapped

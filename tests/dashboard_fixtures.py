@@ -146,6 +146,7 @@ def rungs_for(status: str, median_us: float | None, note_dir: Path) -> list[Rung
         metrics={
             "dir": str(note_dir),
             "kinds": ["sass"],
+            "kernels": [{**kernels[0], "kernel": "add_kernel", "constexprs": {"BLOCK": 1024}}],
             "files": [
                 {
                     "kernel": "add_kernel",

@@ -283,6 +283,8 @@ async def test_asm_search_jumps_between_matches(history: Workspace) -> None:
         asm = app.query_one("#asm-pane", AsmPane)
         await wait_for(lambda: "LDG.E.128" in asm.view.plain, pilot)
         assert "v002.py:12" in asm.view.plain  # source lines inlined
+        spec = asm.spec_line().plain  # the kernel's specialisation as compiled
+        assert "BLOCK=1024 · 4 warps · 3 stages · 26 regs · case n=16777216" in spec, spec
         assert "0x000fe2" not in asm.view.plain  # encodings dropped
         await pilot.press("slash", *"LDG", "enter")
         assert len(asm.view.matches) == 2 and asm.view.current == 0

@@ -19,7 +19,7 @@ from harness.rungs.benchmark import benchmark
 from harness.rungs.compile import smem_overflow
 from harness.rungs.correctness import mutated_inputs
 from harness.rungs.roofline import roofline
-from tests.conftest import add_version, make_workspace, run
+from tests.conftest import add_version, judge_many, make_workspace, run, rung
 
 
 @pytest.fixture
@@ -204,3 +204,12 @@ def test_kernels_the_worker_compiled_before_the_version_are_not_listed(tmp_path:
     every = [k.name for k in collect_triton(scratch, tmp_path / "all")]
     assert every == ["_kerneltui_warm_up", "softmax_kernel"]
     assert [k.name for k in collect_triton(scratch, tmp_path / "own", skip={"AAA"})] == ["softmax_kernel"]
+
+
+def test_each_dumped_kernel_carries_the_constexprs_it_was_compiled_with(workspace: Path) -> None:
+    """The Asm pane's header names a specialisation (BLOCK=1024, 4 warps), not only add_kernel-2."""
+    path = add_version(workspace, "good", "v001.py")
+    evaluation = judge_many([path], rungs=["load", "compile", "correctness", "dumps"])["v001"]
+    kernels = rung(evaluation, "dumps")["metrics"]["kernels"]
+    assert kernels and all(k["kernel"].startswith("add_kernel") for k in kernels), kernels
+    assert {k["constexprs"]["BLOCK"] for k in kernels} == {1024} and {k["num_warps"] for k in kernels} == {4}

@@ -22,9 +22,12 @@ def dumps(ladder: Ladder, run: VersionRun) -> RungResult:
         return RungResult(name="dumps", ok=True, metrics={"files": [], "note": "no Triton or CuTeDSL kernels compiled"})
     root = ladder.options.state_dir or run.path.parent.parent / ".kerneltui"
     dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
+    dumps_mod.specialise(run.kernels, [launch for found in run.observed.launches.values() for launch in found])
     try:
         files = dumps_mod.write_dumps(run.kernels, dest)
     except OSError as exc:
         return RungResult(name="dumps", ok=False, err=f"cannot write dumps to {dest}: {exc.strerror or exc}")
     kinds = sorted({f["kind"] for f in files})
-    return RungResult(name="dumps", ok=True, metrics={"dir": str(dest), "files": files, "kinds": kinds})
+    kernels = [{**k.summary(), "kernel": k.label} for k in run.kernels]  # by the name the Asm pane lists
+    metrics = {"dir": str(dest), "files": files, "kinds": kinds, "kernels": kernels}
+    return RungResult(name="dumps", ok=True, metrics=metrics)

@@ -12,7 +12,7 @@ from textual.worker import get_current_worker
 from kerneltui.ui.base import DashboardBase, while_running
 from kerneltui.ui.messages import DetailLoaded, Snapshot, SnapshotLoaded
 from kerneltui.ui.widgets.agent import AgentPane, agent_lines
-from kerneltui.ui.widgets.asm import AsmPane
+from kerneltui.ui.widgets.asm import AsmPane, kernel_specs
 from kerneltui.ui.widgets.diff import DiffPane, diff_for, targets_of
 from kerneltui.ui.widgets.problems import ProblemTable
 from kerneltui.ui.widgets.profile import ProfilePane
@@ -163,6 +163,7 @@ class PaneLoading(DashboardBase):
                 detail.artifacts,
                 previous["name"] if previous else "",
                 detail.compare_artifacts.get("previous", []),
+                kernel_specs(detail.rungs),
             )
 
     def _show_diff(self) -> None:

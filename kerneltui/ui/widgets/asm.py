@@ -111,6 +111,36 @@ def sass_diff_lines(old: str, new: str, old_label: str, new_label: str) -> list[
     return out
 
 
+def spec_text(spec: dict[str, Any] | None) -> Text:
+    """A kernel's specialisation as compiled: its constexprs, warps, stages, registers, spills, and the case that
+    compiled it ('BLOCK=1024 · 4 warps · 3 stages · 26 regs · case n=4097')."""
+    if not spec:
+        return Text()
+    out = Text()
+    constexprs = spec.get("constexprs")
+    if isinstance(constexprs, dict) and constexprs:
+        out.append(" ".join(f"{k}={v}" for k, v in constexprs.items()) + " · ", style="bold")
+    for key, unit in (("num_warps", "warps"), ("num_stages", "stages"), ("registers", "regs")):
+        if isinstance(spec.get(key), int):
+            out.append(f"{spec[key]} {unit} · ")
+    spills = spec.get("spill_bytes")
+    if isinstance(spills, int) and spills > 0:
+        out.append(f"{spills} B spilled · ", style="bold red")
+    if spec.get("case"):
+        out.append(f"case {spec['case']}", style="dim")
+    out.rstrip()
+    return Text(" ") + out if out.plain else out
+
+
+def kernel_specs(rungs: list[Any]) -> dict[str, dict[str, Any]]:
+    """Each dumped kernel's specialisation, by the name the Asm pane lists it under (the dumps rung's)."""
+    dumps = next((r for r in rungs if getattr(r, "name", None) == "dumps" and r.metrics), None)
+    kernels = dumps.metrics.get("kernels") if dumps is not None else None
+    if not isinstance(kernels, list):
+        return {}
+    return {str(k["kernel"]): k for k in kernels if isinstance(k, dict) and k.get("kernel")}
+
+
 def kernel_names(artifacts: list[dict[str, Any]]) -> list[str]:
     """The kernels of a version's artifacts, in the order they were compiled and dumped."""
     seen: list[str] = []
@@ -172,6 +202,7 @@ class Listing:
 class AsmPane(Vertical):
     DEFAULT_CSS = """
     AsmPane > #asm-bar { height: 1; color: $text-muted; }
+    AsmPane > #asm-spec { height: 1; }
     AsmPane > TextView { height: 1fr; }
     """
     BINDINGS = [
@@ -184,6 +215,7 @@ class AsmPane(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.artifacts: list[dict[str, Any]] = []
+        self.specs: dict[str, dict[str, Any]] = {}  # by kernel (as listed): its specialisation and resources
         self.compare_artifacts: list[dict[str, Any]] = []
         self.compare_name = ""
         self.version: dict[str, Any] = {}
@@ -196,6 +228,7 @@ class AsmPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="asm-bar")
+        yield Static("", id="asm-spec")
         yield TextView(id="asm-view")
 
     @property
@@ -221,9 +254,11 @@ class AsmPane(Vertical):
         artifacts: list[dict[str, Any]],
         compare_name: str,
         compare_artifacts: list[dict[str, Any]],
+        specs: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         same_version = self.version.get("evaluation_id") == version.get("evaluation_id")
         self.version, self.source, self.artifacts = version, source, artifacts
+        self.specs = specs or {}
         self.compare_name, self.compare_artifacts = compare_name, compare_artifacts
         if not same_version:
             self.kernel_index = 0
@@ -251,11 +286,18 @@ class AsmPane(Vertical):
     def on_match_moved(self, message: MatchMoved) -> None:
         self.update_bar()
 
+    def spec_line(self) -> Text:
+        """The shown kernel's specialisation, on a line of its own under the bar."""
+        kernels = self.kernels()
+        spec = self.specs.get(kernels[self.kernel_index]) if kernels else None
+        return spec_text(spec) if spec else Text("")
+
     def update_bar(self) -> None:
         self.query_one("#asm-bar", Static).update(self.bar_text())
 
     def reload(self) -> None:
         self.query_one("#asm-bar", Static).update(self.bar_text())
+        self.query_one("#asm-spec", Static).update(self.spec_line())
         kernels = self.kernels()
         if not kernels:
             status = self.version.get("status")
