@@ -723,3 +723,19 @@ async def test_with_no_gpu_the_trends_pane_shows_registers_and_spills(tmp_path: 
         pane = app.query_one("#trends-view", TrendsPane)
         await wait_for(lambda: pane.query_one("#trend-time").display, pilot)
         assert "Meanwhile, what each version's kernels use" in str(pane.query_one("#trends-empty").render())
+
+
+async def test_the_problems_pane_gives_way_on_a_narrow_terminal(history: Workspace) -> None:
+    """At 80 columns the problems pane narrows and drops its best % column: the versions table gets the room."""
+    app = KernelTUI(history, run_scheduler=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: len(table(app).order) == 4, pilot)
+        problems = app.query_one("#problems", DataTable)
+        assert problems.outer_size.width == 26 and [str(c.label) for c in problems.columns.values()] == [
+            "problem",
+            "latest",
+        ]
+        assert "median" in [str(c.label) for c in table(app).columns.values()]
+        await pilot.resize_terminal(160, 48)
+        await wait_for(lambda: len(problems.columns) == 3, pilot)
+        assert problems.outer_size.width == 34 and problems.get_row_at(0)[2].plain == "91% ★"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -158,7 +158,11 @@ class KernelTUI(Steering):
         yield Input(placeholder="guidance ▸ press i, type what the agent should try next, Enter sends", id="guidance")
         yield Footer()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one("#problems", ProblemTable).fit(event.size.width)
+
     def on_mount(self) -> None:
+        self.query_one("#problems", ProblemTable).fit(self.size.width)
         if self.config.keys:
             self.set_keymap(self.config.keys)
         self.query_one("#search-box").display = False

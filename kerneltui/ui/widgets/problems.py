@@ -26,6 +26,18 @@ def problem_cells(row: dict[str, Any]) -> tuple[Text, Text, Text]:
     return name, state, best_text
 
 
+# (key, label, width); on a narrow terminal the pane is narrower and the best % of roofline gives way
+COLUMNS = (("name", "problem", 10), ("latest", "latest", 10), ("best", "best", 6))
+NARROW_COLUMNS = (("name", "problem", 9), ("latest", "latest", 9))
+NARROW_BELOW = 100  # terminal columns
+PANE_WIDTH, NARROW_PANE_WIDTH = 34, 26
+
+
+def pane_width(terminal_width: int) -> int:
+    """The problems pane's width: narrower below NARROW_BELOW columns, leaving the versions table room."""
+    return PANE_WIDTH if terminal_width >= NARROW_BELOW else NARROW_PANE_WIDTH
+
+
 class ProblemTable(DataTable[Text]):
     BINDINGS = [Binding("j", "cursor_down", "down", show=False), Binding("k", "cursor_up", "up", show=False)]
 
@@ -33,11 +45,30 @@ class ProblemTable(DataTable[Text]):
         super().__init__(cursor_type="row", show_header=True, **kwargs)
         self.names: list[str] = []
         self.cells: dict[str, tuple[str, ...]] = {}
+        self.rows_shown: list[dict[str, Any]] = []
+        self.columns_shown: tuple[tuple[str, str, int], ...] = COLUMNS
 
     def on_mount(self) -> None:
-        self.add_column("problem", key="name", width=10)
-        self.add_column("latest", key="latest", width=10)
-        self.add_column("best", key="best", width=6)
+        self._add_columns()
+
+    def fit(self, terminal_width: int) -> None:
+        """Sized for the terminal: the pane's width, and its columns (the best % goes below NARROW_BELOW)."""
+        self.styles.width = pane_width(terminal_width)
+        columns = COLUMNS if terminal_width >= NARROW_BELOW else NARROW_COLUMNS
+        if columns == self.columns_shown:
+            return
+        self.columns_shown = columns
+        keep = self.selected
+        self.clear(columns=True)
+        self._add_columns()
+        self.names = []
+        self.show(self.rows_shown)
+        if keep in self.names:
+            self.move_cursor(row=self.names.index(keep), animate=False)
+
+    def _add_columns(self) -> None:
+        for key, label, width in self.columns_shown:
+            self.add_column(label, key=key, width=width)
 
     @property
     def selected(self) -> str | None:
@@ -46,8 +77,10 @@ class ProblemTable(DataTable[Text]):
         return self.names[self.cursor_row]
 
     def show(self, rows: list[dict[str, Any]]) -> None:
+        self.rows_shown = rows
         names = [r["name"] for r in rows]
-        fresh = {r["name"]: problem_cells(r) for r in rows}
+        count = len(self.columns_shown)
+        fresh = {r["name"]: problem_cells(r)[:count] for r in rows}
         if names != self.names:
             keep = self.selected
             self.clear()
@@ -60,6 +93,6 @@ class ProblemTable(DataTable[Text]):
             for name, cells in fresh.items():
                 plain = tuple(c.plain for c in cells)
                 if self.cells.get(name) != plain:
-                    for column, cell in zip(("name", "latest", "best"), cells, strict=True):
+                    for (column, _, _), cell in zip(self.columns_shown, cells, strict=True):
                         self.update_cell(name, column, cell)
         self.cells = {k: tuple(c.plain for c in v) for k, v in fresh.items()}
