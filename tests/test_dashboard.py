@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual import events
@@ -619,8 +620,11 @@ async def test_the_footer_keeps_help_and_quit_at_80_columns(history: Workspace) 
         await wait_for(lambda: len(table(app).order) == 4, pilot)
         from textual.widgets._footer import FooterKey
 
-        await pilot.pause(0.2)
-        shown = {k.key: k.region for k in app.screen.query(FooterKey)}
+        def laid_out() -> dict[str, Any]:
+            return {k.key: k.region for k in app.screen.query(FooterKey) if k.region.width > 0}
+
+        await wait_for(lambda: {"question_mark", "q"} <= set(laid_out()), pilot)  # the footer drawn, not a sleep
+        shown = laid_out()
         for key in ("question_mark", "q"):  # laid out inside the 80 columns, not cut off on the right
             assert shown[key].width > 0 and shown[key].right <= 80, shown
 
