@@ -239,10 +239,11 @@ async def write_to_screen(root: Path, repeats: int) -> list[dict[str, float]]:
                     break
                 await pilot.pause(0.005)
             on_screen = time.perf_counter() - start
-            store = app.stores["detail"]
-            rows = store.rows(
-                "SELECT name, seconds FROM rungs WHERE evaluation_id = ? ORDER BY idx", [row["evaluation_id"]]
-            )
+            with app.session.reading("detail") as store:
+                assert store is not None, "the dashboard's history reader is not open"
+                rows = store.rows(
+                    "SELECT name, seconds FROM rungs WHERE evaluation_id = ? ORDER BY idx", [row["evaluation_id"]]
+                )
             ladder = sum(r["seconds"] or 0 for r in rows if r["name"] in ("load", "compile", "correctness"))
             results.append({"on_screen_s": on_screen, "ladder_s": ladder, "added_s": on_screen - ladder})
             while row.get("status") not in ("pass", "fail", "unverified"):

@@ -15,6 +15,7 @@ arch = "sm_90"                              # compile target with no GPU
 seeds = 2                                   # seeds per correctness case
 rungs = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]  # or a subset
 sandbox = true                              # false: workers unconfined
+spare_idle_s = 120                          # no version this long: the judge ends its spare workers (0: keeps them)
 
 [ui]
 bell = true                                 # ring when a version beats the best or the queue empties
