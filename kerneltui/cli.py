@@ -365,6 +365,16 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve_web(args: argparse.Namespace) -> int:
+    """The dashboard in a browser: each connection runs `kerneltui dashboard` for the workspace."""
+    from kerneltui.web import serve
+
+    workspace = resolve(args.workspace)
+    config_mod.load(args.config)  # a bad config is said here, not in each browser
+    extra = ["--config", str(Path(args.config).resolve())] if args.config else []
+    return serve(workspace.root, args.host, args.port, extra + (["--no-judge"] if args.no_judge else []))
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     """The version loaded, compiled and checked, then its kernels under Nsight Compute (the profile rung)."""
     args.rungs = ",".join(PROFILE_RUNGS)
@@ -501,6 +511,14 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("--config", help=CONFIG_HELP)
     dash.add_argument("--no-judge", action="store_true", help="show the history without judging anything")
     dash.set_defaults(func=cmd_dashboard)
+
+    web = sub.add_parser("serve-web", help="the dashboard in a browser, behind a token printed at start")
+    web.add_argument("workspace", nargs="?")
+    web.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this box only)")
+    web.add_argument("--port", type=int, default=0, help="the port (default 0: a free one, printed)")
+    web.add_argument("--config", help=CONFIG_HELP)
+    web.add_argument("--no-judge", action="store_true", help="show the history without judging anything")
+    web.set_defaults(func=cmd_serve_web)
     return parser
 
 
