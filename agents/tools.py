@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
+import time
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,12 +18,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agents.base import Host, Judged
+from agents.base import Host, Judged, ProblemInfo
+from agents.context_index import ContextIndex, IndexUnavailable, format_hits, index_file
 from harness.source import MAX_VERSION_KB
 
 MAX_OUTPUT_CHARS = 16_000
 MAX_FILE_BYTES = 4_000_000
 SEARCH_HITS = 40
+INDEX_HITS = 12
+INDEX_REFRESH_S = 60.0  # a session looks for changed context files at most this often
 DUMP_WINDOW_LINES = 200
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".rst", ".ptx", ".sass", ".ttir", ".ttgir", ".llir", ".ll", ".mlir", ".cu"}
 TEXT_SUFFIXES |= {".cuh", ".h", ".hpp", ".cpp", ".c", ".toml", ".json", ".yml", ".yaml", ".cfg", ".ini", ".sh"}
@@ -42,7 +47,7 @@ class ReadResultsArgs(BaseModel):
 
 
 class ReadFileArgs(BaseModel):
-    path: str = Field(description="relative to the workspace or the context folder, or absolute")
+    path: str = Field(description="relative to the workspace or the context folder, or absolute, or a site/ path")
     offset: int = Field(1, ge=1, description=OFFSET)
 
 
@@ -99,14 +104,17 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "read_file",
         "Read a text file in the workspace or the context folder: a path relative to the workspace "
-        "(e.g. 'softmax/problem.py'), to the context folder (e.g. 'context/ptx-notes.md'), or absolute. "
+        "(e.g. 'softmax/problem.py'), to the context folder (e.g. 'context/ptx-notes.md'), or absolute; "
+        "a site/<package>/... path search_context returned reads that installed package's file. "
         "Long files come in windows: pass offset (a line number) to read on.",
         ReadFileArgs,
     ),
     ToolSpec(
         "search_context",
-        "Search the context folder (DSL docs, CUTLASS/CuTeDSL sources, PTX notes) for words; returns "
-        "matching lines as path:line: text, the files with most matching words first.",
+        "Search the context folder (DSL docs, CUTLASS/CuTeDSL sources, PTX notes, and installed triton/cutlass "
+        "sources under site/ when indexed) for words or identifiers (make_tiled_copy, tl.dot, wgmma); returns "
+        "chunks (a def, a class, a doc section) as path:start-end with their matching lines as path:line: text, "
+        "those holding most of the words first. read_file the path with offset=start to read one.",
         SearchContextArgs,
     ),
     ToolSpec(
@@ -197,6 +205,7 @@ class Toolbox:
     author: str
     written: list[Judged] = field(default_factory=list)  # every version this toolbox wrote, judged
     waited: Judged | None = None  # what the last wait_for_verdict found
+    index_checked: float | None = None  # when this toolbox last brought the context index up to date
 
     def use(self, name: str, args: dict[str, Any], refusal: str | None = None) -> tuple[str, bool]:
         """call(), with the call and its result in the transcript; `refusal` answers instead of running it."""
@@ -270,7 +279,19 @@ class Toolbox:
             return real
         inside = raw.split("/", 1)[1] if raw.startswith(f"{problem.context.name}/") else raw
         in_context = confine(inside, problem.roots, problem.context, problem.private)
-        return in_context if in_context.exists() else real
+        if in_context.exists():
+            return in_context
+        return self._package_file(raw) or real
+
+    def _package_file(self, raw: str) -> Path | None:
+        """An installed package's file that the context index holds (site/<package>/...), read only; no other."""
+        context = self.host.problem.context
+        if context is None or not raw.startswith("site/"):
+            return None
+        try:
+            return ContextIndex(index_path(self.host.problem, context), context).package_file(raw)
+        except (IndexUnavailable, sqlite3.Error, OSError):
+            return None
 
     def tool_search_context(self, query: str) -> str:
         context = self.host.problem.context
@@ -279,7 +300,22 @@ class Toolbox:
         terms = [t.lower() for t in re.findall(r"[\w.+-]+", str(query)) if len(t) > 1]
         if not terms:
             raise ToolError("give some words to search for")
-        return search(context, terms)
+        try:
+            index = self._context_index(context)
+            hits = index.search(str(query), INDEX_HITS)
+        except (IndexUnavailable, sqlite3.Error, OSError) as exc:
+            return f"[no search index ({exc}): a plain word match instead]\n" + search(context, terms)
+        if not hits:
+            return f"nothing in the context folder matches {' '.join(terms)}"
+        return cut(format_hits(hits, str(query)), hint="search for more specific words")
+
+    def _context_index(self, context: Path) -> ContextIndex:
+        """The index, brought up to date on first use and then at most every INDEX_REFRESH_S."""
+        index = ContextIndex(index_path(self.host.problem, context), context)
+        if self.index_checked is None or time.monotonic() - self.index_checked > INDEX_REFRESH_S:
+            index.refresh()
+            self.index_checked = time.monotonic()
+        return index
 
     def tool_read_dump(
         self, version: str, kind: str, kernel: str | None = None, grep: str | None = None, offset: int = 1
@@ -309,6 +345,11 @@ class Toolbox:
             names = ", ".join(self.host.version_names()) or "none yet"
             raise ToolError(f"no version {version!r}; versions: {names}")
         return cut(self.host.profile(name))
+
+
+def index_path(problem: ProblemInfo, context: Path) -> Path:
+    """The index in kerneltui's state folder (the first private one), as `kerneltui context index` makes it."""
+    return index_file(problem.private[0] if problem.private else None, context)
 
 
 def brief_args(args: dict[str, Any]) -> dict[str, Any]:

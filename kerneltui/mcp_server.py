@@ -55,7 +55,8 @@ class FileText(TypedDict):
 
 
 class SearchHits(TypedDict):
-    """Matching lines of the context folder as path:line: text, the files with most matching words first."""
+    """The context index's hits as path:start-end, each with its matching lines as path:line: text, the chunks
+    holding most of the words first (a plain word match over files where SQLite lacks FTS5)."""
 
     problem: str
     query: str

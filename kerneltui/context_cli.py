@@ -1,0 +1,86 @@
+"""`kerneltui context index|search`: the agents' context search index, built and queried from the shell.
+
+The context folder is the one agents get (find_context: --context, the config's [agent] context,
+$KERNELTUI_CONTEXT, <workspace>/context, else the shipped one); the index is the file the agents' search_context
+uses, in the workspace's state folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from agents.context_index import ContextIndex, IndexUnavailable, format_hits, index_file
+from kerneltui.core.workspace import WorkspaceError, resolve
+
+EXIT_OK, EXIT_NO_HITS, EXIT_USAGE = 0, 1, 2
+
+
+def open_index(args: argparse.Namespace, packages: bool | None) -> ContextIndex:
+    from kerneltui.core.agent_host import find_context
+    from kerneltui.core.config import load
+
+    if args.context and not Path(args.context).expanduser().is_dir():
+        raise WorkspaceError(f"--context {args.context}: no such folder")
+    workspace = resolve(args.workspace)
+    context = find_context(workspace, args.context or load(args.config).agent.context)
+    if context is None:
+        raise WorkspaceError("no context folder: pass --context, or set [agent] context or $KERNELTUI_CONTEXT")
+    with contextlib.suppress(OSError):  # a read-only workspace: the index goes to the user's cache instead
+        workspace.state.mkdir(exist_ok=True)
+    path = Path(args.index) if args.index else index_file(workspace.state, context)
+    try:
+        return ContextIndex(path, context, packages)
+    except IndexUnavailable as exc:
+        raise WorkspaceError(f"no search index: {exc}") from None
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    index = open_index(args, True if args.packages else None)
+    stats = index.refresh()
+    print(f"{index.context} -> {index.db_path}")
+    print(stats.summary())
+    return EXIT_OK
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    index = open_index(args, None)
+    index.refresh()  # incremental: quick when nothing changed
+    query = " ".join(args.query)
+    hits = index.search(query, max(1, args.limit))
+    if args.json:
+        print(json.dumps([hit.to_json() for hit in hits]))
+    else:
+        print(format_hits(hits, query))
+    return EXIT_OK if hits else EXIT_NO_HITS
+
+
+def common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--context", help="the folder to index (default: the one agents get)")
+    parser.add_argument("--workspace", help="the folder of problem folders (default: ., else ./kernels)")
+    parser.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    parser.add_argument("--index", help="the index file (default: <workspace>/.kerneltui/context-index.sqlite)")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """`kerneltui context`, for cli.py's subcommands."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "context", help="the context folder's search index, as agents' search_context uses it"
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    index = sub.add_parser("index", help="index the context folder (only changed files after the first time)")
+    common(index)
+    index.add_argument(
+        "--packages", action="store_true", help="also the installed triton, cutlass and tilelang, as site/<name>/"
+    )
+    index.set_defaults(func=cmd_index)
+    search = sub.add_parser("search", help="search the index: path:start-end and the matching lines per hit")
+    search.add_argument("query", nargs="+")
+    common(search)
+    search.add_argument("--json", action="store_true", help="print one JSON array")
+    search.add_argument("--limit", type=int, default=10, help="at most this many hits (default 10)")
+    search.set_defaults(func=cmd_search)
+    return parser
