@@ -21,10 +21,8 @@ MAY_BE_BEST = (
 )
 
 
-class Reads(Connection):
-    def evaluation(self, evaluation_id: int) -> dict[str, Any] | None:
-        found = self.rows("SELECT * FROM evaluations WHERE id = ?", [evaluation_id])
-        return found[0] if found else None
+class VersionReads(Connection):
+    """Reads of versions: by name, their rows with their newest evaluation, their text as judged."""
 
     def latest_version(self, problem: str, name: str) -> dict[str, Any] | None:
         found = self.rows(
@@ -92,6 +90,12 @@ class Reads(Connection):
     def max_version_number(self, problem: str) -> int:
         found = self.conn.execute("SELECT MAX(number) FROM versions WHERE problem = ?", [problem]).fetchone()
         return int(found[0] or 0)
+
+
+class Reads(VersionReads):
+    def evaluation(self, evaluation_id: int) -> dict[str, Any] | None:
+        found = self.rows("SELECT * FROM evaluations WHERE id = ?", [evaluation_id])
+        return found[0] if found else None
 
     def was_judged(self, version_id: int) -> bool:
         """Whether this version (this content) has an evaluation, in any state."""
