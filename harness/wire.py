@@ -2,21 +2,12 @@
 
 No pickle crosses the channel: the worker runs untrusted code, so everything the judge reads from
 it is parsed as data (JSON, then bytes of a whitelisted dtype and a checked size), never executed.
-
-A large tensor (SHARED_MIN_BYTES and up: a bench case's gigabytes) does not stream through the socket:
-its bytes go into a sealed memfd (no shrinking, growing or writing once sealed) whose descriptor follows
-the frame (SCM_RIGHTS). The reader checks the seals and the size before it maps it, and copies it out:
-a peer cannot shrink the memory under the reader's mapping (a SIGBUS) or change it afterwards.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import math
-import mmap
-import os
 import select
 import socket
 import struct
@@ -28,10 +19,6 @@ import torch
 MAGIC = b"KTUI"
 _PREFIX = struct.Struct("!4sQQ")
 MAX_HEADER_BYTES = 16 << 20
-SHARED_MIN_BYTES = 8 << 20
-_FDS_MARK = b"F"
-_SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_WRITE", 0)
-SHARING = hasattr(os, "memfd_create") and hasattr(socket, "send_fds") and hasattr(fcntl, "F_ADD_SEALS")
 
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
@@ -133,49 +120,14 @@ def _describe(t: torch.Tensor) -> dict[str, Any]:
 
 def send(sock: socket.socket, header: dict[str, Any], tensors: list[torch.Tensor] | None = None) -> None:
     tensors = tensors or []
-    specs = [_describe(t) for t in tensors]
-    shared = _shareable(sock)
-    for spec in specs:
-        spec["shared"] = shared and spec["nbytes"] >= SHARED_MIN_BYTES
-    head = json.dumps(dict(header, tensors=specs)).encode()
-    fds: list[int] = []
-    try:
-        payload = []
-        for tensor, spec in zip(tensors, specs, strict=True):
-            if spec["shared"]:
-                fds.append(_sealed_copy(tensor, spec["nbytes"]))
-            else:
-                payload.append(_tensor_bytes(tensor))
-        total = sum(p.nbytes for p in payload)
-        sock.sendall(_PREFIX.pack(MAGIC, len(head), total) + head)
-        for part in payload:
-            if part.nbytes:
-                sock.sendall(part)
-        if fds:
-            socket.send_fds(sock, [_FDS_MARK], fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _shareable(sock: socket.socket) -> bool:
-    return SHARING and sock.family == socket.AF_UNIX
-
-
-def _sealed_copy(tensor: torch.Tensor, nbytes: int) -> int:
-    """A memfd holding the tensor's bytes (copied straight from the device where it lives), sealed read-only."""
-    fd = os.memfd_create("kerneltui-tensor", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    try:
-        os.ftruncate(fd, nbytes)
-        with mmap.mmap(fd, nbytes) as mapped:
-            target = torch.frombuffer(mapped, dtype=torch.uint8)
-            target.copy_(tensor.detach().contiguous().view(-1).view(torch.uint8))
-            del target  # the mapping must have no exports left when it closes
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    header = dict(header, tensors=[_describe(t) for t in tensors])
+    head = json.dumps(header).encode()
+    payload = [_tensor_bytes(t) for t in tensors]
+    total = sum(p.nbytes for p in payload)
+    sock.sendall(_PREFIX.pack(MAGIC, len(head), total) + head)
+    for part in payload:
+        if part.nbytes:
+            sock.sendall(part)
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
@@ -209,69 +161,10 @@ def recv(
     if not isinstance(header, dict):
         raise ChannelError("malformed frame header: not an object")
     specs = header.get("tensors", [])
-    if not isinstance(specs, list):
-        raise ChannelError("frame's tensor list is malformed")
-    sizes = [_checked_nbytes(s) for s in specs]
-    shared = [spec.get("shared") is True for spec in specs]
-    if sum(n for n, far in zip(sizes, shared, strict=True) if not far) != total or sum(sizes) > max_payload:
+    if not isinstance(specs, list) or sum(_checked_nbytes(s) for s in specs) != total:
         raise ChannelError("frame's tensor sizes do not add up to its payload")
-    inline = {i: _read_tensor(sock, spec, deadline) for i, spec in enumerate(specs) if not shared[i]}
-    far = _read_shared(sock, [specs[i] for i in range(len(specs)) if shared[i]], deadline)
-    tensors = [inline[i] if i in inline else far.pop(0) for i in range(len(specs))]
+    tensors = [_read_tensor(sock, spec, deadline) for spec in specs]
     return header, tensors
-
-
-def _read_shared(sock: socket.socket, specs: list[dict[str, Any]], deadline: float | None) -> list[torch.Tensor]:
-    """The tensors whose memfds follow the frame: each sealed against shrinking and writing, of its exact size."""
-    if not specs:
-        return []
-    if not _shareable(sock):
-        raise ChannelError("shared tensors on a channel that cannot pass descriptors")
-    if deadline is not None and not select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
-        raise ChannelTimeout("timed out")
-    mark, fds, _, _ = socket.recv_fds(sock, 1, len(specs) + 1)
-    try:
-        if not mark:
-            raise ChannelClosed("the other side closed the channel")
-        if mark != _FDS_MARK or len(fds) != len(specs):
-            raise ChannelError(f"expected {len(specs)} shared tensor(s), got {len(fds)} descriptor(s)")
-        return [_map_shared(fd, spec) for fd, spec in zip(fds, specs, strict=True)]
-    finally:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def _map_shared(fd: int, spec: dict[str, Any]) -> torch.Tensor:
-    nbytes = spec["nbytes"]
-    try:
-        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-        size = os.fstat(fd).st_size
-    except OSError as exc:
-        raise ChannelError(f"a shared tensor's descriptor is not a sealed memfd ({exc.strerror})") from None
-    if seals & _SEALS != _SEALS:
-        raise ChannelError("a shared tensor's memory is not sealed against shrinking and writing")
-    if size != nbytes:
-        raise ChannelError(f"a shared tensor's memory holds {size} bytes, not the {nbytes} declared")
-    with mmap.mmap(fd, nbytes, prot=mmap.PROT_READ) as mapped:
-        flat = torch.frombuffer(bytearray(0), dtype=torch.uint8) if nbytes == 0 else _copied(mapped)
-    tensor = flat.view(DTYPES[spec["dtype"]]).reshape(spec["shape"])
-    stride = spec.get("stride")
-    if isinstance(stride, list) and len(stride) == len(spec["shape"]) and list(tensor.stride()) != stride:
-        tensor = _restride(tensor, stride)
-    return tensor
-
-
-def _copied(mapped: mmap.mmap) -> torch.Tensor:
-    """The mapping's bytes in memory of our own (one copy; the mapping is read-only and closes after)."""
-    import warnings
-
-    with warnings.catch_warnings():  # frombuffer warns of a read-only buffer: it is only read, to clone it
-        warnings.simplefilter("ignore", UserWarning)
-        view = torch.frombuffer(mapped, dtype=torch.uint8)
-    out = view.clone()
-    del view
-    return out
 
 
 def _checked_nbytes(spec: Any) -> int:
