@@ -63,7 +63,7 @@ def test_huge_outputs_are_cut_with_a_note(toolbox: Toolbox, tmp_path: Path) -> N
 def test_search_context_ranks_files_by_words(toolbox: Toolbox) -> None:
     output, ok = toolbox.call("search_context", {"query": "cp.async 16-byte"})
     assert ok
-    assert output.splitlines()[0].startswith("cute/copy.py  (2 of 2 words")
+    assert output.splitlines()[0].startswith("cute/copy.py:1-2  copy_async  (2 of 2 words)"), output
     assert "ptx-notes.md:3: cp.async.bulk is TMA." in output
     output, ok = toolbox.call("search_context", {"query": "wgmma"})
     assert ok and "nothing in the context folder matches" in output
@@ -143,3 +143,15 @@ def test_the_claude_and_mcp_tools_come_from_one_definition(tmp_path: Path) -> No
         assert set(theirs["required"]) == set(ours.get("required", [])) | {"problem"}, spec["name"]
         for key, prop in ours["properties"].items():
             assert theirs["properties"][key]["description"] == prop["description"], (spec["name"], key)
+
+
+def test_with_no_context_configured_agents_get_the_shipped_notes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It looked for kerneltui/context, which does not exist: agents got no context folder at all."""
+    from kerneltui.core.agent_host import find_context
+    from kerneltui.core.workspace import Workspace
+
+    monkeypatch.delenv("KERNELTUI_CONTEXT", raising=False)
+    found = find_context(Workspace(tmp_path))
+    assert found is not None and (found / "notes" / "triton.md").is_file(), found

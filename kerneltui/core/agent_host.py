@@ -39,7 +39,7 @@ Echo = Callable[[str, str, dict[str, Any]], None]
 
 def find_context(workspace: Workspace, configured: str | None = None) -> Path | None:
     """The context folder: configured, $KERNELTUI_CONTEXT, <workspace>/context, else the one shipped."""
-    shipped = Path(__file__).resolve().parent.parent / "context"
+    shipped = Path(__file__).resolve().parents[2] / "context"  # the checkout's context/, beside kerneltui/
     for candidate in (configured, os.environ.get("KERNELTUI_CONTEXT"), workspace.root / "context", shipped):
         if candidate and Path(candidate).expanduser().is_dir():
             return Path(candidate).expanduser().resolve()
