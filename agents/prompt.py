@@ -25,12 +25,26 @@ and may send guidance or reject a version with a reason: follow it.
 """
 
 
-def task_prompt(problem: ProblemInfo) -> str:
-    context = (
+MAX_NOTES_LISTED = 16
+
+
+def context_text(problem: ProblemInfo) -> str:
+    """Where the context is, and the notes it holds by name: an agent on CuTeDSL writes good first versions
+    only when it reads about layouts, copy and MMA atoms first."""
+    if not problem.context:
+        return "There is no context folder for this problem."
+    text = (
         f"A context folder ({problem.context}) holds DSL docs, sources and notes: search_context and read_file read it."
-        if problem.context
-        else "There is no context folder for this problem."
     )
+    notes = sorted(p.relative_to(problem.context).as_posix() for p in (problem.context / "notes").glob("*.md"))
+    if notes:
+        listed = ", ".join(notes[:MAX_NOTES_LISTED]) + (", ..." if len(notes) > MAX_NOTES_LISTED else "")
+        text += f" Its notes ({listed}) are short and point into the DSLs' sources: read the ones for your DSL first."
+    return text
+
+
+def task_prompt(problem: ProblemInfo) -> str:
+    context = context_text(problem)
     return f"""\
 Problem: {problem.name} (folder {problem.folder}).
 

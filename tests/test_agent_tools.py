@@ -155,3 +155,18 @@ def test_with_no_context_configured_agents_get_the_shipped_notes(
     monkeypatch.delenv("KERNELTUI_CONTEXT", raising=False)
     found = find_context(Workspace(tmp_path))
     assert found is not None and (found / "notes" / "triton.md").is_file(), found
+
+
+def test_the_task_names_the_context_notes(tmp_path: Path) -> None:
+    from agents.prompt import task_prompt
+    from kerneltui.core.agent_host import find_context
+    from kerneltui.core.workspace import Workspace
+
+    workspace = Workspace(make_workspace(tmp_path / "ws").parent)
+    context = tmp_path / "context"
+    (context / "notes").mkdir(parents=True)
+    for name in ("cutedsl-layouts.md", "triton.md"):
+        (context / "notes" / name).write_text(f"# {name}\n")
+    prompt = task_prompt(problem_info(workspace, "vadd", find_context(workspace, str(context))))
+    assert "notes/cutedsl-layouts.md, notes/triton.md" in prompt and str(context) in prompt
+    assert "no context folder" in task_prompt(problem_info(workspace, "vadd", None))
