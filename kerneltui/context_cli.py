@@ -1,4 +1,5 @@
-"""`kerneltui context index|search`: the agents' context search index, built and queried from the shell.
+"""`kerneltui context index|search|fetch`: the agents' context search index, built and queried from the shell,
+and sources fetched into the context folder (a shallow clone of CUTLASS, Triton, TileLang or any git URL).
 
 The context folder is the one agents get (find_context: --context, the config's [agent] context,
 $KERNELTUI_CONTEXT, <workspace>/context, else the shipped one); the index is the file the agents' search_context
@@ -10,6 +11,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,13 @@ from agents.context_index import ContextIndex, IndexUnavailable, format_hits, in
 from kerneltui.core.workspace import WorkspaceError, resolve
 
 EXIT_OK, EXIT_NO_HITS, EXIT_USAGE = 0, 1, 2
+# What `context fetch NAME` clones (shallow): the sources an agent searches for layouts, atoms and examples.
+KNOWN_SOURCES = {
+    "cutlass": "https://github.com/NVIDIA/cutlass.git",
+    "triton": "https://github.com/triton-lang/triton.git",
+    "tilelang": "https://github.com/tile-ai/tilelang.git",
+}
+FETCH_TIMEOUT_S = 1800
 
 
 def open_index(args: argparse.Namespace, packages: bool | None) -> ContextIndex:
@@ -58,6 +69,42 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK if hits else EXIT_NO_HITS
 
 
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """A shallow clone into <context>/<name>, then the index brought up to date."""
+    url = KNOWN_SOURCES.get(args.source, args.source)
+    name = args.name or folder_name(url)
+    index = open_index(args, None)
+    assert index.context is not None  # open_index found one or raised
+    target = index.context / name
+    if target.exists():
+        raise WorkspaceError(f"{target} exists already: remove it, or pass --name for another folder")
+    git = shutil.which("git")
+    if git is None:
+        raise WorkspaceError("context fetch needs git on PATH")
+    print(f"cloning {url} into {target} (depth 1)")
+    try:
+        done = subprocess.run(
+            [git, "clone", "--depth", "1", "--quiet", url, str(target)], timeout=FETCH_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(target, ignore_errors=True)
+        raise WorkspaceError(f"git clone of {url} took over {FETCH_TIMEOUT_S} s: stopped") from None
+    if done.returncode != 0:
+        shutil.rmtree(target, ignore_errors=True)
+        raise WorkspaceError(f"git clone of {url} failed (exit {done.returncode}): nothing was added")
+    print(index.refresh().summary())
+    return EXIT_OK
+
+
+def folder_name(url: str) -> str:
+    """'https://github.com/NVIDIA/cutlass.git' -> 'cutlass'; a local path's last part likewise."""
+    last = url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+    name = re.sub(r"[^\w.-]", "_", last).strip(".")
+    if not name:
+        raise WorkspaceError(f"cannot name a folder after {url!r}: pass --name")
+    return name
+
+
 def common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the folder to index (default: the one agents get)")
     parser.add_argument("--workspace", help="the folder of problem folders (default: ., else ./kernels)")
@@ -83,4 +130,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print one JSON array")
     search.add_argument("--limit", type=int, default=10, help="at most this many hits (default 10)")
     search.set_defaults(func=cmd_search)
+    fetch = sub.add_parser(
+        "fetch", help=f"shallow-clone {', '.join(KNOWN_SOURCES)} or a git URL into the context folder"
+    )
+    fetch.add_argument("source", help=f"{' | '.join(KNOWN_SOURCES)} | a git URL or path")
+    fetch.add_argument("--name", help="the folder's name in the context folder (default: the repository's)")
+    common(fetch)
+    fetch.set_defaults(func=cmd_fetch)
     return parser

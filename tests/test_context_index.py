@@ -235,3 +235,29 @@ def test_the_agents_search_context_uses_the_index(tmp_path: Path, context: Path,
         output, ok = toolbox.call("read_file", {"path": path})
         assert not ok and "the API key" not in output, path
     store.close()
+
+
+def test_fetch_clones_a_repository_into_the_context_and_indexes_it(
+    tmp_path: Path, context: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kerneltui context fetch cutlass` makes a shallow clone: here of a local repository, no network."""
+    import subprocess
+
+    from kerneltui.core.workspace import WorkspaceError
+
+    repo = tmp_path / "upstream" / "cute-examples.git"
+    (repo / "examples").mkdir(parents=True)
+    (repo / "examples" / "gemm.py").write_text("def hopper_wgmma_gemm(a, b):\n    return a @ b\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
+    for step in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "examples"]):
+        subprocess.run([*git, *step], cwd=repo, check=True)
+    workspace = ["--workspace", str(tmp_path), "--context", str(context)]
+    code, out = run_cli(["context", "fetch", f"file://{repo}", *workspace], capsys)
+    assert code == 0 and (context / "cute-examples" / "examples" / "gemm.py").is_file(), out
+    code, out = run_cli(["context", "search", "hopper_wgmma_gemm", *workspace], capsys)
+    assert code == 0 and out.startswith("cute-examples/examples/gemm.py:1-2"), out
+    with pytest.raises(WorkspaceError, match="exists already"):
+        run_cli(["context", "fetch", f"file://{repo}", *workspace], capsys)
+    with pytest.raises(WorkspaceError, match="failed"):
+        run_cli(["context", "fetch", str(tmp_path / "no-such-repo"), "--name", "gone", *workspace], capsys)
+    assert not (context / "gone").exists()
