@@ -1,5 +1,6 @@
-"""`kerneltui context index|search|fetch`: the agents' context search index, built and queried from the shell,
-and sources fetched into the context folder (a shallow clone of CUTLASS, Triton, TileLang or any git URL).
+"""`kerneltui context index|search|fetch|add`: the agents' context search index, built and queried from the
+shell, and sources put into the context folder (a shallow clone of CUTLASS, Triton, TileLang or any git URL; a
+copy of a local folder: agents read only inside the context folder, so a link out of it would be refused).
 
 The context folder is the one agents get (find_context: --context, the config's [agent] context,
 $KERNELTUI_CONTEXT, <workspace>/context, else the shipped one); the index is the file the agents' search_context
@@ -96,6 +97,28 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    """A copy of a local folder (links copied as links, .git left out) into <context>/<name>, then indexed."""
+    source = Path(args.path).expanduser()
+    if not source.is_dir():
+        raise WorkspaceError(f"{args.path}: no such folder")
+    index = open_index(args, None)
+    assert index.context is not None
+    target = index.context / (args.name or folder_name(str(source.resolve())))
+    if target.exists():
+        raise WorkspaceError(f"{target} exists already: remove it, or pass --name for another folder")
+    if index.context.resolve().is_relative_to(source.resolve()):
+        raise WorkspaceError(f"{source} holds the context folder itself: add a folder inside it instead")
+    print(f"copying {source} into {target}")
+    try:
+        shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    except (OSError, shutil.Error) as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        raise WorkspaceError(f"copying {source} failed: {exc}") from None
+    print(index.refresh().summary())
+    return EXIT_OK
+
+
 def folder_name(url: str) -> str:
     """'https://github.com/NVIDIA/cutlass.git' -> 'cutlass'; a local path's last part likewise."""
     last = url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
@@ -137,4 +160,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     fetch.add_argument("--name", help="the folder's name in the context folder (default: the repository's)")
     common(fetch)
     fetch.set_defaults(func=cmd_fetch)
+    add = sub.add_parser("add", help="copy a local folder (docs, a checkout) into the context folder and index it")
+    add.add_argument("path")
+    add.add_argument("--name", help="the folder's name in the context folder (default: the folder's own)")
+    common(add)
+    add.set_defaults(func=cmd_add)
     return parser

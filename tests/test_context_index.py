@@ -261,3 +261,25 @@ def test_fetch_clones_a_repository_into_the_context_and_indexes_it(
     with pytest.raises(WorkspaceError, match="failed"):
         run_cli(["context", "fetch", str(tmp_path / "no-such-repo"), "--name", "gone", *workspace], capsys)
     assert not (context / "gone").exists()
+
+
+def test_add_copies_a_local_folder_into_the_context_and_indexes_it(
+    tmp_path: Path, context: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kerneltui.core.workspace import WorkspaceError
+
+    docs = tmp_path / "ptx-docs"
+    (docs / ".git").mkdir(parents=True)
+    (docs / ".git" / "config").write_text("[core]\n")
+    (docs / "mbarrier.md").write_text("# mbarrier.try_wait\n\nWaits on the phase of an mbarrier.\n")
+    workspace = ["--workspace", str(tmp_path), "--context", str(context)]
+    code, out = run_cli(["context", "add", str(docs), *workspace], capsys)
+    assert (
+        code == 0 and (context / "ptx-docs" / "mbarrier.md").is_file() and not (context / "ptx-docs" / ".git").exists()
+    )
+    code, out = run_cli(["context", "search", "mbarrier.try_wait", *workspace], capsys)
+    assert code == 0 and out.startswith("ptx-docs/mbarrier.md:1-3"), out
+    with pytest.raises(WorkspaceError, match="exists already"):
+        run_cli(["context", "add", str(docs), *workspace], capsys)
+    with pytest.raises(WorkspaceError, match="holds the context folder"):
+        run_cli(["context", "add", str(context.parent), "--name", "all", *workspace], capsys)
