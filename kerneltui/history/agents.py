@@ -64,8 +64,7 @@ class AgentLog(Connection):
         self.conn.execute("UPDATE agent_sessions SET versions = versions + 1 WHERE id = ?", [session_id])
 
     def agent_session(self, session_id: int) -> dict[str, Any] | None:
-        found = self.rows("SELECT * FROM agent_sessions WHERE id = ?", [session_id])
-        return found[0] if found else None
+        return self.first_row("SELECT * FROM agent_sessions WHERE id = ?", [session_id])
 
     def feedback_waiting(self, problem: str, after_verdict: int) -> bool:
         """Guidance not yet delivered, or a verdict after this one: what an agent has yet to hear."""

@@ -116,5 +116,10 @@ class Connection:
         columns = [c[0] for c in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
+    def first_row(self, sql: str, params: list[Any] | None = None) -> dict[str, Any] | None:
+        """The query's first row, or None when it has none."""
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
     def count(self, table: str) -> int:
         return int(self.conn.execute(f"SELECT COUNT(*) FROM [{table}]").fetchone()[0])

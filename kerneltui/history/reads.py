@@ -25,10 +25,9 @@ class VersionReads(Connection):
     """Reads of versions: by name, their rows with their newest evaluation, their text as judged."""
 
     def latest_version(self, problem: str, name: str) -> dict[str, Any] | None:
-        found = self.rows(
+        return self.first_row(
             "SELECT * FROM versions WHERE problem = ? AND name = ? ORDER BY id DESC LIMIT 1", [problem, name]
         )
-        return found[0] if found else None
 
     def version_rows(self, problem: str) -> list[dict[str, Any]]:
         """One row per version name (its newest content), with its newest evaluation and verdict."""
@@ -68,7 +67,7 @@ class VersionReads(Connection):
     def earlier_content(self, version_id: int) -> dict[str, Any] | None:
         """The content this version's file held before it was rewritten (the same problem and name, judged or
         not): its version row with its newest evaluation's id, or None for a file written once."""
-        found = self.rows(
+        return self.first_row(
             """
             SELECT w.id AS version_id, w.name, w.created,
                    (SELECT MAX(e.id) FROM evaluations e WHERE e.version_id = w.id) AS evaluation_id
@@ -77,7 +76,6 @@ class VersionReads(Connection):
             """,
             [version_id],
         )
-        return found[0] if found else None
 
     def version_path(self, version_id: int) -> str | None:
         found = self.conn.execute("SELECT path FROM versions WHERE id = ?", [version_id]).fetchone()
@@ -94,8 +92,7 @@ class VersionReads(Connection):
 
 class Reads(VersionReads):
     def evaluation(self, evaluation_id: int) -> dict[str, Any] | None:
-        found = self.rows("SELECT * FROM evaluations WHERE id = ?", [evaluation_id])
-        return found[0] if found else None
+        return self.first_row("SELECT * FROM evaluations WHERE id = ?", [evaluation_id])
 
     def was_judged(self, version_id: int) -> bool:
         """Whether this version (this content) has an evaluation, in any state."""
@@ -115,8 +112,7 @@ class Reads(VersionReads):
         if statuses:
             where.append(f"status IN ({', '.join('?' * len(statuses))})")
             params += list(statuses)
-        found = self.rows(f"SELECT * FROM evaluations WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT 1", params)
-        return found[0] if found else None
+        return self.first_row(f"SELECT * FROM evaluations WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT 1", params)
 
     def finished_since(self, problem: str, since: str, statuses: tuple[str, ...]) -> list[dict[str, Any]]:
         """Evaluations of a problem that ended (in one of these statuses) at or after `since`, oldest first."""
@@ -247,12 +243,11 @@ class Reads(VersionReads):
         """The fastest passing evaluation that nothing flagged (or whose version the person approved), on
         `device_name` or else the GPU of the problem's newest timing: times of two kinds of GPU never race."""
         device = device_name or self.newest_device(problem)
-        found = self.rows(
+        return self.first_row(
             f"SELECT * FROM evaluations WHERE problem = ? AND {MAY_BE_BEST} AND median_us IS NOT NULL "
             "AND device_name IS ? ORDER BY median_us LIMIT 1",
             [problem, device],
         )
-        return found[0] if found else None
 
     def newest_device(self, problem: str) -> str | None:
         """The GPU of the problem's newest timed evaluation (None: nothing timed yet)."""
@@ -274,20 +269,18 @@ class Reads(VersionReads):
 
     def last_standing_verdict(self, problem: str) -> dict[str, Any] | None:
         """The newest approval or rejection in the problem that is still its version's verdict (undo's target)."""
-        found = self.rows(
+        return self.first_row(
             "SELECT d.* FROM verdicts d WHERE d.problem = ? AND d.verdict IN ('approved', 'rejected') "
             "AND d.id = (SELECT MAX(id) FROM verdicts WHERE version_id = d.version_id) ORDER BY d.id DESC LIMIT 1",
             [problem],
         )
-        return found[0] if found else None
 
     def last_approved(self, problem: str) -> dict[str, Any] | None:
-        found = self.rows(
+        return self.first_row(
             "SELECT v.* FROM verdicts d JOIN versions v ON v.id = d.version_id WHERE d.problem = ? "
             "AND d.verdict = 'approved' ORDER BY d.id DESC LIMIT 1",
             [problem],
         )
-        return found[0] if found else None
 
     def history(self, problem: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Evaluations, newest first, with their version's latest verdict."""
