@@ -123,7 +123,7 @@ class DashboardServer(Server):
             await end_app(app_service)
 
     async def on_startup(self, app: web.Application) -> None:
-        pass  # no banner: serve() prints the URL
+        """textual-serve prints a banner with the URL here; serve-web prints its own, with the token, once."""
 
     async def on_shutdown(self, app: web.Application) -> None:
         """Ctrl-C or SIGTERM: each browser's connection closed, so its dashboard is asked to quit at once."""

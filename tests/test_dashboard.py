@@ -254,6 +254,16 @@ async def test_text_from_versions_is_shown_literally(history: Workspace) -> None
         await wait_for(lambda: "[first try]" in rungs.plain, pilot)
 
 
+async def asm_of_v002(app: KernelTUI, pilot: Any) -> AsmPane:
+    """The Asm pane, showing v002's SASS."""
+    await wait_for(lambda: len(table(app).order) == 4, pilot)
+    table(app).move_cursor(row=table(app).order.index("v002"))
+    await pilot.press("4")
+    asm = app.query_one("#asm-pane", AsmPane)
+    await wait_for(lambda: "LDG.E.128" in asm.view.plain, pilot)
+    return asm
+
+
 async def test_the_sass_diff_pairs_a_renamed_kernel_by_its_position(history: Workspace) -> None:
     with sqlite3.connect(history.db_path) as db:  # v002's one kernel renamed: v001 has no kernel of that name
         db.execute(
@@ -263,11 +273,7 @@ async def test_the_sass_diff_pairs_a_renamed_kernel_by_its_position(history: Wor
     db.close()
     app = KernelTUI(history, run_scheduler=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: len(table(app).order) == 4, pilot)
-        table(app).move_cursor(row=table(app).order.index("v002"))
-        await pilot.press("4")
-        asm = app.query_one("#asm-pane", AsmPane)
-        await wait_for(lambda: "LDG.E.128" in asm.view.plain, pilot)
+        asm = await asm_of_v002(app, pilot)
         asm.view.focus()  # the Asm pane's own keys work where it has focus
         await pilot.press("c")
         await wait_for(lambda: "paired by position with add_kernel" in asm.view.plain, pilot)
@@ -278,11 +284,7 @@ async def test_the_sass_diff_pairs_a_renamed_kernel_by_its_position(history: Wor
 async def test_asm_search_jumps_between_matches(history: Workspace) -> None:
     app = KernelTUI(history, run_scheduler=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: len(table(app).order) == 4, pilot)
-        table(app).move_cursor(row=table(app).order.index("v002"))
-        await pilot.press("4")
-        asm = app.query_one("#asm-pane", AsmPane)
-        await wait_for(lambda: "LDG.E.128" in asm.view.plain, pilot)
+        asm = await asm_of_v002(app, pilot)
         assert "v002.py:12" in asm.view.plain  # source lines inlined
         spec = asm.spec_line().plain  # the kernel's specialisation as compiled
         assert "BLOCK=1024 · 4 warps · 3 stages · 26 regs · case n=16777216" in spec, spec
