@@ -70,15 +70,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK if hits else EXIT_NO_HITS
 
 
-def cmd_fetch(args: argparse.Namespace) -> int:
-    """A shallow clone into <context>/<name>, then the index brought up to date."""
-    url = KNOWN_SOURCES.get(args.source, args.source)
-    name = args.name or folder_name(url)
+def new_folder(args: argparse.Namespace, name: str) -> tuple[ContextIndex, Path]:
+    """The index, and <context>/<name>, which must not exist yet (fetch and add never write over a folder)."""
     index = open_index(args, None)
     assert index.context is not None  # open_index found one or raised
     target = index.context / name
     if target.exists():
         raise WorkspaceError(f"{target} exists already: remove it, or pass --name for another folder")
+    return index, target
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """A shallow clone into <context>/<name>, then the index brought up to date."""
+    url = KNOWN_SOURCES.get(args.source, args.source)
+    name = args.name or folder_name(url)
+    index, target = new_folder(args, name)
     git = shutil.which("git")
     if git is None:
         raise WorkspaceError("context fetch needs git on PATH")
@@ -102,12 +108,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     source = Path(args.path).expanduser()
     if not source.is_dir():
         raise WorkspaceError(f"{args.path}: no such folder")
-    index = open_index(args, None)
-    assert index.context is not None
-    target = index.context / (args.name or folder_name(str(source.resolve())))
-    if target.exists():
-        raise WorkspaceError(f"{target} exists already: remove it, or pass --name for another folder")
-    if index.context.resolve().is_relative_to(source.resolve()):
+    index, target = new_folder(args, args.name or folder_name(str(source.resolve())))
+    if target.parent.resolve().is_relative_to(source.resolve()):
         raise WorkspaceError(f"{source} holds the context folder itself: add a folder inside it instead")
     print(f"copying {source} into {target}")
     try:
