@@ -45,6 +45,12 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from _tensors(item)
+    elif _is_tensor_descriptor(value):  # a TMA descriptor: the kernel reads and writes the tensor it describes
+        yield value.base
+
+
+def _is_tensor_descriptor(value: Any) -> bool:
+    return type(value).__name__ == "TensorDescriptor" and isinstance(getattr(value, "base", None), torch.Tensor)
 
 
 class _Ops(TorchDispatchMode):

@@ -315,3 +315,19 @@ def test_the_recorder_takes_kernel_names_from_a_real_cutedsl_compile() -> None:
     compiled = version.cute.compile(version.add, *fake, cutlass.Int32(0), make_fake_stream())
     symbols = _cute_kernel_symbols(compiled)
     assert len(symbols) == 1 and symbols[0].startswith("kernel_cutlass_add_kernel_"), symbols
+
+
+def test_a_kernel_writing_through_a_tma_descriptor_wrote_that_tensor() -> None:
+    """Hopper kernels take host-side TensorDescriptors, not tensors: the tensor a descriptor describes
+    is the kernel's to write, so an output stored through TMA is not 'never written by a kernel'."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from harness.recorder import Recorder
+
+    def store_kernel() -> None: ...
+
+    out = torch.empty(64, 64)
+    recorder = Recorder()
+    recorder._triton_launch(store_kernel, (TensorDescriptor.from_tensor(out, [16, 16]), 64), {})
+    assert recorder.made_by(out) == {"kernel:store_kernel"}
+    assert recorder.made_by(torch.empty(4)) == {"host code"}
