@@ -55,6 +55,7 @@ def describe() -> dict[str, Any]:
         "torch": torch.__version__,
         "triton": package_version("triton"),
         "cutedsl": package_version("nvidia-cutlass-dsl"),
+        "tilelang": package_version("tilelang"),
         "python": platform.python_version(),
     }
     if not torch.cuda.is_available():

@@ -22,6 +22,8 @@ from typing import Any
 from harness import scratch as scratch_mod
 
 TRITON_KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin")
+TILELANG_KINDS = ("tl", "tir", "cu", "ptx", "cubin")  # TileLang program, lowered device IR, CUDA source, ...
+CUDA_KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(")
 MAX_ARTIFACT_BYTES = 64 << 20
 MAX_META_BYTES = 1 << 20
 SMEM_LIMITS = {90: 232448, 100: 232448, 89: 101376, 86: 101376, 80: 166912, 75: 65536}
@@ -168,6 +170,38 @@ def collect_cutedsl(scratch: Path, into: Path, subdir: str = "cute") -> list[Ker
         label = scratch_mod.safe_name(name, fallback) if name else fallback
         kernels.append(Kernel(name=label, dsl="cutedsl", files=files))
     return kernels
+
+
+def collect_tilelang(scratch: Path, into: Path, subdir: str = "tilelang") -> list[Kernel]:
+    """What harness.tilelang_hooks wrote per compiled TileLang kernel (scratch/subdir): its program (.tl),
+    device IR (.tir), CUDA source (.cu) and, where nvcc was found, .ptx and .cubin; copied."""
+    kernels: list[Kernel] = []
+    for relative, _ in sorted(scratch_mod.walk_files(scratch, subdir, depth=0)):
+        if not relative.endswith(".cu"):
+            continue
+        stem = relative[: -len(".cu")]
+        local = into / "tilelang" / scratch_mod.safe_name(Path(stem).name)
+        files = _copy_artifacts(scratch, stem, local, TILELANG_KINDS)
+        if "cu" not in files:
+            continue
+        entry = _ptx_entry(files["ptx"]) if "ptx" in files else _cuda_entry(files["cu"])
+        name = scratch_mod.safe_name(entry or Path(stem).name.rsplit("-", 1)[0])
+        kernels.append(Kernel(name=name, dsl="tilelang", files=files, meta=_nvcc_note(scratch, stem)))
+    return kernels
+
+
+def _cuda_entry(source: Path) -> str | None:
+    match = CUDA_KERNEL.search(source.read_text(errors="replace")[: 1 << 20])
+    return match.group(1) if match else None
+
+
+def _nvcc_note(scratch: Path, stem: str) -> dict[str, Any]:
+    """Why a TileLang kernel has no PTX or cubin (no nvcc in the worker's Python, or it refused the source)."""
+    try:
+        text = scratch_mod.read_file(scratch, f"{stem}.nvcc.txt", MAX_META_BYTES).decode(errors="replace")
+    except scratch_mod.Untrusted:
+        return {}
+    return {"nvcc_error": text.strip()[-400:]}
 
 
 def _ptx_entry(ptx: Path) -> str | None:

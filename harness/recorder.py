@@ -1,7 +1,7 @@
 """What a version really runs while it is judged: its kernel launches, the torch ops, where outputs came from.
 
 Installed in the worker before a version is imported. During a recorded call it notes each Triton launch
-(kernel, a hash of its source, its constexprs and launch options) and each CuTeDSL launch, and runs a
+(kernel, a hash of its source, its constexprs and launch options), each CuTeDSL and TileLang launch, and runs a
 TorchDispatchMode that counts torch's ops and follows, storage by storage, who last wrote each buffer: a
 kernel of the version, a torch op, a copy of something else, the caller's input, or nobody (host code
 such as numpy leaves no trace here, which is itself telling). The judge turns this into flags: torch
@@ -118,6 +118,13 @@ class Recorder:
 
             runtime.from_dlpack = from_dlpack
 
+    def install_tilelang(self) -> None:
+        """Wraps TileLang's compiled kernels' calls (JITKernel.__call__): before a TileLang version is imported."""
+        with contextlib.suppress(ImportError):
+            from tilelang.jit.kernel import JITKernel
+
+            self._wrap(JITKernel, "__call__", self._tilelang_launch)
+
     def _wrap(self, cls: type, name: str, hook: Any) -> None:
         original = getattr(cls, name)
         recorder = self
@@ -215,6 +222,14 @@ class Recorder:
         self.launches.append({"dsl": "cutedsl", "name": name, "kernels": _cute_kernel_symbols(fn)})
         # cute tensors hide the torch tensors they view: from_dlpack noted those as they were wrapped
         self._mark_written(f"kernel:{name}", iter(self.dlpacked))
+
+    def _tilelang_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any = None) -> None:
+        from harness import tilelang_hooks
+
+        name = tilelang_hooks.kernel_name(fn)
+        self.launches.append({"dsl": "tilelang", "name": name, "kernels": tilelang_hooks.kernel_symbols(fn)})
+        # it writes what it was passed and the outputs it allocated (out_idx)
+        self._mark_written(f"kernel:{name}", _tensors([*args, *kwargs.values(), result]))
 
     def _mark_written(self, label: str, tensors: Iterator[torch.Tensor]) -> None:
         """A kernel got these buffers: it may have written any of them (which, only its code says)."""

@@ -54,7 +54,7 @@ def _compile_detail(m: dict[str, Any]) -> str:
     kernels = m.get("kernels", [])
     how = f"({m.get('arch')}, {'JIT' if m.get('mode') == 'jit' else 'ahead of time'})"
     if not kernels:
-        return f"no Triton or CuTeDSL kernels {how}"
+        return f"no Triton, CuTeDSL or TileLang kernels {how}"
     head = kernels[0]
     smem = head.get("shared") or head.get("smem_bytes") or 0
     text = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+DSL_MODULES = (("triton", "triton"), ("cutlass", "cutedsl"), ("tilelang", "tilelang"))  # (imported module, DSL)
 MAX_VERSION_KB = 1024.0  # a kernel's source is kilobytes; a larger "version" is refused, not judged or stored
 
 SUSPICIOUS_MODULES = {
@@ -63,12 +64,12 @@ def imported_modules(tree: ast.Module) -> set[str]:
 
 
 def dsls(source: str) -> list[str]:
-    """Which kernel languages the version uses: 'triton', 'cutedsl' (empty: plain PyTorch)."""
+    """Which kernel languages the version uses: 'triton', 'cutedsl', 'tilelang' (empty: plain PyTorch)."""
     tree = parse(source)
     if tree is None:
         return []
     modules = imported_modules(tree)
-    return [name for module, name in (("triton", "triton"), ("cutlass", "cutedsl")) if module in modules]
+    return [name for module, name in DSL_MODULES if module in modules]
 
 
 def defines(source: str, name: str) -> bool:

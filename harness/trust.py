@@ -93,7 +93,7 @@ class Observed:
             flags.append(Flag("uses-library", uses))
         ran = [launch for launch in self.launches.get("run", []) if launch.get("name")]
         if self.calls and not ran:
-            flags.append(Flag("no-kernel", "launches no Triton or CuTeDSL kernel of its own"))
+            flags.append(Flag("no-kernel", "launches no Triton, CuTeDSL or TileLang kernel of its own"))
         elif self.not_from_kernel:
             flags.append(Flag("no-kernel", "; ".join(self.not_from_kernel)))
         mismatch = self._mismatch(ran, dumped)
@@ -144,9 +144,8 @@ class Observed:
         launched = ran + self.launches.get("compile", [])
         own = {str(launch.get("name")) for launch in launched}
         for launch in launched:
-            if launch.get("dsl") == "cutedsl":  # CUDA names are its compiler's: listed at the launch, and dumped
-                symbols = launch.get("kernels")
-                own |= {str(s) for s in symbols if str(s).startswith("kernel_")} if isinstance(symbols, list) else set()
+            if launch.get("dsl") in ("cutedsl", "tilelang"):  # CUDA names are its compiler's: listed, and dumped
+                own |= _cuda_symbols(launch)
                 own |= dumped or set()
         for name, count in self.cuda_kernels.most_common():
             if not any(mine and (mine == name or mine in name) for mine in own):
@@ -155,6 +154,16 @@ class Observed:
                     "kernels (a library called past torch, or a kernel built at run time)"
                 )
         return None
+
+
+def _cuda_symbols(launch: dict[str, Any]) -> set[str]:
+    """The CUDA names a CuTeDSL or TileLang launch listed, only those its compiler would give (CuTeDSL's
+    `kernel_...`, TileLang's `<its function>_kernel`), so a library's kernel can't be passed off as the version's."""
+    symbols = launch.get("kernels")
+    if not isinstance(symbols, list):
+        return set()
+    prefix = "kernel_" if launch.get("dsl") == "cutedsl" else f"{launch.get('name')}_kernel"
+    return {str(s) for s in symbols if str(s).startswith(prefix)}
 
 
 def _same_kernel(a: dict[str, Any], b: dict[str, Any]) -> bool:

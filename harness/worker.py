@@ -132,9 +132,17 @@ class Worker:
                 from harness import aot
 
                 aot.install_cutedsl()
+            tilelang = "tilelang" in header.get("dsls", [])
+            if tilelang:  # with no GPU, even the run worker only compiles: TileLang JIT-compiles at import too
+                from harness import aot, tilelang_hooks
+
+                compile_only = self.mode == "compile" or not self.cuda
+                tilelang_hooks.install(aot.parse_arch(self.arch)[1] if compile_only else None)
             RECORDER.install()  # after the compile-only stand-ins: launches are recorded either way
             if cutedsl:
                 RECORDER.install_cutedsl()
+            if tilelang:
+                RECORDER.install_tilelang()
             self.module = import_version(self.path)
             if self.mode == "compile" and "cutlass" in sys.modules and not cutedsl:  # imported some other way
                 from harness import aot

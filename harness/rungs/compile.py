@@ -69,15 +69,21 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
 
 def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str) -> None:
     """Adds kernels compiled since the last look, each labelled with the case that compiled it."""
-    known = {k.files["cubin"] for k in run.kernels}
+    known = {_identity(k) for k in run.kernels}
     into = run.private / worker.mode
     found = dumps_mod.collect_triton(worker.scratch, into, skip=worker.compiled_before_version)
     found += dumps_mod.collect_cutedsl(worker.scratch, into)
+    found += dumps_mod.collect_tilelang(worker.scratch, into)
     for kernel in found:
-        if kernel.files["cubin"] not in known:
+        if _identity(kernel) not in known:
             kernel.case = label
             dumps_mod.read_resources(kernel)
             run.kernels.append(kernel)
+
+
+def _identity(kernel: dumps_mod.Kernel) -> dumps_mod.Path | None:
+    """Its cubin; a TileLang kernel compiled where no nvcc was found has only its CUDA source."""
+    return kernel.files.get("cubin") or kernel.files.get("cu")
 
 
 def smem_overflow(kernels: list[dumps_mod.Kernel], arch: str) -> str | None:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 def correctness(ladder: Ladder, run: VersionRun) -> RungResult:
     if not ladder.cuda and "cutedsl" in run.dsls:
         return RungResult.skip("correctness", "CuTeDSL kernels run only on a GPU; no GPU here (compiled only)")
+    if not ladder.cuda and "tilelang" in run.dsls:
+        return RungResult.skip("correctness", "TileLang kernels need a GPU to run; no GPU here (compiled only)")
     mode = "cuda" if ladder.cuda else "triton-interpreter"
     if run.warmup_error:
         return RungResult(

@@ -1,5 +1,5 @@
-"""Dumps: every Triton and CuTeDSL kernel's intermediate code, PTX, cubin and SASS, written where the Asm pane
-reads them."""
+"""Dumps: every Triton, CuTeDSL and TileLang kernel's intermediate code, PTX, cubin and SASS, written where the
+Asm pane reads them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ def dumps(ladder: Ladder, run: VersionRun) -> RungResult:
     for worker in run.workers.values():
         collect_kernels(run, worker, "later calls")
     if not run.kernels:
-        return RungResult(name="dumps", ok=True, metrics={"files": [], "note": "no Triton or CuTeDSL kernels compiled"})
+        return RungResult(
+            name="dumps", ok=True, metrics={"files": [], "note": "no Triton, CuTeDSL or TileLang kernels compiled"}
+        )
     root = ladder.options.state_dir or run.path.parent.parent / ".kerneltui"
     dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
     dumps_mod.specialise(run.kernels, [launch for found in run.observed.launches.values() for launch in found])
