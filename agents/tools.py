@@ -32,7 +32,7 @@ TEXT_SUFFIXES = {".py", ".md", ".txt", ".rst", ".ptx", ".sass", ".ttir", ".ttgir
 TEXT_SUFFIXES |= {".cuh", ".h", ".hpp", ".cpp", ".c", ".toml", ".json", ".yml", ".yaml", ".cfg", ".ini", ".sh"}
 SKIP_DIRS = {".git", "__pycache__", ".kerneltui", "node_modules", ".venv"}
 
-DumpKind = Literal["sass", "ptx", "ttgir", "ttir", "llir"]
+DumpKind = Literal["sass", "ptx", "ttgir", "ttir", "llir", "cu", "tir", "tl"]  # the last three: TileLang's
 VERSION = "a version's name, e.g. 'v003'"
 OFFSET = "the line to start at (1-based)"
 
@@ -119,9 +119,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "read_dump",
-        "A window of a version's compiled code: kind is sass, ptx, ttgir, ttir or llir; kernel picks a "
-        "kernel by name (default: the first); grep is a regular expression, and the matching lines come "
-        "with two lines around each; offset is a line number to start the window at.",
+        "A window of a version's compiled code: kind is sass, ptx, ttgir, ttir or llir (TileLang versions: "
+        "also cu, its CUDA source, tir and tl); kernel picks a kernel by name (default: the first); grep is a "
+        "regular expression, and the matching lines come with two lines around each; offset is a line number "
+        "to start the window at.",
         ReadDumpArgs,
     ),
     ToolSpec(

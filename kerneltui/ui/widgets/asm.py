@@ -1,6 +1,6 @@
-"""PTX, SASS, TTGIR, LLIR and TTIR of the selected version: a kernel picker, search, highlighting, and
-a SASS diff against another version. SASS shows the version's own source lines where nvdisasm
-recorded them (v007.py:14  x = tl.load(...))."""
+"""PTX, SASS, TTGIR, LLIR and TTIR of the selected version (and a TileLang version's CUDA source, TIR and
+TileLang program): a kernel picker, search, highlighting, and a SASS diff against another version. SASS shows
+the version's own source lines where nvdisasm recorded them (v007.py:14  x = tl.load(...))."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from textual.widgets import Static
 from kerneltui.ui.widgets.text_view import MatchMoved, TextView
 
 KINDS = ("sass", "ptx", "ttgir", "llir", "ttir")
+TILELANG_KINDS = ("cu", "tir", "tl")  # listed after KINDS for the versions that have them
 MAX_BYTES = 32 << 20
 SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*(?:/\*\s*0x[0-9a-f]+\s*\*/)?\s*$")
 SASS_ENCODING_ONLY = re.compile(r"^\s*/\*\s*0x[0-9a-f]+\s*\*/\s*$")
@@ -150,6 +151,12 @@ def kernel_names(artifacts: list[dict[str, Any]]) -> list[str]:
     return seen
 
 
+def kinds_of(artifacts: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The kinds `t` steps through: KINDS, then the TileLang kinds this version's dumps hold."""
+    have = {item["kind"] for item in artifacts}
+    return KINDS + tuple(kind for kind in TILELANG_KINDS if kind in have)
+
+
 def read_text(path: str) -> str:
     file = Path(path)
     if not file.is_file():
@@ -262,6 +269,8 @@ class AsmPane(Vertical):
         self.compare_name, self.compare_artifacts = compare_name, compare_artifacts
         if not same_version:
             self.kernel_index = 0
+        if self.kind not in kinds_of(artifacts):
+            self.kind = "sass"
         self.reload()
 
     def bar_text(self) -> Text:
@@ -273,7 +282,7 @@ class AsmPane(Vertical):
         if self.comparing:
             bar.append(f"SASS diff vs {self.compare_name or '·'} ", style="bold")
         else:
-            for kind in KINDS:
+            for kind in kinds_of(self.artifacts):
                 selected = kind == self.kind
                 bar.append(f"[{kind.upper()}] " if selected else f"{kind} ", style="bold" if selected else "dim")
         label = self.view.match_label() if self.is_mounted else ""
@@ -345,7 +354,8 @@ class AsmPane(Vertical):
             self.reload()
 
     def action_kind(self) -> None:
-        self.kind = KINDS[(KINDS.index(self.kind) + 1) % len(KINDS)]
+        kinds = kinds_of(self.artifacts)
+        self.kind = kinds[(kinds.index(self.kind) + 1) % len(kinds)] if self.kind in kinds else "sass"
         self.comparing = False
         self.reload()
 

@@ -1,0 +1,92 @@
+"""TileLang versions: found by their import, refused with the install command where TileLang is missing,
+compiled ahead of time with no GPU (its IR, CUDA source, PTX, cubin and SASS dumped), and their kernels
+known by the CUDA names TileLang gave them."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import source
+from harness.problem import load_problem
+from tests.conftest import FIXTURES, REPO, add_version, judge_many, make_workspace, rung
+
+VECADD = REPO / "kernels" / "vecadd" / "v004.py"
+needs_tilelang = pytest.mark.skipif(
+    importlib.util.find_spec("tilelang") is None, reason="TileLang is not installed (the `tilelang` extra)"
+)
+
+
+def test_a_version_importing_tilelang_is_a_tilelang_version() -> None:
+    assert source.dsls("import tilelang\nimport tilelang.language as T\n") == ["tilelang"]
+    assert source.dsls("from tilelang import language as T\nimport triton\n") == ["triton", "tilelang"]
+    assert source.dsls("import tilelangx\n") == []
+
+
+def test_without_tilelang_the_load_rung_names_the_extra_to_install(tmp_path: Path) -> None:
+    """A Python without TileLang (here: one that hides it) fails the version at load, saying what to install;
+    it is the version's failure to load, not a crash of its worker."""
+    hidden = tmp_path / "hide" / "tilelang"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'tilelang'\", name='tilelang')\n")
+    results = judge_many(
+        [VECADD], rungs=["load", "compile"], state_dir=str(tmp_path / "state"), env={"PYTHONPATH": str(hidden.parent)}
+    )
+    evaluation = results[str(VECADD)]
+    load = rung(evaluation, "load")
+    assert load["ok"] is False and "pip install 'kerneltui[tilelang]'" in load["err"], load["err"]
+    assert evaluation["status"] == "fail" and "crash" not in load["err"]
+    assert rung(evaluation, "compile")["ok"] is None
+
+
+@needs_tilelang
+def test_tilelang_output_allocated_by_the_kernel_compiles_ahead_of_time(tmp_path: Path) -> None:
+    """out_idx: TileLang allocates and returns the output. With no GPU the kernel is lowered and compiled for
+    sm_90a, and its call returns a placeholder; the dumps hold each stage of what it lowers to."""
+    version = add_version(make_workspace(tmp_path / "ws"), "tilelang_out_idx", "v001.py")
+    evaluation = judge_many([version], rungs=["load", "compile", "dumps"], state_dir=str(tmp_path / "state"))[
+        str(version)
+    ]
+    assert evaluation["ok"], [(r["name"], r["err"]) for r in evaluation["rungs"]]
+    assert rung(evaluation, "load")["metrics"]["dsls"] == ["tilelang"]
+    compiled = rung(evaluation, "compile")["metrics"]
+    assert compiled["mode"] == "aot" and [k["dsl"] for k in compiled["kernels"]] == ["tilelang"]
+    assert compiled["kernels"][0]["name"] == "vadd_kernel"
+    files = {f["kind"]: Path(f["path"]) for f in rung(evaluation, "dumps")["metrics"]["files"]}
+    assert {"tl", "tir", "cu"} <= files.keys()
+    assert "T.Parallel" in files["tl"].read_text() or "T.parallel" in files["tl"].read_text()
+    assert "vadd_kernel" in files["cu"].read_text()
+    if shutil.which("nvcc"):  # PTX and cubin come from nvcc; SASS from the cubin
+        assert {"ptx", "cubin", "sass"} <= files.keys()
+        assert ".target sm_90a" in files["ptx"].read_text()
+        assert compiled["kernels"][0]["registers"] > 0
+
+
+def test_a_tilelang_kernel_is_known_by_the_cuda_name_tilelang_gave_it() -> None:
+    """TileLang names the CUDA kernel `<function>_kernel`: listed at the launch, that name is the version's own,
+    and a library kernel listed beside it is still a stranger."""
+    from harness.trust import Observed
+
+    problem = load_problem(FIXTURES / "vadd")
+    launch = {"dsl": "tilelang", "name": "vecadd", "kernels": ["vecadd_kernel"]}
+    record = {"launches": [launch], "ops": {}, "origins": [["kernel:vecadd"]], "tampered": []}
+    seen = Observed()
+    seen.add({**record, "profiled": {"ops": {}, "kernels": {"vecadd_kernel": 1}}}, "run", "n=1")
+    assert seen.flags(problem, None) == []
+    forged = {**launch, "kernels": ["vecadd_kernel", "sm90_xmma_gemm_f32f32_tf32"]}
+    seen = Observed()
+    library = {"ops": {}, "kernels": {"sm90_xmma_gemm_f32f32_tf32": 1}}
+    seen.add({**record, "launches": [forged], "profiled": library}, "run", "n=1")
+    assert "kernel-mismatch" in {f.name for f in seen.flags(problem, None)}
+
+
+def test_the_asm_pane_steps_through_tilelang_listings_only_where_a_version_has_them() -> None:
+    from kerneltui.ui.widgets.asm import KINDS, kinds_of
+
+    triton = [{"kernel": "k", "kind": kind} for kind in ("sass", "ptx", "ttgir", "llir", "ttir", "cubin")]
+    tilelang = [{"kernel": "k", "kind": kind} for kind in ("sass", "ptx", "cubin", "cu", "tir", "tl")]
+    assert kinds_of(triton) == KINDS
+    assert kinds_of(tilelang) == (*KINDS, "cu", "tir", "tl")
