@@ -1,7 +1,7 @@
 """The verification ladder: judges one version of a kernel against its problem's reference.
 
-Runs headless in the GPU box's Python and imports only torch, triton, numpy (and CuTeDSL when a
-version uses it). Nothing here imports Textual, the agents or the history database.
+Runs headless in the GPU box's Python and imports only torch, triton, numpy (and CuTeDSL or TileLang
+in the worker of a version that uses it). Nothing here imports Textual, the agents or the history database.
 """
 
 from harness.results import Evaluation, RungResult

@@ -4,7 +4,7 @@ Triton: a stand-in driver reports the target, and every launch becomes a compile
 so calling custom_kernel on CPU tensors compiles each kernel it would launch, with the launch's
 real signature, constexprs, num_warps and num_stages; artifacts land in TRITON_CACHE_DIR. Autotuned
 kernels compile every config instead of timing them. CuTeDSL: CUTE_DSL_ARCH names the target and
-compiled functions are not run.
+compiled functions are not run. TileLang: harness.tilelang_hooks.
 """
 
 from __future__ import annotations
