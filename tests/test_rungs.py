@@ -213,3 +213,27 @@ def test_each_dumped_kernel_carries_the_constexprs_it_was_compiled_with(workspac
     kernels = rung(evaluation, "dumps")["metrics"]["kernels"]
     assert kernels and all(k["kernel"].startswith("add_kernel") for k in kernels), kernels
     assert {k["constexprs"]["BLOCK"] for k in kernels} == {1024} and {k["num_warps"] for k in kernels} == {4}
+
+
+def test_a_compiler_diagnostic_reads_without_colour_codes_and_its_first_line_says_what_is_wrong() -> None:
+    """CuTeDSL colours its diagnostics with ANSI codes whatever the output and starts them on a new line: the
+    error shown in a rung's line, the history and the dashboard is the plain text, headed by the diagnosis."""
+    from harness.worker import describe_exception
+
+    class DSLUserCodeError(Exception):
+        pass
+
+    DSLUserCodeError.__module__ = "cutlass.base_dsl.common"
+    coloured = (
+        "\n\x1b[91m\x1b[1merror[ARG_NON_CONSTANT]:\x1b[0m `range_constexpr()` requires all arguments to be Python"
+        " integers known at code-read time.\n  \x1b[94m-->\x1b[0m v001.py:32:14"
+    )
+    try:
+        raise DSLUserCodeError(coloured)
+    except DSLUserCodeError as exc:
+        described = describe_exception(exc, None, "call")
+    assert described["kind"] == "compile"
+    assert "\x1b" not in described["err"] and "\x1b" not in described["trace"]
+    first = described["err"].splitlines()[0]
+    assert first.startswith("DSLUserCodeError: error[ARG_NON_CONSTANT]: `range_constexpr()` requires"), first
+    assert described["err"].endswith("--> v001.py:32:14")
