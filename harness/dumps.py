@@ -174,7 +174,8 @@ def collect_cutedsl(scratch: Path, into: Path, subdir: str = "cute") -> list[Ker
 
 def collect_tilelang(scratch: Path, into: Path, subdir: str = "tilelang") -> list[Kernel]:
     """What harness.tilelang_hooks wrote per compiled TileLang kernel (scratch/subdir): its program (.tl),
-    device IR (.tir), CUDA source (.cu) and, where nvcc was found, .ptx and .cubin; copied."""
+    device IR (.tir), CUDA source (.cu) and, where nvcc was found, .ptx and .cubin, copied; its metadata
+    (.json: the dynamic shared memory it asks for at launch, the worker's word as Triton's is)."""
     kernels: list[Kernel] = []
     for relative, _ in sorted(scratch_mod.walk_files(scratch, subdir, depth=0)):
         if not relative.endswith(".cu"):
@@ -186,7 +187,8 @@ def collect_tilelang(scratch: Path, into: Path, subdir: str = "tilelang") -> lis
             continue
         entry = _ptx_entry(files["ptx"]) if "ptx" in files else _cuda_entry(files["cu"])
         name = scratch_mod.safe_name(entry or Path(stem).name.rsplit("-", 1)[0])
-        kernels.append(Kernel(name=name, dsl="tilelang", files=files, meta=_nvcc_note(scratch, stem)))
+        meta = {**(_read_meta(scratch, f"{stem}.json") or {}), **_nvcc_note(scratch, stem)}
+        kernels.append(Kernel(name=name, dsl="tilelang", files=files, meta=meta))
     return kernels
 
 

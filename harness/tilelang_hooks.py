@@ -11,6 +11,7 @@ host and its calls return at once (placeholder outputs), since there is no devic
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,16 @@ _serial = itertools.count(1)
 
 class TileLangMissing(ImportError):
     """The version imports tilelang and this Python has none: a setup problem, said as such."""
+
+
+class CompilationError(RuntimeError):
+    """TileLang could not lower a kernel, or nvcc refused the CUDA it generated: the kernel does not build
+    (named so that the worker reports it as a compile error, as it does Triton's)."""
+
+
+def _compile_error(kernel: Any, stage: str, exc: BaseException) -> CompilationError:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return CompilationError(f"{stage} {kernel_name(kernel)}: {(lines or [type(exc).__name__])[-1][:500]}")
 
 
 def dump_dir() -> Path:
@@ -64,8 +75,11 @@ def _dump_after_compile(cls: type) -> None:
     original = cls._compile_and_create_adapter  # type: ignore[attr-defined]
 
     def compile_and_dump(self: Any, tilelang_func: Any, out_idx: Any) -> Any:
-        adapter = original(self, tilelang_func, out_idx)
-        _write(self, tilelang_func)
+        try:
+            adapter = original(self, tilelang_func, out_idx)
+        except Exception as exc:
+            raise _compile_error(self, "TileLang could not compile", exc) from exc
+        _write(self, tilelang_func, must_compile=False)  # TileLang built it already: a copy for the dumps
         return adapter
 
     cls._compile_and_create_adapter = compile_and_dump  # type: ignore[attr-defined]
@@ -85,9 +99,12 @@ def _compile_for(cls: type, arch: str) -> None:
         import tvm
         from tilelang.engine.lower import lower_with_context
 
-        with tvm.transform.PassContext(opt_level=3, config=dict(self.pass_configs or {})), self.target:
-            self.artifact = lower_with_context(tilelang_func, self.backend_context)
-        _write(self, tilelang_func)
+        try:
+            with tvm.transform.PassContext(opt_level=3, config=dict(self.pass_configs or {})), self.target:
+                self.artifact = lower_with_context(tilelang_func, self.backend_context)
+        except Exception as exc:
+            raise _compile_error(self, "TileLang could not lower", exc) from exc
+        _write(self, tilelang_func, must_compile=True)
         return _CompiledOnly(out_idx)
 
     cls._compile_and_create_adapter = lower_only  # type: ignore[attr-defined]
@@ -106,8 +123,9 @@ class _CompiledOnly:
         return outputs[0] if len(outputs) == 1 else (outputs or None)
 
 
-def _write(kernel: Any, tilelang_func: Any) -> None:
-    """The kernel's program, IR and CUDA source, then PTX and cubin where nvcc is found."""
+def _write(kernel: Any, tilelang_func: Any, must_compile: bool) -> None:
+    """The kernel's program, IR and CUDA source, then PTX and cubin where nvcc is found. `must_compile`: nvcc
+    refusing the source is the kernel's compile error (ahead of time, nothing else compiles it)."""
     artifact: Any = getattr(kernel, "artifact", None)
     source = getattr(artifact, "kernel_source", None)
     if not isinstance(source, str):
@@ -118,11 +136,31 @@ def _write(kernel: Any, tilelang_func: Any) -> None:
     (folder / f"{stem}.tl").write_text(tilelang_func.script())
     (folder / f"{stem}.tir").write_text(artifact.device_mod.script())
     (folder / f"{stem}.cu").write_text(source)
+    meta = {"name": kernel_name(kernel), "shared": _dynamic_shared_bytes(artifact.device_mod)}
+    (folder / f"{stem}.json").write_text(json.dumps(meta))
+    from tilelang.env import CUDA_HOME
+
+    if not CUDA_HOME:  # TileLang finds nvcc through CUDA_HOME, PATH or the nvidia-cuda-nvcc wheel
+        (folder / f"{stem}.nvcc.txt").write_text("no nvcc here: PTX, cubin and SASS need the CUDA toolkit's nvcc")
+        return
     try:
         for kind in ("ptx", "cubin"):
             (folder / f"{stem}.{kind}").write_bytes(bytes(_nvcc(source, kind, kernel)))
-    except Exception as exc:  # no nvcc here, or it refused the source: the CUDA source is still shown
+    except Exception as exc:
+        if must_compile:
+            raise _compile_error(kernel, "nvcc refused the CUDA source TileLang generated for", exc) from exc
         (folder / f"{stem}.nvcc.txt").write_text(f"{type(exc).__name__}: {exc}"[-4000:])
+
+
+def _dynamic_shared_bytes(device_mod: Any) -> int:
+    """The shared memory TileLang's kernels ask for at launch (the cubin lists only the static part), the
+    largest of them: what the judge holds to the arch's limit per block."""
+    sizes = [0]
+    for func in device_mod.functions.values():
+        size = getattr((func.attrs or {}).get("dyn_shared_memory_buf"), "value", None)  # an IntImm, or none
+        if isinstance(size, int):
+            sizes.append(size)
+    return max(sizes)
 
 
 def _nvcc(source: str, kind: str, kernel: Any) -> bytes:

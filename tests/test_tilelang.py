@@ -65,6 +65,17 @@ def test_tilelang_output_allocated_by_the_kernel_compiles_ahead_of_time(tmp_path
         assert compiled["kernels"][0]["registers"] > 0
 
 
+@needs_tilelang
+def test_tilelang_shared_memory_past_the_arch_limit_fails_the_compile_rung(tmp_path: Path) -> None:
+    """TileLang's tiles live in dynamic shared memory, which the cubin does not list: the amount the kernel
+    asks for at launch is held to the arch's limit per block."""
+    version = add_version(make_workspace(tmp_path / "ws"), "tilelang_too_much_smem", "v001.py")
+    evaluation = judge_many([version], rungs=["load", "compile"], state_dir=str(tmp_path / "state"))[str(version)]
+    compiled = rung(evaluation, "compile")
+    assert compiled["ok"] is False
+    assert compiled["err"] == "kernel staged_kernel needs 327680 B of shared memory; sm_90 allows 232448 B per block"
+
+
 def test_a_tilelang_kernel_is_known_by_the_cuda_name_tilelang_gave_it() -> None:
     """TileLang names the CUDA kernel `<function>_kernel`: listed at the launch, that name is the version's own,
     and a library kernel listed beside it is still a stranger."""
