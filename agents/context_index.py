@@ -1,11 +1,12 @@
-"""A full-text index over the context folder (and, when asked, installed DSL packages), in SQLite FTS5.
+"""A full-text index over the context folder and the installed DSL packages, in SQLite FTS5.
 
 Files are cut into chunks by definition where that is cheap (Python: def/class blocks; Markdown: sections
 under a heading), else into overlapping windows of lines; each chunk keeps its path and line range, so a hit
 reads as `path:start-end`. Re-indexing is incremental: a file is chunked again only when its size or mtime
 changed. The index file lives wherever the caller says (the context folder may be read-only).
 
-Installed packages (triton, cutlass, tilelang) are indexed in place, read only, under `site/<package>/...`.
+Installed packages (triton, cutlass, tilelang) are indexed in place, read only, under `site/<package>/...`: a
+new index holds every one installed, later refreshes keep the ones it holds unless told otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ SNIFF_BYTES = 8192
 WINDOW, OVERLAP = 60, 10  # lines per window, and how many the next one repeats
 MAX_BLOCK = 150  # a definition longer than this is cut into windows too
 PACKAGES = ("triton", "cutlass", "tilelang")
+NEW_INDEX_PACKAGES = PACKAGES  # what a new index holds unless told otherwise
 INDEX_FILE = "context-index.sqlite"
 SITE = "site"  # the virtual folder installed packages appear under
 SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", ".kerneltui", ".mypy_cache", ".pytest_cache"}
@@ -211,6 +213,23 @@ def holds(term: str, text: str) -> bool:
     return bool(words) and re.search(pattern, text) is not None
 
 
+# How kernels import the DSLs: `tl.dot` is defined under triton/language, `T.gemm` under tilelang/language.
+ALIASES = {"tl": "site/triton/language/", "t": "site/tilelang/language/", "cute": "site/cutlass/cute/"}
+
+
+def defines(name: str, path: str, terms: list[str]) -> set[str]:
+    """The terms this chunk defines: its name is the term's last word (`gemm` or `Gemm.gemm` for T.gemm), in the
+    package the term's alias names, if it names one."""
+    defined = name.lower().rsplit(".", 1)[-1]
+    found = set()
+    for term in terms:
+        words = term_words(term)
+        alias = ALIASES.get(words[0]) if len(words) > 1 else None
+        if words and words[-1] == defined and (alias is None or path.startswith(alias)):
+            found.add(term)
+    return found
+
+
 @dataclass(frozen=True)
 class Hit:
     path: str
@@ -333,7 +352,7 @@ class ContextIndex:
     def __init__(self, db_path: Path, context: Path | None, packages: bool | tuple[str, ...] | None = None) -> None:
         check_fts5()
         self.db_path, self.context = Path(db_path), context.resolve() if context else None
-        self.packages = packages  # True: all of PACKAGES installed; a tuple: those; None: as last built
+        self.packages = packages  # True: all of PACKAGES installed; a tuple: those; None: as last built (new: all)
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
@@ -375,8 +394,9 @@ class ContextIndex:
     def sources(self, conn: sqlite3.Connection) -> list[Source]:
         """The context folder, and the packages asked for now (else those the index already holds)."""
         out = [Source("", self.context)] if self.context else []
-        if self.packages is None:
-            names = tuple(json.loads(self.meta(conn, "packages") or "[]"))
+        if self.packages is None:  # as last built; a new index holds every installed package
+            held = self.meta(conn, "packages")
+            names = tuple(json.loads(held)) if held is not None else NEW_INDEX_PACKAGES
         elif isinstance(self.packages, tuple):
             names = tuple(n for n in self.packages if n in PACKAGES)
         else:
@@ -454,24 +474,29 @@ class ContextIndex:
     # --- searching -------------------------------------------------------------------------------
 
     def search(self, query: str, limit: int = 10) -> list[Hit]:
-        """Chunks holding every term first (by bm25), then those holding fewer, by how many, then bm25."""
+        """Chunks holding every term first, then those holding fewer, by how many; among equals, a chunk that
+        defines a term's name (`def gemm` for T.gemm, `class TiledMma`) before one that only mentions it, then
+        by bm25. A definition counts as holding its term: T.gemm's definition never says T.gemm."""
         terms = query_terms(query)
         if not terms:
             return []
+        names = sorted({term_words(t)[-1] for t in terms if term_words(t)})
         with self.connect() as conn:
-            rows = self.matches(conn, fts_query(terms, "AND"), limit)
+            rows = self.matches(conn, f"name : ({fts_query(names, 'OR')})", limit * 50) if names else []
+            rows += self.matches(conn, fts_query(terms, "AND"), limit)
             if len(rows) < limit and len(terms) > 1:
                 rows += self.matches(conn, fts_query(terms, "OR"), limit * 20)
-        hits: dict[int, Hit] = {}
+        hits: dict[int, tuple[bool, Hit]] = {}
         for rowid, path, name, body, parts, start, stop, score in rows:
             if rowid in hits:
                 continue
             lowered = f"{path}\n{name}\n{body}\n{parts}".lower()
-            matched = sum(holds(t, lowered) for t in terms)
-            hits[rowid] = Hit(
-                path, int(start), int(stop), name, matched, score, matching_lines(body, int(start), terms)
-            )
-        return sorted(hits.values(), key=lambda h: (-h.matched, h.score))[:limit]
+            defined = defines(str(name), str(path), terms)
+            matched = sum(holds(t, lowered) or t in defined for t in terms)
+            hit = Hit(path, int(start), int(stop), name, matched, score, matching_lines(body, int(start), terms))
+            hits[rowid] = (bool(defined), hit)
+        ranked = sorted(hits.values(), key=lambda dh: (-dh[1].matched, not dh[0], dh[1].score))
+        return [hit for _, hit in ranked[:limit]]
 
     def matches(self, conn: sqlite3.Connection, match: str, limit: int) -> list[tuple[Any, ...]]:
         weights = ", ".join(map(str, WEIGHTS))

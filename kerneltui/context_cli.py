@@ -51,7 +51,7 @@ def open_index(args: argparse.Namespace, packages: bool | None) -> ContextIndex:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    index = open_index(args, True if args.packages else None)
+    index = open_index(args, False if args.no_packages else True if args.packages else None)
     stats = index.refresh()
     print(f"{index.context} -> {index.db_path}")
     print(stats.summary())
@@ -145,9 +145,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", required=True)
     index = sub.add_parser("index", help="index the context folder (only changed files after the first time)")
     common(index)
-    index.add_argument(
-        "--packages", action="store_true", help="also the installed triton, cutlass and tilelang, as site/<name>/"
+    held = index.add_mutually_exclusive_group()
+    held.add_argument(
+        "--packages",
+        action="store_true",
+        help="the installed triton, cutlass and tilelang as site/<name>/ (a new index has them; later ones keep "
+        "what the index held)",
     )
+    held.add_argument("--no-packages", action="store_true", help="the context folder alone")
     index.set_defaults(func=cmd_index)
     search = sub.add_parser("search", help="search the index: path:start-end and the matching lines per hit")
     search.add_argument("query", nargs="+")

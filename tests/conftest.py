@@ -33,6 +33,15 @@ def add_version(folder: Path, fixture: str, name: str | None = None) -> Path:
     return target
 
 
+@pytest.fixture(autouse=True)
+def context_indexes_without_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new context index in this process holds no installed package (triton's and CuTeDSL's sources are
+    seconds to index and would outrank the small contexts tests search): tests that want them say so."""
+    from agents import context_index
+
+    monkeypatch.setattr(context_index, "NEW_INDEX_PACKAGES", ())
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """tmp/ws/vadd/problem.py; the fixture returns the problem folder."""

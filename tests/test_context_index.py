@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import threading
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agents import context_index
 from agents.context_index import MAX_BYTES, ContextIndex, Hit, fts_query, query_terms
 from agents.tools import Toolbox
 from kerneltui import context_cli
@@ -178,6 +180,50 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(package.parent))
     importlib.invalidate_caches()
     return package
+
+
+def test_a_new_index_holds_the_installed_dsls_and_finds_their_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a fresh install, with nothing fetched: the installed triton and CuTeDSL answer the words agents search."""
+    monkeypatch.setattr(context_index, "NEW_INDEX_PACKAGES", context_index.PACKAGES)
+    empty = tmp_path / "context"
+    empty.mkdir()
+    index = ContextIndex(tmp_path / "i.sqlite", empty)
+    index.refresh()
+    expected = {"tl.dot": "site/triton/", "make_tiled_copy": "site/cutlass/", "TiledMma": "site/cutlass/"}
+    expected["wgmma"] = "site/"
+    if importlib.util.find_spec("tilelang"):  # an optional extra
+        expected["T.gemm"] = "site/tilelang/"
+    for word, where in expected.items():
+        hits = index.search(word)
+        assert hits and hits[0].where.startswith(where), (word, [h.where for h in hits[:3]])
+    again = index.refresh()
+    assert again.rechunked == 0 and again.files == index.refresh().files > 100
+
+
+def test_a_definition_in_the_aliased_package_outranks_mentions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """T.gemm: TileLang's `def gemm` (whose text never says T.gemm) first, before notes that mention T.gemm and
+    another backend's gemm; a name alone ranks the definition before the mentions too."""
+    package = tmp_path / "installed" / "tilelang"
+    for folder in (package / "language", package / "rocm"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+        (folder / "gemm_op.py").write_text("def gemm(A, B, C):\n    return _emit(A, B, C)\n")
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(package.parent))
+    importlib.invalidate_caches()
+    notes = tmp_path / "context"
+    notes.mkdir()
+    (notes / "tiles.md").write_text("# Tiles\n\nT.gemm on tiles: T.gemm(A_shared, B_shared, C_local) and gemm.\n")
+    index = ContextIndex(tmp_path / "i.sqlite", notes, packages=("tilelang",))
+    index.refresh()
+    assert [h.where for h in index.search("T.gemm")] == [
+        "site/tilelang/language/gemm_op.py:1-2",
+        "tiles.md:1-3",
+        "site/tilelang/rocm/gemm_op.py:1-2",  # only the name: last
+    ]
+    assert index.search("gemm")[0].path.endswith("gemm_op.py")
 
 
 def test_installed_packages_are_indexed_under_site(tmp_path: Path, context: Path, installed: Path) -> None:
