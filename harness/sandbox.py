@@ -61,7 +61,8 @@ ETC_READABLE = (
     "/etc/os-release",
 )
 # Packages whose folders the worker must read wherever they are installed (a --target folder, a user site).
-# nvidia_cutlass_dsl holds CuTeDSL's runtime library (cu12/lib) two folders above the `cutlass` package.
+# nvidia_cutlass_dsl holds CuTeDSL's runtime library (cu12/lib) two folders above the `cutlass` package;
+# TileLang loads libz3 from the `z3` package and TVM's runtime from `tvm_ffi`.
 NEEDED_PACKAGES = (
     "torch",
     "triton",
@@ -72,6 +73,7 @@ NEEDED_PACKAGES = (
     "nvidia",
     "cuda",
     "tilelang",
+    "z3",
     "harness",
 )
 FILE_LIMIT_HINT = "a file past the size limit, --max-file-mb; printed output counts"
