@@ -101,3 +101,31 @@ def test_the_asm_pane_steps_through_tilelang_listings_only_where_a_version_has_t
     tilelang = [{"kernel": "k", "kind": kind} for kind in ("sass", "ptx", "cubin", "cu", "tir", "tl")]
     assert kinds_of(triton) == KINDS
     assert kinds_of(tilelang) == (*KINDS, "cu", "tir", "tl")
+
+
+@needs_tilelang
+def test_the_recorder_notes_a_tilelang_launch_and_the_output_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example compiled ahead of time in this process: its call is a TileLang launch of `vecadd_kernel`,
+    and the output it was passed is the kernel's (so an honest version is not flagged no-kernel)."""
+    import torch
+
+    from harness import tilelang_hooks
+    from harness.recorder import Recorder
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # the worker's scratch folder, where the kernels are written
+    tilelang_hooks.install("sm_90a")
+    recorder = Recorder()
+    recorder.install_tilelang()
+    spec = importlib.util.spec_from_file_location("tilelang_vecadd", VECADD)
+    assert spec is not None and spec.loader is not None
+    version = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(version)
+    a, b = torch.ones(4097), torch.ones(4097)
+    with recorder.recording((a, b)):
+        out = version.custom_kernel(a, b)
+    report = recorder.report((out,))
+    assert report["launches"] == [{"dsl": "tilelang", "name": "vecadd", "kernels": ["vecadd_kernel"]}]
+    assert report["origins"] == [["kernel:vecadd"]] and report["tampered"] == []
+    assert {p.suffix for p in (tmp_path / "tilelang").iterdir()} >= {".tl", ".tir", ".cu", ".json"}
