@@ -329,3 +329,31 @@ def test_add_copies_a_local_folder_into_the_context_and_indexes_it(
         run_cli(["context", "add", str(docs), *workspace], capsys)
     with pytest.raises(WorkspaceError, match="holds the context folder"):
         run_cli(["context", "add", str(context.parent), "--name", "all", *workspace], capsys)
+
+
+async def test_the_agent_pane_shows_what_the_agent_searched_and_read(tmp_path: Path, context: Path) -> None:
+    """Each search names its hits (path:lines and definition) and each read its line range, not 'N lines'."""
+    from kerneltui.core import runner
+    from kerneltui.ui.app import KernelTUI
+    from tests.conftest import add_version
+    from tests.test_dashboard import SIZE, wait_for
+
+    folder = make_workspace(tmp_path / "ws")
+    workspace = Workspace(folder.parent)
+    store = Store(workspace.db_path)
+    runner.record_version(store, workspace, add_version(folder, "good", "v001.py"))  # the problem, in the history
+    session = store.start_agent_session("vadd", "test", "test", os.getpid())
+    host = StoreHost(workspace, problem_info(workspace, "vadd", context), store, session, None, threading.Event())
+    toolbox = Toolbox(host, author="test")
+    assert toolbox.use("search_context", {"query": "TiledMma"})[1]
+    assert toolbox.use("read_file", {"path": "cute/copy.py", "offset": 7})[1]
+    store.close()
+    app = KernelTUI(workspace, run_scheduler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.snapshot.problem == "vadd", pilot, timeout=30)
+        await pilot.press("5")
+        pane = app.query_one("#agent-view")
+        await wait_for(lambda: "search_context" in pane.plain, pilot, timeout=30)  # type: ignore[attr-defined]
+        text = pane.plain  # type: ignore[attr-defined]
+    assert "⚙ search_context query=TiledMma" in text and "→ 1 hit: cute/copy.py:12-16 TiledMma" in text, text
+    assert "⚙ read_file path=cute/copy.py offset=7" in text and "→ read lines 7-" in text, text

@@ -116,9 +116,30 @@ def _tool_result(text: str, data: dict[str, Any], width: int) -> list[Text]:
         if failed:
             out.append(Text(f"      {' '.join(failed.split())}"[: max(40, width)], style="red"))
         return out
-    line = Text("    → " if data.get("ok") else "    ✗ ", style="dim" if data.get("ok") else "red")
-    line.append(f"{len(lines)} lines" if data.get("ok") else first, style="" if data.get("ok") else "red")
-    return [line]
+    if not data.get("ok"):
+        return [Text(f"    ✗ {first}", style="red")]
+    summary = CONTEXT_SUMMARIES.get(str(data.get("tool")), lambda lines: f"{len(lines)} lines")(lines)
+    return [Text(f"    → {summary}"[: max(40, width)], style="dim")]
+
+
+def search_summary(lines: list[str]) -> str:
+    """search_context's hits (`path:start-end  name  (k of n words)` lines, their matching lines indented)."""
+    hits = [line.split("  (")[0] for line in lines if line and not line[0].isspace() and not line.startswith("[")]
+    if not hits:
+        return lines[0] if lines else "no hits"
+    return f"{len(hits)} hit{'s' * (len(hits) != 1)}: " + " · ".join(" ".join(h.split()) for h in hits)
+
+
+def read_summary(lines: list[str]) -> str:
+    """read_file's window: numbered lines, and `[lines a-b of n; ...]` when there is more."""
+    numbers = [int(line.split()[0]) for line in lines if line.strip() and line.split()[0].isdigit()]
+    more = next((line[1:].split(";")[0] for line in lines if line.startswith("[lines ")), None)
+    if more:
+        return f"read {more}"
+    return f"read lines {numbers[0]}-{numbers[-1]}" if numbers else f"{len(lines)} lines"
+
+
+CONTEXT_SUMMARIES = {"search_context": search_summary, "read_file": read_summary}
 
 
 def _block(prefix: str, text: str, width: int, prefix_style: str, style: str) -> list[Text]:
