@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agents.base import ProblemInfo
+from agents.context_index import package_roots
 
 SYSTEM = """\
 You are a GPU kernel engineer. You write fast, correct kernels in Triton or CuTeDSL (nvidia-cutlass-dsl) \
@@ -40,7 +43,33 @@ def context_text(problem: ProblemInfo) -> str:
     if notes:
         listed = ", ".join(notes[:MAX_NOTES_LISTED]) + (", ..." if len(notes) > MAX_NOTES_LISTED else "")
         text += f" Its notes ({listed}) are short and point into the DSLs' sources: read the ones for your DSL first."
+    sources = dsl_sources(problem.context)
+    if sources:
+        text += " Where each DSL's sources are, as search_context and read_file name them: " + "; ".join(sources) + "."
     return text
+
+
+# Where a checkout fetched into the context keeps what an agent writing that DSL reads first.
+CHECKOUT_GUIDES = {
+    "cutlass": ("examples/python/CuTeDSL", "python/CuTeDSL", "include/cute", "media/docs"),
+    "triton": ("python/tutorials", "python/triton/language"),
+    "tilelang": ("examples", "tilelang/language"),
+}
+INSTALLED = {"cutlass": "CuTeDSL (nvidia-cutlass-dsl)", "triton": "Triton", "tilelang": "TileLang"}
+
+
+def dsl_sources(context: Path) -> list[str]:
+    """CUTLASS first (CuTeDSL's layouts, atoms and examples are what a first CuTeDSL version needs): checkouts
+    fetched into the context folder, with the folders worth reading, then the installed packages' sources."""
+    found = []
+    for name, guides in CHECKOUT_GUIDES.items():
+        checkout = context / name
+        if checkout.is_dir():
+            inside = [f"{name}/{g}" for g in guides if (checkout / g).is_dir()]
+            found.append(f"a {name} checkout in {name}/" + (f" ({', '.join(inside)})" if inside else ""))
+    roots = package_roots(tuple(INSTALLED))
+    found += [f"the installed {INSTALLED[name]} as site/{name}/" for name in INSTALLED if name in roots]
+    return found
 
 
 def task_prompt(problem: ProblemInfo) -> str:

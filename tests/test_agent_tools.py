@@ -167,6 +167,11 @@ def test_the_task_names_the_context_notes(tmp_path: Path) -> None:
     (context / "notes").mkdir(parents=True)
     for name in ("cutedsl-layouts.md", "triton.md"):
         (context / "notes" / name).write_text(f"# {name}\n")
+    (context / "cutlass" / "examples" / "python" / "CuTeDSL").mkdir(parents=True)  # as `context fetch` leaves it
+    (context / "cutlass" / "include" / "cute").mkdir(parents=True)
     prompt = task_prompt(problem_info(workspace, "vadd", find_context(workspace, str(context))))
     assert "notes/cutedsl-layouts.md, notes/triton.md" in prompt and str(context) in prompt
+    assert "a cutlass checkout in cutlass/ (cutlass/examples/python/CuTeDSL, cutlass/include/cute)" in prompt
+    assert "the installed CuTeDSL (nvidia-cutlass-dsl) as site/cutlass/" in prompt  # a dependency of ours
+    assert "the installed Triton as site/triton/" in prompt
     assert "no context folder" in task_prompt(problem_info(workspace, "vadd", None))
