@@ -134,7 +134,7 @@ class Worker:
 
                 aot.install_cutedsl()
             tilelang = "tilelang" in header.get("dsls", [])
-            if tilelang:  # with no GPU, even the run worker only compiles: TileLang JIT-compiles at import too
+            if tilelang:  # with no GPU the run worker only compiles too: a version may compile as it is imported
                 from harness import aot, tilelang_hooks
 
                 compile_only = self.mode == "compile" or not self.cuda
