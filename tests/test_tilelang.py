@@ -12,7 +12,7 @@ import pytest
 
 from harness import source
 from harness.problem import load_problem
-from tests.conftest import FIXTURES, REPO, add_version, judge_many, make_workspace, rung
+from tests.conftest import FIXTURES, REPO, add_version, judge_many, make_workspace, run, rung
 
 VECADD = REPO / "kernels" / "vecadd" / "v004.py"
 needs_tilelang = pytest.mark.skipif(
@@ -24,6 +24,16 @@ def test_a_version_importing_tilelang_is_a_tilelang_version() -> None:
     assert source.dsls("import tilelang\nimport tilelang.language as T\n") == ["tilelang"]
     assert source.dsls("from tilelang import language as T\nimport triton\n") == ["triton", "tilelang"]
     assert source.dsls("import tilelangx\n") == []
+
+
+def test_the_judge_never_imports_tilelang() -> None:
+    """Only the worker of a TileLang version imports it: the ladder stays light for every other version."""
+    code = (
+        "import sys, harness.ladder, harness.recorder, harness.trust, harness.tilelang_hooks, harness.rungs.builtin;"
+        "print(sorted(m for m in ('tilelang', 'tvm', 'tvm_ffi', 'z3') if m in sys.modules))"
+    )
+    done = run(["-c", code])
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_without_tilelang_the_load_rung_names_the_extra_to_install(tmp_path: Path) -> None:
