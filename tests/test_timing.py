@@ -130,3 +130,18 @@ def test_nsight_computes_calls_start_from_the_same_clean_l2_as_the_timed_ones(mo
     assert header["ok"], header
     one = ["evict", "sync", "push r", "call", "sync", "pop"]
     assert seen == ["call", "sync", *one, *one]
+
+
+def test_the_noise_shown_covers_the_versions_own_medians_taken_elsewhere_in_the_evaluation() -> None:
+    """Five evaluations of one version lay 1% apart while each said ±0.5%: the spread between its medians in
+    the race's rounds and in a fresh worker is part of the noise it reports."""
+    from harness.rungs.benchmark import widen_noise
+
+    first = {"median_us": 64.5, "noise_pct": 0.4}
+    raced = {"rounds": [{"who": "new", "median_us": 64.9}, {"who": "best", "median_us": 70.0},
+                        {"who": "best", "median_us": 70.2}, {"who": "new", "median_us": 64.6}]}  # fmt: skip
+    widen_noise(first, raced, {"fresh_median_us": 65.2})
+    assert first["spread_pct"] == round(100 * (65.2 / 64.5 - 1), 2) == first["noise_pct"]
+    alone = {"median_us": 64.5, "noise_pct": 0.4}
+    widen_noise(alone, None, None)
+    assert alone == {"median_us": 64.5, "noise_pct": 0.4}  # no other median: nothing to widen it by

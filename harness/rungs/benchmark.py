@@ -67,7 +67,22 @@ def benchmark(ladder: Ladder, run: VersionRun) -> RungResult:
             return RungResult(name="benchmark", ok=False, err=checked.err, metrics=metrics)
         run.ev.flags += checked.flags
         metrics["confirmed"] = checked.metrics
+    widen_noise(cases[0], raced, metrics.get("confirmed"))
     return RungResult(name="benchmark", ok=True, metrics=metrics)
+
+
+def widen_noise(first: dict[str, Any], raced: dict[str, Any] | None, confirmed: dict[str, Any] | None) -> None:
+    """The first bench case's noise made to cover run-to-run spread: how far the version's own medians on that
+    case lie apart (the benchmark's, its race rounds' in the same worker, a fresh worker's). One process's
+    samples agree within ±0.5% while two processes' medians differ by 1-2%: the ± shown must not promise more."""
+    medians = [first["median_us"]]
+    medians += [r["median_us"] for r in (raced or {}).get("rounds", []) if r.get("who") == "new"]
+    fresh = (confirmed or {}).get("fresh_median_us")
+    medians += [float(fresh)] if fresh else []
+    if len(medians) < 2 or min(medians) <= 0:
+        return
+    first["spread_pct"] = round(100 * (max(medians) / min(medians) - 1), 2)
+    first["noise_pct"] = max(float(first.get("noise_pct") or 0.0), first["spread_pct"])
 
 
 def would_be_best(ladder: Ladder, raced: dict[str, Any] | None, median_us: float) -> bool:
