@@ -9,6 +9,7 @@ are acknowledged in the transcript; a recording cannot change course.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from agents.base import Budget, Host, best_roofline, budget_reason, render_feedback
 from agents.tools import Toolbox
+from harness import source
 
 RECORDINGS = Path(__file__).parent / "recordings"
 
@@ -44,6 +46,12 @@ class Recording:
     @property
     def problem_file(self) -> Path:
         return self.folder / "problem.py"
+
+    def missing_dsls(self) -> list[str]:
+        """Kernel languages its versions import that this Python cannot (a CuTeDSL session where
+        nvidia-cutlass-dsl has no wheel): each of those versions would only fail to load."""
+        used = {dsl for step in self.steps for dsl in source.dsls(step.code)}
+        return [dsl for module, dsl in source.DSL_MODULES if dsl in used and importlib.util.find_spec(module) is None]
 
 
 def load_recording(folder: Path) -> Recording:

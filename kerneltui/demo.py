@@ -12,14 +12,21 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from agents.replay import builtin_recordings
+from agents.replay import builtin_recordings, load_recording
 from kerneltui.core.config import Config, ConfigError, load
 from kerneltui.core.workspace import Workspace
 
 
+def demo_recordings() -> dict[str, Path]:
+    """The shipped sessions this Python can judge: the CuTeDSL one only where nvidia-cutlass-dsl is installed."""
+    return {
+        problem: folder for problem, folder in builtin_recordings().items() if not load_recording(folder).missing_dsls()
+    }
+
+
 def make_demo_workspace(parent: Path | None = None) -> Workspace:
     root = Path(tempfile.mkdtemp(prefix="kerneltui-demo-", dir=parent)) / "kernels"
-    for problem, recording in builtin_recordings().items():
+    for problem, recording in demo_recordings().items():
         (root / problem).mkdir(parents=True)
         shutil.copy(recording / "problem.py", root / problem / "problem.py")
     return Workspace(root)
@@ -36,9 +43,9 @@ def run_demo(pace: float = 1.0, keep: bool = False) -> int:
     config.agent.backend = "replay"
     config.agent.recording = None
     config.agent.pace = pace
-    config.ladder.judges = max(config.ladder.judges, 2)  # two problems at once: two judges with no GPU
+    config.ladder.judges = max(config.ladder.judges, 2)  # problems side by side: two judges with no GPU
     workspace = make_demo_workspace()
-    problems = sorted(builtin_recordings())
+    problems = sorted(demo_recordings())
     note = (
         f"demo: recorded agents write versions into {workspace.root}. "
         "a approves, r rejects, i sends guidance, s restarts an agent, q quits"

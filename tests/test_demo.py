@@ -6,12 +6,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 
 from agents.replay import builtin_recordings, load_recording
 from kerneltui.core.config import Config
 from kerneltui.demo import make_demo_workspace
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.widgets.agent import AgentPane
+from kerneltui.ui.widgets.problems import ProblemTable
 from kerneltui.ui.widgets.versions import VersionTable
 from tests.test_dashboard import SIZE, notified, status_of, wait_for
 
@@ -25,6 +27,14 @@ def statuses(workspace: Path, problem: str) -> dict[str, str]:
     with sqlite3.connect(workspace / ".kerneltui" / "history.db") as conn:
         found = conn.execute("SELECT version, status FROM evaluations WHERE problem = ? ORDER BY id", [problem])
         return dict(found.fetchall())
+
+
+async def open_problem(app: KernelTUI, pilot: Pilot[None], name: str) -> None:
+    """The first problem listed is rmsnorm where CuTeDSL is installed: open the one the test is about."""
+    problems = app.query_one("#problems", ProblemTable)
+    await wait_for(lambda: name in problems.names, pilot, timeout=30)
+    app.select_problem(name)
+    await wait_for(lambda: app.snapshot.problem == name, pilot, timeout=30)
 
 
 def test_shipped_recordings_are_whole() -> None:
@@ -43,6 +53,7 @@ async def test_demo_replays_two_problems_while_the_person_steers(tmp_path: Path)
     app = KernelTUI(workspace, config, autostart=sorted(EXPECTED))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: len(app.agents) == 2, pilot, timeout=30)
+        await open_problem(app, pilot, "softmax")
         await wait_for(lambda: status_of(app, "v001") == "pass", pilot, timeout=120)
         await pilot.press("i", *"keep the mask [cols]", "enter")
         table = app.query_one("#versions", VersionTable)
@@ -74,7 +85,7 @@ async def test_start_needs_credentials_and_x_stops_an_agent(tmp_path: Path, monk
     workspace = make_demo_workspace(tmp_path)
     app = KernelTUI(workspace, Config())
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: app.snapshot.problem == "softmax", pilot, timeout=30)
+        await open_problem(app, pilot, "softmax")
         await pilot.press("s")
         assert notified(app, "set ANTHROPIC_API_KEY") and not app.agents
         app.config.agent.backend, app.config.agent.pace = "replay", 100.0  # its first step waits 200 s
