@@ -6,7 +6,8 @@ Before a version becomes the best on a GPU where `ncu` works, a fresh worker run
 judge, the only kernels profiled. Nsight Compute writes its table into a judge-owned folder the confined
 version cannot write; the judge sums each call's kernel durations. Clocks and caches are left as they are
 (--clock-control none, --cache-control none) and each call follows the same L2 eviction as the timed calls,
-so the figure is a floor an honest median sits above (the median also holds launch gaps). A median far below it, or no kernel in the range, is `timing-mismatch`.
+so the figure is a floor an honest median sits above (the median also holds launch gaps). A median far below
+it, or no kernel in the range, is `timing-mismatch`.
 """
 
 from __future__ import annotations
