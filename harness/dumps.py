@@ -7,6 +7,7 @@ read only by NVIDIA's own tools (cuobjdump, nvdisasm, ptxas: from the CUDA toolk
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -161,7 +162,7 @@ def collect_cutedsl(scratch: Path, into: Path, subdir: str = "cute") -> list[Ker
         if not relative.endswith(".cubin"):
             continue
         stem = relative[: -len(".cubin")]
-        local = into / "cute" / scratch_mod.safe_name(stem.replace("/", "_"))
+        local = into / "cute" / _unique_name(stem.replace("/", "_"))
         files = _copy_artifacts(scratch, stem, local, ("cubin", "ptx"))
         if "cubin" not in files:
             continue
@@ -170,6 +171,16 @@ def collect_cutedsl(scratch: Path, into: Path, subdir: str = "cute") -> list[Ker
         label = scratch_mod.safe_name(name, fallback) if name else fallback
         kernels.append(Kernel(name=label, dsl="cutedsl", files=files))
     return kernels
+
+
+def _unique_name(stem: str) -> str:
+    """A file name of the judge's own for stem. CuTeDSL's stems run past the name limit and differ only at their
+    end (the Constexpr values of each specialisation): a cut one ends with a hash of the whole, so none collide."""
+    name = scratch_mod.safe_name(stem)
+    if name == stem:
+        return name
+    digest = hashlib.sha256(stem.encode()).hexdigest()[:12]
+    return f"{name[: scratch_mod.MAX_NAME - len(digest) - 1]}-{digest}"
 
 
 def collect_tilelang(scratch: Path, into: Path, subdir: str = "tilelang") -> list[Kernel]:

@@ -237,3 +237,23 @@ def test_a_compiler_diagnostic_reads_without_colour_codes_and_its_first_line_say
     first = described["err"].splitlines()[0]
     assert first.startswith("DSLUserCodeError: error[ARG_NON_CONSTANT]: `range_constexpr()` requires"), first
     assert described["err"].endswith("--> v001.py:32:14")
+
+
+def test_cutedsl_specialisations_whose_long_names_differ_only_at_the_end_are_all_collected(tmp_path: Path) -> None:
+    """CuTeDSL names a compiled function by its argument types, then its Constexpr values: past the judge's name
+    limit, the specialisations of one kernel (rmsnorm v003 compiles one per width class) kept the first one's
+    dumps and dropped the rest, so the Asm pane and the registers showed one class for all."""
+    from harness.dumps import collect_cutedsl
+
+    cute_dir = tmp_path / "scratch" / "cute"
+    cute_dir.mkdir(parents=True)
+    types = "_".join(["FakeTensorBFloat16div1881"] * 3)
+    for tail in ("8_32_4_True", "8_128_4_True"):
+        stem = f"cutlass_rmsnorm_{types}____FakeStream_{tail}.sm_90a"
+        entry = f"kernel_cutlass_rmsnorm_kernel_{types}___{tail}_0"
+        (cute_dir / f"{stem}.cubin").write_bytes(tail.encode())
+        (cute_dir / f"{stem}.ptx").write_text(f".visible .entry {entry}(\n)\n")
+    kernels = collect_cutedsl(tmp_path / "scratch", tmp_path / "into")
+    assert len(kernels) == 2
+    assert sorted(k.files["cubin"].read_bytes() for k in kernels) == [b"8_128_4_True", b"8_32_4_True"]
+    assert len({k.files["cubin"] for k in kernels}) == 2
