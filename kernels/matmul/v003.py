@@ -1,4 +1,4 @@
-"""Hopper path: TMA descriptors load 128x256x64 tiles into shared memory for wgmma, one persistent program per SM walks the tiles (grouped 8 tile-rows), and the flattened loop keeps loads in flight across tile boundaries; shapes TMA cannot describe (rows not a multiple of 16 bytes) keep v002's masked kernel."""
+"""Hopper path: TMA descriptors load 128x256x64 tiles into shared memory for wgmma over 4 stages, one persistent program per SM walks the tiles (grouped 8 tile-rows) and the flattened loop keeps loads in flight across tile boundaries; the tile is stored in two halves so the epilogue needs half the shared memory. Shapes TMA cannot describe (rows not a multiple of 16 bytes) keep v002's masked kernel."""
 
 import torch
 import triton
@@ -6,6 +6,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 128, 256, 64, 8
+STAGES = 4
 
 
 @triton.jit
@@ -34,7 +35,11 @@ def matmul_tma_persistent(
             a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
             b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+        # the tile stored in two halves: half the shared memory for the epilogue, one more load stage
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        left, right = tl.split(halves)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(tl.bfloat16))
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(tl.bfloat16))
 
 
 @triton.jit
@@ -88,10 +93,10 @@ def custom_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         matmul_tma_persistent[(programs,)](
             TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
             TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N]),
-            TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]),
+            TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // 2]),
             M, N, K, programs,
             BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-            num_warps=8, num_stages=3,
+            num_warps=8, num_stages=STAGES,
         )
         return c
     grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
