@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,36 @@ def test_the_noise_shown_covers_the_versions_own_medians_taken_elsewhere_in_the_
     alone = {"median_us": 64.5, "noise_pct": 0.4}
     widen_noise(alone, None, None)
     assert alone == {"median_us": 64.5, "noise_pct": 0.4}  # no other median: nothing to widen it by
+
+
+BANDWIDTHS_ON_CPU = """
+import torch
+import harness.device as device
+from harness import stream_kernels
+
+n = 5000  # not a multiple of any block: every kernel's tail masked
+a, b, out = torch.rand(n), torch.rand(n), torch.empty(n)
+ways = stream_kernels.calls(a, b, out)
+ways["copy"]["triton 4096"](); assert torch.equal(out, a)
+ways["stream"]["triton 8192"](); assert torch.equal(out, a + b)
+partial = torch.empty(2)
+stream_kernels.sum_kernel[(2,)](a, partial, n, BLOCK=4096)
+assert torch.allclose(partial.sum(), a.sum())
+
+times = iter(range(100, 0, -1))  # each call timed is faster than the one before: the last of each pattern wins
+device._median_ms = lambda call, flush: (call(), next(times) / 1000)[1]
+found = device._bandwidths(torch.empty(1), n=n, device="cpu")
+last = f"triton {stream_kernels.BLOCKS[-1][0]}"
+assert found["copy_by"] == found["stream_by"] == found["read_by"] == last, found
+# copy took 100, 99, 98, 97 (ms/1000), stream 96..93: its fastest moved 3 x 4n bytes in 0.093 ms
+assert abs(found["stream_gbps"] - 3 * 4 * n / (0.093 * 1e-3) / 1e9) < 1e-9, found
+print("ok", found)
+"""
+
+
+def test_the_bandwidth_ceilings_are_the_fastest_of_torch_and_triton_kernels(tmp_path: Path) -> None:
+    """An honest add read 0.5% above torch.add's rate: each ceiling is the fastest of torch's op and Triton
+    kernels streaming the same bytes, and says which it was (the kernels run here in Triton's interpreter)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", BANDWIDTHS_ON_CPU], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr[-2000:]
