@@ -131,7 +131,8 @@ def _roofline_detail(m: dict[str, Any]) -> str:
     ceiling = row.get("ceiling") or ("copy" if memory else "matmul")
     value = row.get("ceiling_value") or (m["peaks"]["copy_gbps"] if memory else row["flops_peak_tflops"])
     shown = f"{achieved:.0f}" if memory else f"{achieved:.1f}"
-    text = f"{shown} {unit} = {row['pct']:.0f}% of measured {ceiling} ({value:.0f} {unit})"
+    by = f" by {row['ceiling_by']}" if row.get("ceiling_by") else ""
+    text = f"{shown} {unit} = {row['pct']:.0f}% of measured {ceiling} ({value:.0f} {unit}{by})"
     if row["pct"] > 100:
         text += " · above the measured ceiling"
     if row.get("datasheet_pct"):

@@ -47,11 +47,17 @@ def seed_peaks(ladder: Ladder, state: Path, copy_gbps: float, **more: float) -> 
 def test_a_two_reads_one_write_kernel_is_held_to_the_stream_ceiling(ladder: Ladder, tmp_path: Path) -> None:
     """vecadd v002 read 102% of roofline on the H200: 4335 GB/s against a 4249 GB/s copy (1 read : 1 write),
     a mix it beats; the stream ceiling (2 reads : 1 write) is the one it can reach."""
+    from harness.report import rung_line
+
     seed_peaks(ladder, tmp_path / "state", copy_gbps=4249.0, stream_gbps=4400.0, read_gbps=4380.0)
+    (state := tmp_path / "state" / "device-peaks.json").write_text(
+        state.read_text().replace('"measured"', '"stream_by": "triton 8192", "measured"')
+    )
     bytes_moved = 12 * (1 << 24)
     result = roofline(ladder, fake_run(tmp_path, median_us=bytes_moved / 4335e9 * 1e6))
     row = result.metrics["cases"][0]
     assert result.ok is True and row["ceiling"] == "stream" and row["pct"] == pytest.approx(98.5, abs=0.1)
+    assert "of measured stream (4400 GB/s by triton 8192)" in rung_line(result)  # which kernel set it
 
 
 def test_past_the_measured_ceiling_is_said_past_the_datasheet_fails(ladder: Ladder, tmp_path: Path) -> None:

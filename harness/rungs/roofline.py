@@ -78,6 +78,7 @@ def _row(timing_entry: dict[str, Any], run: VersionRun, peaks: dict[str, Any]) -
         "bound": "memory" if memory else "compute",
         "ceiling": bandwidth_name if memory else f"{matmul_name} matmul",
         "ceiling_value": bandwidth if memory else matmul,
+        "ceiling_by": peaks.get(f"{bandwidth_name}_by") if memory else None,  # the kernel that streamed fastest
         "flops_peak_tflops": matmul,
         "datasheet_value": sheet_value,
         "datasheet_pct": 100.0 * achieved / sheet_value if sheet_value else None,
