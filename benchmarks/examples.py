@@ -8,7 +8,8 @@ versions), so it runs in a GPU box's Python as it is. On a GPU it prints timings
 % of roofline against the device's measured copy bandwidth and matmul rate (measured in the same
 run when the workspace has none cached yet). "median" is timed by CUDA events on the caller's stream (launch
 gaps included), "device" is the median of CUPTI's kernel durations per call (what Nsight Compute's
-gpu__time_duration sums), "ncu" Nsight Compute's own figure where a would-be best was confirmed.
+gpu__time_duration sums), "ncu" Nsight Compute's own figure where a would-be best was confirmed, "vs ncu"
+how far the device time lies from it.
 "min" is the fastest call timed on the caller's stream,
 "settled" the fastest until the whole device was idle (a synchronize's latency taken off): far apart,
 the version leaves work on a stream nobody waits for. With --repeat N each version is judged N times
@@ -68,12 +69,18 @@ def row(ev: dict) -> str:
         f"{ev['problem']:<9} {ev['version']:<5} {ev['status']:<10} "
         f"{first.get('median_us', float('nan')):>10.1f} {first.get('min_us', float('nan')):>8.1f} "
         f"{first.get('device_median_us') or float('nan'):>8.1f} {nsight or float('nan'):>8.1f} "
+        f"{apart_pct(first.get('device_median_us'), nsight):>+7.1f}% "
         f"{first.get('settled_us', float('nan')):>8.1f} {first.get('ref_median_us', float('nan')):>10.1f} "
         f"{bench.get('speedup') or float('nan'):>7.2f} {roof_row.get('gbps', float('nan')):>8.0f} "
         f"{roof_row.get('tflops', float('nan')):>8.1f} {roof_row.get('pct', float('nan')):>6.0f}% "
         f"{regs:>5} {ev['seconds']:>6.1f}  {first.get('case', '')} {failed}"
         + "".join(f"  ⚑ {f['name']}: {f['reason'][:80]}" for f in ev.get("flags", []))
     )
+
+
+def apart_pct(device_us: float | None, nsight_us: float | None) -> float:
+    """CUPTI's device time against Nsight Compute's, in % (nan where either is missing)."""
+    return 100 * (device_us / nsight_us - 1) if device_us and nsight_us else float("nan")
 
 
 def print_spread(evaluations: list[dict]) -> None:
@@ -113,7 +120,7 @@ def main() -> int:
     start = time.perf_counter()
     print(
         f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'min µs':>8} {'device':>8} {'ncu':>8} "
-        f"{'settled':>8} {'ref µs':>10} "
+        f"{'vs ncu':>8} {'settled':>8} {'ref µs':>10} "
         f"{'vs ref':>7} {'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case",
         flush=True,
     )
