@@ -1,4 +1,5 @@
-"""Load: the version imported in its worker, `custom_kernel` found; what its source says of itself."""
+"""Load: the version imported in its worker, `custom_kernel` (or KernelBench's `ModelNew`) found; what its
+source says of itself."""
 
 from __future__ import annotations
 
@@ -32,4 +33,6 @@ def load(ladder: Ladder, run: VersionRun) -> RungResult:
         return RungResult(name="load", ok=False, err=err, metrics=metrics)
     if not reply.get("ok"):
         return RungResult(name="load", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
+    if reply.get("entry") == "ModelNew":  # a KernelBench version (harness.kernelbench)
+        metrics["entry"] = "ModelNew"
     return RungResult(name="load", ok=True, metrics=metrics)

@@ -1,9 +1,9 @@
 """Watching a workspace for version files (watchdog), and telling when a written file is complete.
 
 An agent may write a file in pieces, or write elsewhere and rename it in. A version is handed on
-once it has stayed unchanged for `debounce` seconds and parses with a `custom_kernel`; a file that
-does not parse yet is given `settle` seconds of quiet before it is judged as it stands (a real
-syntax error then fails at load, as it should).
+once it has stayed unchanged for `debounce` seconds and parses with a `custom_kernel` (or KernelBench's
+class `ModelNew`); a file that does not parse yet is given `settle` seconds of quiet before it is judged as it
+stands (a real syntax error then fails at load, as it should).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def looks_complete(path: Path) -> bool:
         text = path.read_text(errors="replace")
     except OSError:
         return False
-    return source.defines(text, "custom_kernel")
+    return source.defines(text, "custom_kernel") or source.defines(text, "ModelNew")  # ModelNew: KernelBench's form
 
 
 class Debouncer:
