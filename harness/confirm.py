@@ -23,7 +23,7 @@ import torch
 from harness import nsight, wire
 from harness.problem import Problem, case_label
 from harness.results import Flag
-from harness.rungs.correctness import judge_outputs
+from harness.rungs.correctness import buffers_of, clone_inputs, judge_outputs
 from harness.workers import WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:
@@ -117,8 +117,12 @@ def confirm(ladder: Ladder, run: VersionRun, first: dict[str, Any]) -> Confirmat
         reply, got = worker.request({"op": "call", "inputs": tree}, tensors, ladder.options.timeout, "")
         if not reply.get("ok"):
             return Confirmation(err=f"on {case_label(varied)} (a variation of the bench case): {reply.get('err')}")
+        outputs = wire.decode_tree(reply["outputs"], got)
+        if not outputs and problem.output_buffers:
+            outputs = buffers_of(problem, wire.decode_tree(reply["inputs_after"], got))
+        pristine = clone_inputs(inputs) if problem.check else None
         expected = problem.reference(*inputs)
-        err, _ = judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected, [])
+        err, _ = judge_outputs(run, outputs, expected, [], inputs=pristine)
         if err:
             return Confirmation(err=f"wrong on {case_label(varied)}, a variation of the bench case: {err}")
         result.metrics.setdefault("variations", []).append(case_label(varied))

@@ -130,14 +130,19 @@ class Ladder:
         return run.workers[mode]
 
     def load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
-        reply = self.load_source(worker, run.source, run.path.name, run.dsls)
+        reply = self.load_source(worker, run.source, run.path.name, run.dsls, run.problem)
         if reply.get("ok"):
             run.observed.add_sources(worker.mode, reply.get("kernels"))
         return reply
 
-    def load_source(self, worker: WorkerProcess, data: bytes, name: str, dsls: list[str]) -> dict[str, Any]:
-        """Imports a version's source (as read and hashed by the judge) in `worker`; the worker's reply."""
+    def load_source(
+        self, worker: WorkerProcess, data: bytes, name: str, dsls: list[str], problem: Problem | None = None
+    ) -> dict[str, Any]:
+        """Imports a version's source (as read and hashed by the judge) in `worker`, the problem's
+        version_files beside it; the worker's reply."""
         worker.wait_ready()
+        for file_name, content in problem.version_file_bytes().items() if problem is not None else ():
+            worker.copy_in(content, file_name)
         header = {
             "op": "load",
             "path": str(worker.copy_in(data, name)),

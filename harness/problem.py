@@ -2,7 +2,10 @@
 
 A problem defines `reference(*inputs)`, `make_inputs(case, seed, device)`, `cases`, `bench_cases`,
 `tolerance` (atol/rtol, optional min_cosine/min_psnr, optionally per output dtype) and
-`cost(case) -> {"flops", "bytes"}`, and may define rungs of their own (harness.rungs.rung). Problems are
+`cost(case) -> {"flops", "bytes"}`, and may define rungs of their own (harness.rungs.rung), a `check(inputs,
+output)` of their own (the verdict beside the tolerance, or in its place where there is none) and
+`output_buffers` (the input leaves a version writes its outputs into) and `version_files` (files of the
+problem folder that versions import, copied beside each version in its worker). Problems are
 written by people and trusted: they run in the judge's process. Anything missing or malformed raises
 ProblemError naming the file and the fix.
 """
@@ -23,7 +26,7 @@ from typing import Any
 from harness.results import RUNG_ORDER
 from harness.rungs import Rung, defined_in
 
-REQUIRED = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")
+REQUIRED = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")  # tolerance: or a check
 TOLERANCE_KEYS = ("atol", "rtol", "min_cosine", "min_psnr")
 
 
@@ -66,6 +69,23 @@ class Problem:
     hash: str = ""
     allowed_ops: frozenset[str] = frozenset()  # torch ops a version may use without a uses-library flag
     rungs: list[Rung] = field(default_factory=list)  # the problem's own rungs, run after correctness
+    check: Callable[[tuple[Any, ...], Any], Any] | None = None  # check(inputs, output): None/"" passes
+    output_buffers: tuple[tuple[int | str, ...], ...] = ()  # paths into make_inputs' tuple: written, not inputs
+    version_files: tuple[str, ...] = ()  # files of the problem folder copied beside each version (task.py)
+
+    def version_file_bytes(self) -> dict[str, bytes]:
+        """version_files as they are now; a ProblemError where one is gone."""
+        found: dict[str, bytes] = {}
+        for name in self.version_files:
+            try:
+                found[name] = (self.path.parent / name).read_bytes()
+            except OSError as exc:
+                raise ProblemError(f"{self.name}: version_files in problem.py names {name}: {exc.strerror}") from None
+        return found
+
+    @property
+    def has_tolerance(self) -> bool:
+        return bool(self.tolerances)
 
     def allows(self, op: str) -> bool:
         """'aten::mm' is allowed by "aten::mm" or "mm" in the problem's allowed_ops."""
@@ -76,7 +96,9 @@ class Problem:
         (indices, counts, masks) must match exactly unless the problem gives a tolerance for their dtype."""
         if dtype_name in self.tolerances:
             return self.tolerances[dtype_name]
-        return EXACT if dtype_name in EXACT_DTYPES else self.tolerances["*"]
+        if dtype_name in EXACT_DTYPES or "*" not in self.tolerances:  # no tolerance: the check is the verdict
+            return EXACT
+        return self.tolerances["*"]
 
     def cost_of(self, case: dict[str, Any]) -> dict[str, float]:
         raw = self.cost(dict(case))
@@ -101,11 +123,16 @@ def load_problem(folder: Path) -> Problem:
         raise ProblemError(f"{folder.name}: no problem.py in {folder}")
     module = _import_problem(path, folder.name)
     missing = [name for name in REQUIRED if not hasattr(module, name)]
+    if "tolerance" in missing and hasattr(module, "check"):
+        missing.remove("tolerance")  # the problem's check is the verdict
     if missing:
         raise ProblemError(
             f"{folder.name}: problem.py is missing {', '.join(missing)}; a problem defines "
-            "reference(*inputs), make_inputs(case, seed, device), cases, bench_cases, tolerance, cost(case)"
+            "reference(*inputs), make_inputs(case, seed, device), cases, bench_cases, tolerance (or "
+            "check(inputs, output)), cost(case)"
         )
+    if hasattr(module, "check"):
+        _check_signature(module.check, "check", ("inputs", "output"), path)
     _check_callable(module, "reference", path)
     _check_signature(module.make_inputs, "make_inputs", ("case", "seed", "device"), path)
     _check_signature(module.cost, "cost", ("case",), path)
@@ -118,13 +145,82 @@ def load_problem(folder: Path) -> Problem:
         cases=_check_cases(module.cases, "cases", path, allow_empty=False),
         bench_cases=_check_cases(module.bench_cases, "bench_cases", path, allow_empty=True),
         cost=module.cost,
-        tolerances=parse_tolerance(module.tolerance, path),
+        tolerances=parse_tolerance(module.tolerance, path) if hasattr(module, "tolerance") else {},
         description=(inspect.getdoc(module) or "").strip(),
         hash=file_hash(path),
         allowed_ops=_check_allowed_ops(getattr(module, "allowed_ops", ()), path),
         rungs=_check_rungs(module, path),
+        check=getattr(module, "check", None),
+        output_buffers=_check_output_buffers(getattr(module, "output_buffers", ()), path),
+        version_files=_check_version_files(getattr(module, "version_files", ()), path),
     )
     return problem
+
+
+def _check_version_files(value: Any, path: Path) -> tuple[str, ...]:
+    """`version_files`: names of regular files in the problem folder (no folders, no links), not versions."""
+    problem = path.parent.name
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ProblemError(f"{problem}: version_files in problem.py must be a list of file names, e.g. ['task.py']")
+    for name in value:
+        where = path.parent / name
+        if Path(name).name != name or name in (".", "..") or where.is_symlink() or not where.is_file():
+            raise ProblemError(f"{problem}: version_files in problem.py names {name!r}, not a file of {path.parent}")
+        if name.startswith("v") and name.removesuffix(".py")[1:].isdigit():
+            raise ProblemError(f"{problem}: version_files in problem.py names {name!r}, a version")
+    return tuple(value)
+
+
+def _check_output_buffers(value: Any, path: Path) -> tuple[tuple[int | str, ...], ...]:
+    """`output_buffers`: where in make_inputs' tuple the version writes its outputs, each an index (2: the
+    third input) or a path of indices and keys ((0, "out"): the "out" entry of the first input, a dict)."""
+    problem = path.parent.name
+    usage = (
+        f"{problem}: output_buffers in problem.py must be a list of input indices or paths into the inputs, "
+        "e.g. [2] or [(0, 'out')]"
+    )
+    if isinstance(value, (str, int)) or not isinstance(value, (list, tuple)):
+        raise ProblemError(usage)
+    paths: list[tuple[int | str, ...]] = []
+    for item in value:
+        steps = (item,) if isinstance(item, int) else item
+        if not isinstance(steps, (list, tuple)) or not steps:
+            raise ProblemError(usage)
+        if not isinstance(steps[0], int) or not all(isinstance(s, (int, str)) for s in steps):
+            raise ProblemError(usage)
+        paths.append(tuple(steps))
+    return tuple(paths)
+
+
+def leaf_at(inputs: Any, where: tuple[int | str, ...], problem: str) -> Any:
+    """The input leaf at a path of output_buffers; a ProblemError when make_inputs' inputs have none there."""
+    value = inputs
+    for step in where:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            raise ProblemError(
+                f"{problem}: output_buffers in problem.py names {list(where)}, which make_inputs' inputs do not have"
+            ) from None
+    return value
+
+
+def check_answer(answer: Any, problem: str) -> str | None:
+    """A problem's check(inputs, output) answered: None, "" or True pass; a string says why the output fails;
+    a pair (ok, message), as GPU MODE's checks return, passes when ok is true."""
+    if answer is None or answer is True:
+        return None
+    if answer is False:
+        return "the problem's check failed"
+    if isinstance(answer, str):
+        return answer or None
+    if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], bool):
+        ok, message = answer
+        return None if ok else (str(message) or "the problem's check failed")
+    raise ProblemError(
+        f"{problem}: check in problem.py returned a {type(answer).__name__}; it must return None or '' "
+        "(passed), a string (why the output fails) or a pair (ok, message)"
+    )
 
 
 def _check_allowed_ops(value: Any, path: Path) -> frozenset[str]:

@@ -71,7 +71,7 @@ def _rival(ladder: Ladder, run: VersionRun, target: dict[str, str]) -> tuple[Wor
         return None, "the best's file changed since it was judged"
     rival = ladder.pool.take("run")
     run.workers["race"] = rival  # released with the others when the evaluation ends
-    loaded = ladder.load_source(rival, data, path.name, source.dsls(data.decode(errors="replace")))
+    loaded = ladder.load_source(rival, data, path.name, source.dsls(data.decode(errors="replace")), run.problem)
     if not loaded.get("ok"):
         return None, f"the best did not load: {loaded.get('err')}"[:300]
     return rival, None

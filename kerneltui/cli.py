@@ -501,6 +501,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_context_parser(sub)
 
+    from kerneltui.import_cli import add_parser as add_import_parser
+
+    add_import_parser(sub)
+
+    from kerneltui.export_cli import add_parser as add_export_parser
+
+    add_export_parser(sub)
+
     init = sub.add_parser("init", help="a new problem folder: a commented problem.py and a first version")
     init.add_argument("name", help="the problem's folder name, e.g. softmax")
     init.add_argument("--workspace", help="the folder of problem folders (default: the current folder)")

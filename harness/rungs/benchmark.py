@@ -17,7 +17,7 @@ from harness.device import MATMULS
 from harness.problem import Problem, case_label
 from harness.results import RungResult
 from harness.rungs import rung
-from harness.rungs.correctness import judge_outputs
+from harness.rungs.correctness import buffers_of, clone_inputs, judge_outputs
 from harness.workers import WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:
@@ -178,9 +178,13 @@ def timed_calls(
     reply, got = worker.request(header, tensors, timeout, f"benchmarking {label}")
     if not reply.get("ok"):
         return reply, f"{label}: {reply.get('err')}"
+    outputs = wire.decode_tree(reply["outputs"], got)
+    if not outputs and run.problem.output_buffers and "inputs_after" in reply:
+        outputs = buffers_of(run.problem, wire.decode_tree(reply["inputs_after"], got))
+    pristine = clone_inputs(inputs) if run.problem.check else None  # the check gets the inputs as sent
     expected = run.problem.reference(*inputs)
     devices_seen = [s.get("device") for s in reply.get("tensors", [])]
-    err, _ = judge_outputs(run, wire.decode_tree(reply["outputs"], got), expected, devices_seen)
+    err, _ = judge_outputs(run, outputs, expected, devices_seen, inputs=pristine)
     if err:
         return reply, f"{label}: the timed calls' output is wrong: {err}"
     return reply, None

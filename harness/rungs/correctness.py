@@ -1,5 +1,6 @@
 """Correctness: every case × seeds_per_case fresh secret seeds. The inputs go to the version's worker; only
-after its outputs come back does the judge compute the reference and compare; its inputs must be unchanged."""
+after its outputs come back does the judge compute the reference and compare (the tolerance, the problem's
+own check, or both); its inputs must be unchanged, but for the output buffers the problem names."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 
 from harness import wire
 from harness.metrics import compare
-from harness.problem import ProblemError, case_label
+from harness.problem import Problem, ProblemError, case_label, check_answer, leaf_at
 from harness.results import RungResult
 from harness.rungs import rung
 from harness.workers import WorkerFailure, WorkerProcess
@@ -68,7 +69,7 @@ def check_case(
     tensor or a tuple; None where the call failed)."""
     outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
     inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
-    pristine = tuple(_clone_inputs(t) for t in inputs)
+    pristine = tuple(clone_inputs(t) for t in inputs)
     tensors: list[torch.Tensor] = []
     tree = wire.encode_tree(list(inputs), tensors)
     budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
@@ -93,11 +94,13 @@ def check_case(
     except wire.ChannelError as exc:
         outcome.update(err=f"malformed reply from the kernel's process: {exc}", fatal=True)
         return outcome, pristine, None
+    if not outputs and run.problem.output_buffers:  # returned None: what it wrote into the buffers is its output
+        outputs = buffers_of(run.problem, after)
     # The reference runs only now, after the kernel's outputs are in hand.
-    expected = run.problem.reference(*[_clone_inputs(t) for t in pristine])
+    expected = run.problem.reference(*[clone_inputs(t) for t in pristine])
     devices_seen = [spec.get("device") for spec in reply.get("tensors", [])]
-    err, metrics = judge_outputs(run, outputs, expected, devices_seen)
-    mutated = mutated_inputs(list(pristine), after)
+    err, metrics = judge_outputs(run, outputs, expected, devices_seen, inputs=pristine)
+    mutated = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers)
     if mutated and not err:
         err = mutated
     outcome.update(ok=err is None, err=err, **metrics)
@@ -105,16 +108,55 @@ def check_case(
     return outcome, pristine, outputs[0] if single else outputs  # the worker sends a tuple either way
 
 
+def buffers_of(problem: Problem, inputs_after: Any) -> tuple[Any, ...]:
+    """The output buffers as the version left them: its outputs when it returned None."""
+    return tuple(leaf_at(inputs_after, where, problem.name) for where in problem.output_buffers)
+
+
 def judge_outputs(
+    run: VersionRun, outputs: Any, expected: Any, devices_seen: list[Any], inputs: tuple[Any, ...] | None = None
+) -> tuple[str | None, dict[str, Any]]:
+    """The version's outputs held to the reference's count, shape, dtype, device and tolerance, and to the
+    problem's check where it has one (given `inputs`, the judge's pristine copy; the check gets a clone). With
+    no tolerance the check alone decides, the errors against the reference reported beside it."""
+    err, metrics = _against_reference(run, outputs, expected, devices_seen)
+    check = run.problem.check
+    if check is None or inputs is None:
+        return err, metrics
+    if run.problem.has_tolerance:
+        return err or _checked(run.problem, check, inputs, outputs, expected), metrics
+    if err is None:  # the check is the verdict; the errors against the reference stay as figures
+        return _checked(run.problem, check, inputs, outputs, expected), metrics
+    try:
+        return _checked(run.problem, check, inputs, outputs, expected), metrics
+    except Exception:  # a check that cannot take an output of the wrong count, shape or dtype: that is the error
+        return err, metrics
+
+
+def _checked(problem: Problem, check: Any, inputs: tuple[Any, ...], outputs: Any, expected: Any) -> str | None:
+    """The problem's check on the judge's own copy of the inputs and the version's outputs (on the reference's
+    device, one tensor or a tuple as the reference returns them)."""
+    want = expected if isinstance(expected, (tuple, list)) else (expected,)
+    have = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+    device = want[0].device if want and isinstance(want[0], torch.Tensor) else None
+    moved = [t.to(device) if device is not None and isinstance(t, torch.Tensor) else t for t in have]
+    given: Any = moved[0] if len(moved) == 1 and not isinstance(expected, (tuple, list)) else tuple(moved)
+    answer = check(clone_inputs(tuple(inputs)), given)
+    message = check_answer(answer, problem.name)
+    return None if message is None else f"the problem's check: {message}"
+
+
+def _against_reference(
     run: VersionRun, outputs: Any, expected: Any, devices_seen: list[Any]
 ) -> tuple[str | None, dict[str, Any]]:
-    """The version's outputs held to the reference's count, shape, dtype, device and tolerance."""
     want = expected if isinstance(expected, (tuple, list)) else (expected,)
     wrong = next((type(w).__name__ for w in want if not isinstance(w, torch.Tensor)), None)
     if wrong:
         problem = run.problem.path.parent.name
         raise ProblemError(f"{problem}: reference returned a {wrong}; it must return torch tensors (or a tuple)")
     have = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+    if not have and want:
+        return "returned None; return the output tensor(s)", {}
     if len(have) != len(want):
         return f"returned {len(have)} output(s); the reference returns {len(want)}", {}
     merged: dict[str, Any] = {}
@@ -134,17 +176,22 @@ def judge_outputs(
     return None, merged
 
 
-def mutated_inputs(pristine: list[Any], after: Any) -> str | None:
-    """What the version changed in its inputs, nested ones included (a list of tensors, an options dict)."""
+def mutated_inputs(pristine: list[Any], after: Any, skip: tuple[tuple[Any, ...], ...] = ()) -> str | None:
+    """What the version changed in its inputs, nested ones included (a list of tensors, an options dict); the
+    leaves at `skip` (the problem's output buffers) may be written, but not reshaped."""
     after = list(after) if isinstance(after, (list, tuple)) else [after]
     for i, (before, now) in enumerate(zip(pristine, after, strict=False)):
-        changed = _changed(before, now, f"input {i}")
+        changed = _changed(before, now, f"input {i}", (i,), skip)
         if changed:
             return changed
     return None
 
 
-def _changed(before: Any, now: Any, where: str) -> str | None:
+def _changed(before: Any, now: Any, where: str, path: tuple[Any, ...] = (), skip: tuple[Any, ...] = ()) -> str | None:
+    if isinstance(before, torch.Tensor) and path in skip:
+        if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
+            return f"custom_kernel changed {where}'s shape or dtype (an output buffer)"
+        return None
     if isinstance(before, torch.Tensor):
         if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
             return f"custom_kernel changed {where}'s shape or dtype"
@@ -158,7 +205,7 @@ def _changed(before: Any, now: Any, where: str) -> str | None:
         if not isinstance(now, (list, tuple)) or len(now) != len(before):
             return f"custom_kernel changed {where} (a {type(before).__name__} of {len(before)})"
         for j, (b, n) in enumerate(zip(before, now, strict=True)):
-            changed = _changed(b, n, f"{where}[{j}]")
+            changed = _changed(b, n, f"{where}[{j}]", (*path, j), skip)
             if changed:
                 return changed
         return None
@@ -166,7 +213,7 @@ def _changed(before: Any, now: Any, where: str) -> str | None:
         if not isinstance(now, dict) or now.keys() != before.keys():
             return f"custom_kernel changed {where}'s keys"
         for key in before:
-            changed = _changed(before[key], now[key], f"{where}[{key!r}]")
+            changed = _changed(before[key], now[key], f"{where}[{key!r}]", (*path, key), skip)
             if changed:
                 return changed
         return None
@@ -175,14 +222,14 @@ def _changed(before: Any, now: Any, where: str) -> str | None:
     return f"custom_kernel changed {where} from {before!r} to {now!r}"
 
 
-def _clone_inputs(value: Any) -> Any:
+def clone_inputs(value: Any) -> Any:
     """A deep copy of the tensors, nested ones too: the reference runs on one, the other stays pristine."""
     if isinstance(value, torch.Tensor):
         return value.clone()
     if type(value) in (list, tuple):  # a namedtuple is passed as it is
-        return type(value)(_clone_inputs(v) for v in value)
+        return type(value)(clone_inputs(v) for v in value)
     if isinstance(value, dict):
-        return {k: _clone_inputs(v) for k, v in value.items()}
+        return {k: clone_inputs(v) for k, v in value.items()}
     return value
 
 

@@ -282,6 +282,18 @@ class Reads(VersionReads):
             [problem],
         )
 
+    def best_approved(self, problem: str) -> dict[str, Any] | None:
+        """The version whose standing verdict is an approval with the fastest passing evaluation (the newest
+        approval where none was timed): its row, with `path`."""
+        return self.first_row(
+            "SELECT v.*, (SELECT MIN(e.median_us) FROM evaluations e WHERE e.version_id = v.id "
+            "AND e.status = 'pass') AS best_us FROM versions v WHERE v.problem = ? AND (SELECT d.verdict "
+            "FROM verdicts d WHERE d.version_id = v.id ORDER BY d.id DESC LIMIT 1) = 'approved' "
+            "ORDER BY best_us IS NULL, best_us, (SELECT MAX(d.id) FROM verdicts d WHERE d.version_id = v.id) DESC "
+            "LIMIT 1",
+            [problem],
+        )
+
     def history(self, problem: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Evaluations, newest first, with their version's latest verdict."""
         where, params = ("WHERE e.problem = ?", [problem]) if problem else ("", [])

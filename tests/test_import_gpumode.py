@@ -1,0 +1,245 @@
+"""GPU MODE's reference-kernels format: two small problems written here after its documentation
+(tests/fixtures/gpumode: a vector add whose output buffer is among its tuple of inputs, checked by a
+make_match_reference-style pair; a histogram of dict inputs with its own check_implementation answering a string),
+imported and judged with their correct and wrong solutions; the harness's own side of it (a problem's check,
+output buffers, files versions import) on a native problem; the export of a version as a submission."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.problem import ProblemError, check_answer, load_problem
+from harness.rungs.correctness import mutated_inputs
+from kerneltui.core.workspace import Workspace, WorkspaceError
+from kerneltui.export_cli import chosen_version
+from kerneltui.formats.gpumode import export_version, import_problem
+from tests.conftest import judge_many, kerneltui, rung
+
+GPUMODE = Path(__file__).parent / "fixtures" / "gpumode"
+
+NATIVE_PROBLEM = '''
+"""Scale a vector by 2 into the output buffer passed beside it."""
+import torch
+
+def reference(x, out):
+    return x * 2
+
+def make_inputs(case, seed, device):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(case["n"], generator=gen).to(device)
+    return (x, torch.full((case["n"],), 7.0, device=device))
+
+def check(inputs, output):
+    x, _ = inputs
+    return (True, "") if torch.equal(output, x * 2) else (False, "not exactly twice x")
+
+cases = [{"n": 5}, {"n": 300}]
+bench_cases = []
+tolerance = {"atol": 1e-6, "rtol": 1e-6}
+output_buffers = [1]
+version_files = ["helpers.py"]
+
+def cost(case):
+    return {"flops": case["n"], "bytes": 8 * case["n"]}
+'''
+
+TWICE_KERNEL = """
+import triton
+import triton.language as tl
+from helpers import BLOCK
+
+
+@triton.jit
+def twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, {value}, mask=mask)
+
+
+def custom_kernel(x, out):
+    twice[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), BLOCK=BLOCK)
+"""
+NATIVE_VERSIONS = {
+    "v001.py": '"""Twice x, written into the buffer; returns None."""'
+    + TWICE_KERNEL.format(value="tl.load(x_ptr + offs, mask=mask) * 2"),
+    # within the tolerance, but not exactly twice x: the problem's check fails it beside the tolerance
+    "v002.py": '"""Twice x plus a hair."""' + TWICE_KERNEL.format(value="tl.load(x_ptr + offs, mask=mask) * 2 + 1e-9"),
+}
+
+
+def imported(into: Path, name: str) -> Path:
+    return import_problem(GPUMODE / name, into)
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], Path]:
+    """Every version here through one judge: the imported solutions, the native problem's, a broken problem's."""
+    ws = tmp_path_factory.mktemp("gpumode") / "ws"
+    vadd, hist = imported(ws, "vectoradd_py"), imported(ws, "histogram_py")
+    native = ws / "twice"
+    native.mkdir()
+    (native / "problem.py").write_text(NATIVE_PROBLEM)
+    (native / "helpers.py").write_text("BLOCK = 128\n")
+    for name, text in NATIVE_VERSIONS.items():
+        (native / name).write_text(text)
+    broken = imported(ws / "broken", "vectoradd_py")
+    reference = broken / "reference.py"
+    reference.write_text(
+        reference.read_text().replace(
+            '    gen = torch.Generator(device="cuda")', '    raise ValueError("no inputs today")'
+        )
+    )
+    paths = [vadd / "v001.py", vadd / "v002.py", vadd / "v003.py", hist / "v001.py", hist / "v002.py"]
+    paths += [native / "v001.py", native / "v002.py", broken / "v001.py"]
+    results = judge_many(paths, timeout=20, rungs=["load", "correctness"], seeds=1)
+    return {str(p.relative_to(ws)): results[str(p)] for p in paths}, ws
+
+
+def test_import_maps_the_format_onto_a_native_problem(judged: tuple[dict[str, dict], Path]) -> None:
+    _, ws = judged
+    problem = load_problem(ws / "vectoradd_py")
+    assert problem.cases == [{"size": 1}, {"size": 1000}, {"size": 4097}]  # task.yml's seeds are the judge's now
+    assert problem.bench_cases == [{"size": 65536}]
+    assert problem.output_buffers == ((0, 2),)  # c: ref_kernel writes into it and returns it
+    assert problem.version_files == ("task.py", "utils.py")
+    assert problem.check is not None and not problem.has_tolerance
+    (data,) = problem.make_inputs({"size": 10}, 5, torch.device("cpu"))  # generate_input asks for "cuda"
+    assert isinstance(data, tuple) and [t.device.type for t in data] == ["cpu"] * 3
+    (again,) = problem.make_inputs({"size": 10}, 5, torch.device("cpu"))
+    (other,) = problem.make_inputs({"size": 10}, 6, torch.device("cpu"))
+    assert torch.equal(data[0], again[0]) and not torch.equal(data[0], other[0])  # our seed is the one used
+    hist = load_problem(ws / "histogram_py")
+    (inputs,) = hist.make_inputs({"size": 50, "contention": 0}, 1, torch.device("cpu"))
+    assert set(inputs) == {"values", "bins"} and hist.output_buffers == ()
+    readme = (ws / "vectoradd_py" / "README.md").read_text()
+    assert "| v002.py | solutions/wrong/last_block_missed.py | a wrong solution |" in readme
+    assert (ws / "vectoradd_py" / "v001.py").read_text().startswith('"""GPU MODE solutions/correct/triton_add.py')
+
+
+def test_correct_solutions_pass_and_wrong_ones_fail_with_the_check_message(
+    judged: tuple[dict[str, dict], Path],
+) -> None:
+    results, _ = judged
+    for name in ("vectoradd_py/v001.py", "histogram_py/v001.py"):
+        assert results[name]["status"] == "pass", [(r["name"], r["err"]) for r in results[name]["rungs"]]
+    missed = rung(results["vectoradd_py/v002.py"], "correctness")
+    assert missed["ok"] is False
+    assert (
+        "case size=4097" in missed["err"]
+        and "the problem's check: output does not match the reference" in missed["err"]
+    )
+    hist = rung(results["histogram_py/v002.py"], "correctness")
+    assert hist["ok"] is False and "the problem's check: bin counts differ in" in hist["err"]
+    assert hist["metrics"]["max_abs"] > 0  # our figures, beside the check's verdict
+    # c may be written; a is an input like any other
+    into_a = rung(results["vectoradd_py/v003.py"], "correctness")
+    assert into_a["ok"] is False and "modified its input 0[0] in place" in into_a["err"]
+
+
+def test_native_check_beside_the_tolerance_and_outputs_left_in_buffers(judged: tuple[dict[str, dict], Path]) -> None:
+    results, _ = judged
+    good = results["twice/v001.py"]
+    assert good["status"] == "pass", [(r["name"], r["err"]) for r in good["rungs"]]
+    assert rung(good, "correctness")["metrics"]["max_abs"] == 0.0
+    hair = rung(results["twice/v002.py"], "correctness")
+    assert hair["ok"] is False and hair["err"].endswith("the problem's check: not exactly twice x")
+
+
+def test_a_problem_whose_inputs_fail_is_the_problems_error(judged: tuple[dict[str, dict], Path]) -> None:
+    results, _ = judged
+    error = results["broken/vectoradd_py/v001.py"]["error"]
+    assert (
+        "vectoradd_py/problem.py" in error
+        and "reference.py:15: generate_input raised ValueError: no inputs today" in error
+    )
+
+
+def test_import_refuses_what_is_not_a_gpumode_problem(tmp_path: Path) -> None:
+    source = tmp_path / "src" / "vectoradd_py"
+    shutil.copytree(GPUMODE / "vectoradd_py", source)
+    shutil.copy(GPUMODE / "utils.py", source.parent / "utils.py")
+    (source / "task.yml").unlink()
+    done = kerneltui("import", "gpumode", str(source), "--into", str(tmp_path / "ws"))
+    assert done.returncode == 2 and "no task.yml" in done.stderr, done.stderr
+    shutil.copy(GPUMODE / "vectoradd_py" / "task.yml", source / "task.yml")
+    reference = source / "reference.py"
+    reference.write_text(reference.read_text().replace("    c.copy_(a + b)", '    raise KeyError("c")'))
+    with pytest.raises(WorkspaceError, match="the first test's inputs and reference failed here: 'c'"):
+        import_problem(source, tmp_path / "ws")
+    reference.write_text(reference.read_text().replace("check_implementation = ", "check = "))
+    with pytest.raises(WorkspaceError, match="defines no check_implementation"):
+        import_problem(source, tmp_path / "ws2")
+
+
+def test_export_writes_a_submission(judged: tuple[dict[str, dict], Path], tmp_path: Path) -> None:
+    _, ws = judged
+    done = kerneltui("export", "vectoradd_py", "--format", "gpumode", "--version", "v001", "--workspace", str(ws))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (ws / "vectoradd_py" / "v001.py").read_text()  # it takes data already
+    native = tmp_path / "ws" / "twice"
+    native.mkdir(parents=True)
+    (native / "problem.py").write_text(NATIVE_PROBLEM)
+    (native / "helpers.py").write_text("BLOCK = 128\n")
+    (native / "v001.py").write_text('"""Twice x into out."""\n\ndef custom_kernel(x, out):\n    out.copy_(x * 2)\n')
+    (native / "v002.py").write_text('"""Twice, returned."""\n\ndef custom_kernel(x, out):\n    return x + x\n')
+    workspace = Workspace(tmp_path / "ws")
+    with pytest.raises(WorkspaceError, match="nothing judged or approved yet"):
+        chosen_version(workspace, "twice", None)
+    assert chosen_version(workspace, "twice", "1") == native / "v001.py"
+    approved = kerneltui("approve", str(native / "v002.py"), "--force", "--reason", "checked by hand")
+    assert approved.returncode == 0, approved.stderr
+    best = chosen_version(workspace, "twice", None)
+    assert best == native / "v002.py"
+    namespace: dict = {}
+    exec(compile(export_version(native, best), "submission.py", "exec"), namespace)
+    x = torch.arange(4.0)
+    assert torch.equal(namespace["custom_kernel"]((x, torch.empty(4))), x * 2)  # data: the inputs, as one tuple
+
+
+def test_check_answers() -> None:
+    for passed in (None, "", True, (True, ""), (True, "fine")):
+        assert check_answer(passed, "p") is None
+    assert check_answer("off by one", "p") == "off by one"
+    assert check_answer((False, "off by one"), "p") == "off by one"
+    assert check_answer(False, "p") == "the problem's check failed"
+    with pytest.raises(ProblemError, match=r"check in problem\.py returned a int"):
+        check_answer(3, "p")
+
+
+def test_output_buffers_may_change_and_nothing_else() -> None:
+    data = {"x": torch.zeros(3), "out": torch.zeros(3)}
+    written = {"x": torch.zeros(3), "out": torch.ones(3)}
+    assert mutated_inputs([data], [written], skip=((0, "out"),)) is None
+    assert "modified its input 0['out']" in str(mutated_inputs([data], [written]))
+    resized = {"x": torch.zeros(3), "out": torch.ones(4)}
+    assert "an output buffer" in str(mutated_inputs([data], [resized], skip=((0, "out"),)))
+    both = {"x": torch.ones(3), "out": torch.ones(3)}
+    assert "modified its input 0['x']" in str(mutated_inputs([data], [both], skip=((0, "out"),)))
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("output_buffers = 1", "output_buffers in problem.py must be a list"),
+        ("output_buffers = [('a',)]", "output_buffers in problem.py must be a list"),
+        ("version_files = ['nothere.py']", "version_files in problem.py names 'nothere.py'"),
+        ("version_files = ['../problem.py']", "version_files in problem.py names '../problem.py'"),
+        ("def check(output):\n    return None", "check must take (inputs, output)"),
+        ("del tolerance", "missing tolerance"),
+    ],
+)
+def test_bad_declarations_are_problem_errors(tmp_path: Path, line: str, words: str) -> None:
+    folder = tmp_path / "twice"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("BLOCK = 128\n")
+    text = NATIVE_PROBLEM + "\n" + textwrap.dedent(line) + "\n"
+    if line == "del tolerance":
+        text = text.replace("\ndef check(inputs, output):", "\ndef _unused(inputs, output):")
+    (folder / "problem.py").write_text(text)
+    with pytest.raises(ProblemError, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        load_problem(folder)
