@@ -132,17 +132,26 @@ class Source:
             raise KernelBenchError(f"{self.path.name}: Model is not a torch.nn.Module")
         return model
 
+    def build_on_meta(self, init_inputs: list[Any]) -> torch.nn.Module:
+        """Model with shape-only weights, or on the CPU where its __init__ needs values (`.item()`)."""
+        try:
+            with torch.device("meta"):
+                return self.build(init_inputs)
+        except KernelBenchError:
+            return self.build(init_inputs).to("meta")
+
     def make_inputs(self, case: dict[str, Any], seed: int, device: Any) -> tuple[Any, ...]:
         """get_inputs() under `seed`; the weights of a Model built under a seed of their own, made here once."""
         self.apply(case)
         # shape-only (meta) inputs are made on the meta device: no data, whatever the sizes
         on_meta = torch.device("meta") if torch.device(device).type == "meta" else contextlib.nullcontext()
-        with torch.random.fork_rng(devices=[]), on_meta:
-            torch.manual_seed(seed)
-            inputs = self._call("get_inputs")
-            torch.manual_seed(seed + WEIGHT_SEED_OFFSET)
-            init_inputs = self._call("get_init_inputs")
-            model = self.build(init_inputs)
+        with torch.random.fork_rng(devices=[]):
+            with on_meta:
+                torch.manual_seed(seed)
+                inputs = self._call("get_inputs")
+                torch.manual_seed(seed + WEIGHT_SEED_OFFSET)
+                init_inputs = self._call("get_init_inputs")
+            model = self.build_on_meta(init_inputs) if torch.device(device).type == "meta" else self.build(init_inputs)
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model_input = {"init_inputs": _to(init_inputs, device), "state_dict": _to(state, device)}
         return (*_to(inputs, device), model_input)
@@ -171,14 +180,16 @@ class Source:
         from torch.utils.flop_counter import FlopCounterMode
 
         self.apply(case)
-        with torch.random.fork_rng(devices=[]), torch.device("meta"):
-            inputs = self._call("get_inputs")
-            model = self.build(self._call("get_init_inputs"))
+        with torch.random.fork_rng(devices=[]):
+            with torch.device("meta"):
+                inputs = self._call("get_inputs")
+                init_inputs = self._call("get_init_inputs")
+            model = self.build_on_meta(init_inputs)
             counted = sum(_nbytes(t) for t in _tensors([inputs, model.state_dict()]))
             try:
-                with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                with torch.no_grad(), FlopCounterMode(display=False) as counter, torch.device("meta"):
                     out = model(*inputs)
-            except Exception:  # an op with no meta kernel: inputs and weights only
+            except Exception:  # an op with no meta kernel, weights that are not on meta: inputs and weights only
                 return {"flops": 0, "bytes": counted}
         return {"flops": int(counter.get_total_flops()), "bytes": counted + sum(_nbytes(t) for t in _tensors(out))}
 
