@@ -243,3 +243,27 @@ def test_bad_declarations_are_problem_errors(tmp_path: Path, line: str, words: s
     (folder / "problem.py").write_text(text)
     with pytest.raises(ProblemError, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         load_problem(folder)
+
+
+def test_the_dashboard_takes_a_check_for_the_tolerance(tmp_path: Path) -> None:
+    """The watcher's quick look at problem.py: a check and no tolerance is a whole problem, neither is not."""
+    from kerneltui.core.intake import Intake
+    from kerneltui.history.store import Store
+
+    folder = tmp_path / "twice"
+    folder.mkdir()
+    intake = Intake()
+    intake.store = Store.open(tmp_path / "history.db").store
+    try:
+        for text, error in (
+            (NATIVE_PROBLEM.replace('tolerance = {"atol": 1e-6, "rtol": 1e-6}', ""), None),
+            (
+                NATIVE_PROBLEM.replace('tolerance = {"atol": 1e-6, "rtol": 1e-6}', "").replace("def check(", "def _c("),
+                "problem.py is missing tolerance",
+            ),
+        ):
+            (folder / "problem.py").write_text(text)
+            intake._problem(folder, announce=False)
+            assert [row["error"] for row in intake.store.problem_rows() if row["name"] == "twice"] == [error]
+    finally:
+        intake.store.close()
