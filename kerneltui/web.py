@@ -81,9 +81,9 @@ def token_middleware(token: str, cookie: str) -> Middleware:
 
 
 async def end_app(app_service: AppService) -> None:
-    """Asks a browser's dashboard to quit, and kills it if it has not ended within QUIT_WAIT_S: one told to quit
-    before its first screen is drawn does not end (Textual lays its screen out again and again, drawing nothing,
-    and SIGTERM only asks it to quit again), and textual-serve would wait on it for ever."""
+    """Asks a browser's dashboard to quit, and kills it if it has not ended within QUIT_WAIT_S: textual-serve
+    would wait for ever on a dashboard that does not end (one told to quit before its first screen once did, and
+    SIGTERM only asks it to quit again)."""
     process: Process | None = getattr(app_service, "_process", None)
     if process is None or process.returncode is not None:
         return

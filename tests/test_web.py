@@ -309,3 +309,30 @@ async def test_a_browser_that_leaves_at_once_leaves_no_dashboard_running(served:
 def test_only_loopback_addresses_count_as_local() -> None:
     assert all(map(is_local, ("127.0.0.1", "localhost", "::1", "127.0.0.2")))
     assert not any(map(is_local, ("0.0.0.0", "::", "", "192.168.1.4", "example.com")))
+
+
+def test_a_dashboard_told_to_quit_before_its_first_screen_ends_by_itself(tmp_path: Path) -> None:
+    """What a browser that leaves at once does to its dashboard: a resize, then quit, before the first screen.
+    Textual 8.2 quitting while the TabbedContent is still being laid out never ended (its screen laid out again
+    and again at full CPU) until serve-web killed it; the dashboard now waits for its first screen to quit."""
+    workspace = tmp_path / "ws"
+    shutil.copytree(REPO / "tests" / "fixtures" / "vadd", workspace / "vadd")
+    env = {**os.environ, "TEXTUAL_DRIVER": "textual.drivers.web_driver:WebDriver", "COLUMNS": "80", "ROWS": "24"}
+
+    def packet(meta: dict[str, Any]) -> bytes:
+        payload = json.dumps(meta).encode()
+        return b"M" + len(payload).to_bytes(4, "big") + payload
+
+    command = [sys.executable, "-m", "kerneltui", "dashboard", str(workspace), "--no-judge"]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO
+    ) as dashboard:
+        assert dashboard.stdin is not None
+        dashboard.stdin.write(packet({"type": "resize", "width": 133, "height": 44}) + packet({"type": "quit"}))
+        dashboard.stdin.flush()
+        try:
+            code = dashboard.wait(timeout=START_S)
+        except subprocess.TimeoutExpired:
+            dashboard.kill()
+            raise AssertionError("the dashboard told to quit still runs") from None
+    assert code == 0

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from textual import messages
 from textual.app import App
 
 from kerneltui.core.agent_host import AgentRun
@@ -15,6 +16,8 @@ from kerneltui.core.session import Detail, Session
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.messages import Snapshot
 from kerneltui.ui.widgets.status import StatusBar, status_text
+
+EXIT_WAIT_S = 10.0  # an exit asked for before the first screen waits at most this long for it
 
 
 def while_running(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
@@ -46,8 +49,29 @@ class DashboardBase(App[None]):
     rungs_width: int
     rungs_expanded: bool
 
+    drawn = False  # the first screen is up (Textual's Ready)
+    exit_waiting = False  # an exit asked for before it, to carry out once it is
+
     def start_scheduler(self) -> None:
         """Starts judging once the first screen is up (KernelTUI)."""
+
+    def on_exit_app(self, message: messages.ExitApp) -> None:
+        """An exit asked for before the first screen is drawn (a browser closed at once, serve-web's quit) waits
+        for it: Textual 8.2 quitting while the TabbedContent is still being laid out never ends, its screen laid
+        out again and again at full CPU."""
+        if not self.drawn:
+            message.prevent_default()
+            self.exit_waiting = True
+            self.set_timer(EXIT_WAIT_S, self._exit_now)
+
+    def on_ready(self) -> None:
+        self.drawn = True
+        if self.exit_waiting:
+            self.exit()
+
+    def _exit_now(self) -> None:
+        self.drawn = True  # or never: the exit goes ahead either way
+        self.exit()
 
     @property
     def agents(self) -> dict[str, AgentRun]:
