@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from harness.problem import ProblemError, check_answer, load_problem
-from harness.rungs.correctness import mutated_inputs
+from harness.rungs.correctness import buffers_of, mutated_inputs
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.export_cli import chosen_version
 from kerneltui.formats.gpumode import export_version, import_problem
@@ -267,3 +267,19 @@ def test_the_dashboard_takes_a_check_for_the_tolerance(tmp_path: Path) -> None:
             assert [row["error"] for row in intake.store.problem_rows() if row["name"] == "twice"] == [error]
     finally:
         intake.store.close()
+
+
+def test_output_buffers_must_name_tensors_of_the_inputs(tmp_path: Path) -> None:
+    folder = tmp_path / "twice"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("BLOCK = 128\n")
+    (folder / "problem.py").write_text(
+        NATIVE_PROBLEM.replace("output_buffers = [1]", "output_buffers = [1, 2, (0, 0)]")
+    )
+    problem = load_problem(folder)
+    inputs = problem.make_inputs({"n": 3}, 1, torch.device("cpu"))
+    with pytest.raises(ProblemError, match=r"output_buffers in problem\.py names \[2\], which make_inputs"):
+        buffers_of(problem, inputs)
+    problem.output_buffers = ((1,), (0, 0))  # an element of x: a float, not a tensor
+    with pytest.raises(ProblemError, match=r"names \[0, 0\], a float, not a tensor"):
+        buffers_of(problem, ((1.5,), torch.zeros(1)))

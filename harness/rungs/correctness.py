@@ -70,6 +70,7 @@ def check_case(
     outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
     inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
     pristine = tuple(clone_inputs(t) for t in inputs)
+    buffers_of(run.problem, pristine)  # output_buffers must name tensors of these inputs
     tensors: list[torch.Tensor] = []
     tree = wire.encode_tree(list(inputs), tensors)
     budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
@@ -110,7 +111,14 @@ def check_case(
 
 def buffers_of(problem: Problem, inputs_after: Any) -> tuple[Any, ...]:
     """The output buffers as the version left them: its outputs when it returned None."""
-    return tuple(leaf_at(inputs_after, where, problem.name) for where in problem.output_buffers)
+    found = tuple(leaf_at(inputs_after, where, problem.name) for where in problem.output_buffers)
+    for where, leaf in zip(problem.output_buffers, found, strict=True):
+        if not isinstance(leaf, torch.Tensor):
+            raise ProblemError(
+                f"{problem.name}: output_buffers in problem.py names {list(where)}, a {type(leaf).__name__}, "
+                "not a tensor"
+            )
+    return found
 
 
 def judge_outputs(
