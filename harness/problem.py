@@ -214,9 +214,9 @@ def check_answer(answer: Any, problem: str) -> str | None:
         return "the problem's check failed"
     if isinstance(answer, str):
         return answer or None
-    if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], bool):
-        ok, message = answer
-        return None if ok else (str(message) or "the problem's check failed")
+    if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], str):
+        ok, message = answer  # ok: a bool, or what stands for one (numpy's, a one-element tensor)
+        return None if bool(ok) else (message or "the problem's check failed")
     raise ProblemError(
         f"{problem}: check in problem.py returned a {type(answer).__name__}; it must return None or '' "
         "(passed), a string (why the output fails) or a pair (ok, message)"

@@ -42,7 +42,7 @@ cases = [{"n": 5}, {"n": 300}]
 bench_cases = []
 tolerance = {"atol": 1e-6, "rtol": 1e-6}
 output_buffers = [1]
-version_files = ["helpers.py"]
+version_files = ["sizes.py"]
 
 def cost(case):
     return {"flops": case["n"], "bytes": 8 * case["n"]}
@@ -51,7 +51,7 @@ def cost(case):
 TWICE_KERNEL = """
 import triton
 import triton.language as tl
-from helpers import BLOCK
+from sizes import BLOCK
 
 
 @triton.jit
@@ -84,7 +84,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], P
     native = ws / "twice"
     native.mkdir()
     (native / "problem.py").write_text(NATIVE_PROBLEM)
-    (native / "helpers.py").write_text("BLOCK = 128\n")
+    (native / "sizes.py").write_text("BLOCK = 128\n")
     for name, text in NATIVE_VERSIONS.items():
         (native / name).write_text(text)
     broken = imported(ws / "broken", "vectoradd_py")
@@ -176,6 +176,25 @@ def test_import_refuses_what_is_not_a_gpumode_problem(tmp_path: Path) -> None:
         import_problem(source, tmp_path / "ws2")
 
 
+def test_inputs_that_need_a_gpu_are_said_to(tmp_path: Path) -> None:
+    source = tmp_path / "src" / "vectoradd_py"
+    shutil.copytree(GPUMODE / "vectoradd_py", source)
+    shutil.copy(GPUMODE / "utils.py", source.parent / "utils.py")
+    reference = source / "reference.py"
+    text = reference.read_text().replace("    return a, b, c", "    torch.cuda.synchronize()\n    return a, b, c")
+    reference.write_text(text)
+    folder = import_problem(source, tmp_path / "ws")
+    readme = (folder / "README.md").read_text()
+    assert "its inputs need a GPU" in readme and "output_buffers in problem.py was not probed" in readme
+    problem = load_problem(folder)
+    assert problem.output_buffers == ()
+    if not torch.cuda.is_available():
+        with pytest.raises(
+            RuntimeError, match=r"reference\.py:\d+: generate_input raised .*needs a GPU to make its inputs"
+        ):
+            problem.make_inputs({"size": 4}, 1, torch.device("cpu"))
+
+
 def test_export_writes_a_submission(judged: tuple[dict[str, dict], Path], tmp_path: Path) -> None:
     _, ws = judged
     done = kerneltui("export", "vectoradd_py", "--format", "gpumode", "--version", "v001", "--workspace", str(ws))
@@ -184,7 +203,7 @@ def test_export_writes_a_submission(judged: tuple[dict[str, dict], Path], tmp_pa
     native = tmp_path / "ws" / "twice"
     native.mkdir(parents=True)
     (native / "problem.py").write_text(NATIVE_PROBLEM)
-    (native / "helpers.py").write_text("BLOCK = 128\n")
+    (native / "sizes.py").write_text("BLOCK = 128\n")
     (native / "v001.py").write_text('"""Twice x into out."""\n\ndef custom_kernel(x, out):\n    out.copy_(x * 2)\n')
     (native / "v002.py").write_text('"""Twice, returned."""\n\ndef custom_kernel(x, out):\n    return x + x\n')
     workspace = Workspace(tmp_path / "ws")
@@ -206,6 +225,8 @@ def test_check_answers() -> None:
         assert check_answer(passed, "p") is None
     assert check_answer("off by one", "p") == "off by one"
     assert check_answer((False, "off by one"), "p") == "off by one"
+    assert check_answer((torch.tensor(False), "off by one"), "p") == "off by one"
+    assert check_answer((torch.tensor(True), ""), "p") is None
     assert check_answer(False, "p") == "the problem's check failed"
     with pytest.raises(ProblemError, match=r"check in problem\.py returned a int"):
         check_answer(3, "p")
@@ -236,7 +257,7 @@ def test_output_buffers_may_change_and_nothing_else() -> None:
 def test_bad_declarations_are_problem_errors(tmp_path: Path, line: str, words: str) -> None:
     folder = tmp_path / "twice"
     folder.mkdir()
-    (folder / "helpers.py").write_text("BLOCK = 128\n")
+    (folder / "sizes.py").write_text("BLOCK = 128\n")
     text = NATIVE_PROBLEM + "\n" + textwrap.dedent(line) + "\n"
     if line == "del tolerance":
         text = text.replace("\ndef check(inputs, output):", "\ndef _unused(inputs, output):")
@@ -272,7 +293,7 @@ def test_the_dashboard_takes_a_check_for_the_tolerance(tmp_path: Path) -> None:
 def test_output_buffers_must_name_tensors_of_the_inputs(tmp_path: Path) -> None:
     folder = tmp_path / "twice"
     folder.mkdir()
-    (folder / "helpers.py").write_text("BLOCK = 128\n")
+    (folder / "sizes.py").write_text("BLOCK = 128\n")
     (folder / "problem.py").write_text(
         NATIVE_PROBLEM.replace("output_buffers = [1]", "output_buffers = [1, 2, (0, 0)]")
     )
