@@ -165,10 +165,12 @@ def _write_problem(
     benchmarks: list[dict[str, Any]],
     buffers: list[tuple[int | str, ...]],
 ) -> None:
-    title = (description.splitlines() or [f"{target.name}, a GPU MODE problem"])[0].strip().rstrip(".") + "."
+    lines = description.splitlines() or [f"{target.name}, a GPU MODE problem"]
+    title = lines[0].strip().rstrip(".") + "."
+    rest = "\n".join(lines[1:]).strip()
     text = TEMPLATE.read_text().format(
-        title=title.replace("'''", '"""'),
-        description=description.replace("'''", '"""').replace("\\", "\\\\"),
+        title=_docstring_safe(title),
+        description=f"\n{_docstring_safe(rest)}\n" if rest else "",
         source=str(source),
         cases=_listing(tests),
         bench_cases=_listing(benchmarks),
@@ -176,6 +178,10 @@ def _write_problem(
         output_buffers=repr(buffers) + ("  # (0, ...): inside data, custom_kernel's one argument" if buffers else ""),
     )
     (target / "problem.py").write_text(text)
+
+
+def _docstring_safe(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'''", '"""')
 
 
 def _listing(cases: list[dict[str, Any]]) -> str:
