@@ -99,6 +99,7 @@ class Source:
             )
         self.constants = {n: getattr(self.module, n) for n in names if is_constant(getattr(self.module, n, None))}
         self._model: tuple[dict[str, Any], torch.nn.Module] | None = None  # the last model input's Model
+        self._costs: dict[str, dict[str, int]] = {}
 
     def apply(self, case: dict[str, Any]) -> None:
         """The file's constants as written, then the case's."""
@@ -177,6 +178,12 @@ class Source:
     def cost(self, case: dict[str, Any]) -> dict[str, int]:
         """Bytes of the inputs, weights and outputs; FLOPs as torch's flop counter sees them (matmuls,
         convolutions, attention; elementwise work counts none). Worked out on the meta device: no data."""
+        key = repr(sorted(case.items()))
+        if key not in self._costs:  # kept: counting an RNN's steps on the meta device takes seconds
+            self._costs[key] = self._count(case)
+        return dict(self._costs[key])
+
+    def _count(self, case: dict[str, Any]) -> dict[str, int]:
         from torch.utils.flop_counter import FlopCounterMode
 
         self.apply(case)

@@ -95,6 +95,11 @@ def test_cost_counts_bytes_and_matmul_flops(imported: Path) -> None:
     cost = problem.cost_of(problem.bench_cases[0])
     assert cost["flops"] == 2 * 16 * 64 * 32
     assert cost["bytes"] == 4 * (16 * 64 + 32 * 64 + 32 + 16 * 32)  # x, weight, bias, output
+    source, built = problem.module.source, []
+    build = source.build_on_meta
+    source.build_on_meta = lambda init: built.append(init) or build(init)
+    assert problem.cost_of(problem.bench_cases[0]) == cost
+    assert built == []  # counted once per case: an RNN's steps take seconds to count
     assert problem.make_inputs(dict(problem.bench_cases[0]), 1, torch.device("meta"))[0].device.type == "meta"
 
 
