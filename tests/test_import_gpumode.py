@@ -17,7 +17,7 @@ from harness.problem import ProblemError, check_answer, load_problem
 from harness.rungs.correctness import buffers_of, mutated_inputs
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.export_cli import chosen_version
-from kerneltui.formats.gpumode import export_version, import_problem
+from kerneltui.formats.gpumode import _cases, export_version, import_problem
 from tests.conftest import judge_many, kerneltui, rung
 
 GPUMODE = Path(__file__).parent / "fixtures" / "gpumode"
@@ -185,7 +185,7 @@ def test_inputs_that_need_a_gpu_are_said_to(tmp_path: Path) -> None:
     reference.write_text(text)
     folder = import_problem(source, tmp_path / "ws")
     readme = (folder / "README.md").read_text()
-    assert "its inputs need a GPU" in readme and "output_buffers in problem.py was not probed" in readme
+    assert "it needs a GPU" in readme and "output_buffers in problem.py was not probed" in readme
     problem = load_problem(folder)
     assert problem.output_buffers == ()
     if not torch.cuda.is_available():
@@ -304,3 +304,12 @@ def test_output_buffers_must_name_tensors_of_the_inputs(tmp_path: Path) -> None:
     problem.output_buffers = ((1,), (0, 0))  # an element of x: a float, not a tensor
     with pytest.raises(ProblemError, match=r"names \[0, 0\], a float, not a tensor"):
         buffers_of(problem, ((1.5,), torch.zeros(1)))
+
+
+def test_case_values_are_task_yml_values_without_the_seed() -> None:
+    task = {"tests": [{"m": [96, 128], "g": 2, "seed": 1}, {"m": [96, 128], "g": 2, "seed": 2}, {"g": 3, "seed": 3}]}
+    assert _cases(task, "tests", Path("p")) == [{"m": [96, 128], "g": 2}, {"g": 3}]  # a seed apart: once
+    with pytest.raises(WorkspaceError, match="not a number, a string, a bool or a list"):
+        _cases({"tests": [{"shape": {"m": 1}}]}, "tests", Path("p"))
+    with pytest.raises(WorkspaceError, match="tests is empty"):
+        _cases({"tests": []}, "tests", Path("p"))

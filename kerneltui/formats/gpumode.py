@@ -150,11 +150,18 @@ def _cases(task: dict[str, Any], key: str, source: Path, allow_empty: bool = Fal
     cases: list[dict[str, Any]] = []
     for case in value:
         kept = {str(k): v for k, v in case.items() if k != "seed"}
-        if not all(isinstance(v, (int, float, str, bool)) for v in kept.values()):
-            raise WorkspaceError(f"{where}: {case} holds a value that is not a number, a string or a bool")
+        if not all(_plain(v) for v in kept.values()):
+            raise WorkspaceError(f"{where}: {case} holds a value that is not a number, a string, a bool or a list")
         if kept not in cases:
             cases.append(kept)
     return cases
+
+
+def _plain(value: Any) -> bool:
+    """What a case's value may be: what repr writes back as it was (a number, a string, a bool, lists of them)."""
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return isinstance(value, (int, float, str, bool))
 
 
 def _write_problem(
@@ -207,8 +214,8 @@ def probe_output_buffers(target: Path) -> tuple[list[tuple[int | str, ...]], str
         output = problem.reference(data)
     except Exception as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if "needs a GPU" in text and device.type != "cuda":
-            return [], f"its inputs need a GPU ({text}); output_buffers in problem.py was not probed"
+        if device.type != "cuda" and "cuda" in text.lower():  # made here with no GPU, or its reference needs one
+            return [], f"it needs a GPU ({text}); output_buffers in problem.py was not probed"
         raise WorkspaceError(f"{target.name}: the first test's inputs and reference failed here: {text}") from None
     outputs = output if isinstance(output, (tuple, list)) else (output,)
     pointers = {t.data_ptr() for t in outputs if isinstance(t, torch.Tensor) and t.numel()}
