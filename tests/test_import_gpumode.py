@@ -17,7 +17,7 @@ from harness.problem import ProblemError, check_answer, load_problem
 from harness.rungs.correctness import buffers_of, mutated_inputs
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.export_cli import chosen_version
-from kerneltui.formats.gpumode import _cases, export_version, import_problem
+from kerneltui.formats.gpumode import _cases, export_version, import_problem, parse_buffer
 from tests.conftest import judge_many, kerneltui, rung
 
 GPUMODE = Path(__file__).parent / "fixtures" / "gpumode"
@@ -185,7 +185,7 @@ def test_inputs_that_need_a_gpu_are_said_to(tmp_path: Path) -> None:
     reference.write_text(text)
     folder = import_problem(source, tmp_path / "ws")
     readme = (folder / "README.md").read_text()
-    assert "it needs a GPU" in readme and "output_buffers in problem.py was not probed" in readme
+    assert "it needs a GPU" in readme and "name them with --output-buffer" in readme
     problem = load_problem(folder)
     assert problem.output_buffers == ()
     if not torch.cuda.is_available():
@@ -313,3 +313,23 @@ def test_case_values_are_task_yml_values_without_the_seed() -> None:
         _cases({"tests": [{"shape": {"m": 1}}]}, "tests", Path("p"))
     with pytest.raises(WorkspaceError, match="tests is empty"):
         _cases({"tests": []}, "tests", Path("p"))
+
+
+def test_output_buffers_found_where_the_reference_writes_or_named_by_hand(tmp_path: Path) -> None:
+    source = tmp_path / "src" / "vectoradd_py"
+    shutil.copytree(GPUMODE / "vectoradd_py", source)
+    shutil.copy(GPUMODE / "utils.py", source.parent / "utils.py")
+    (source / "solutions").rename(tmp_path / "solutions")  # no versions: only problem.py is looked at here
+    reference = source / "reference.py"
+    text = reference.read_text()
+    reference.write_text(text.replace("    return c\n", "    return a + b\n", 1))  # written, not returned
+    assert load_problem(import_problem(source, tmp_path / "ws")).output_buffers == ((0, 2),)
+    reference.write_text(text.replace("    c.copy_(a + b)\n    return c\n", "    return a + b\n", 1))  # neither
+    neither = import_problem(source, tmp_path / "ws", name="v2")
+    assert load_problem(neither).output_buffers == ()
+    assert "data holds tensors of its shape (0 or 1 or 2)" in (neither / "README.md").read_text()
+    by_hand = import_problem(source, tmp_path / "ws", name="v3", buffers=[parse_buffer("2")])
+    assert load_problem(by_hand).output_buffers == ((0, 2),)
+    assert parse_buffer("1.out") == (0, 1, "out")
+    with pytest.raises(WorkspaceError, match="give an index or a key of data"):
+        parse_buffer("1..out")

@@ -32,10 +32,24 @@ SOLUTION_ORDER = ("correct", "wrong")
 VERSION_FILES = ("task.py", "utils.py")  # what a submission may import beside it
 
 
+def import_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output-buffer",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a tensor of data that submissions write their output into, where ref_kernel neither returns nor "
+        "writes it: its index in data's tuple (2) or its key in data's dict (out), dotted for nested ones "
+        "(1.out); repeat for several",
+    )
+
+
 def run_import(args: argparse.Namespace) -> int:
     into = Path(args.into) if args.into else _default_workspace()
-    folder = import_problem(Path(args.source), into, name=args.name, force=args.force)
+    buffers = [parse_buffer(text) for text in getattr(args, "output_buffer", [])]
+    folder = import_problem(Path(args.source), into, name=args.name, force=args.force, buffers=buffers)
     print(f"{folder.name}: imported into {folder} ({len(list(folder.glob('v*.py')))} version(s))")
+    sys.stdout.flush()
     for note in _notes(folder):
         print(f"note: {note}", file=sys.stderr)
     return 0
@@ -50,9 +64,24 @@ def _default_workspace() -> Path:
         return Path("kernels")
 
 
-def import_problem(source: Path, into: Path, name: str | None = None, force: bool = False) -> Path:
+def parse_buffer(text: str) -> tuple[int | str, ...]:
+    """'2' -> (0, 2): data[2]; 'out' -> (0, 'out'); '1.out' -> (0, 1, 'out') (paths into make_inputs' (data,))."""
+    steps = [int(step) if step.isdigit() else step for step in text.split(".")]
+    if not text or not all(steps):
+        raise WorkspaceError(f"--output-buffer {text!r}: give an index or a key of data, dotted for nested ones")
+    return (0, *steps)
+
+
+def import_problem(
+    source: Path,
+    into: Path,
+    name: str | None = None,
+    force: bool = False,
+    buffers: list[tuple[int | str, ...]] | None = None,
+) -> Path:
     """Writes `into`/<name>/ from the GPU MODE problem folder `source`; returns the new problem folder. A source
-    that is not one raises WorkspaceError saying what is missing."""
+    that is not one raises WorkspaceError saying what is missing. `buffers`: output buffers named by the person,
+    beside those found (what ref_kernel returns or writes into)."""
     source = source.expanduser().resolve()
     if not source.is_dir():
         raise WorkspaceError(f"{source}: no such folder (a GPU MODE problem folder holds reference.py and task.yml)")
@@ -73,9 +102,12 @@ def import_problem(source: Path, into: Path, name: str | None = None, force: boo
     benchmarks = _cases(task, "benchmarks", source, allow_empty=True)
     description = str(task.get("description") or "").strip()
     _write_problem(target, source, description, tests, benchmarks, [])
-    buffers, note = probe_output_buffers(target)
-    if buffers:
-        _write_problem(target, source, description, tests, benchmarks, buffers)
+    found, note = probe_output_buffers(target)
+    named = [b for b in buffers or [] if b not in found]
+    if found or named:
+        _write_problem(target, source, description, tests, benchmarks, found + named)
+        if named:
+            _check_loads(target)
     solutions = _solutions(source)
     _write_versions(target, source, solutions)
     _write_readme(target, source, solutions, note)
@@ -197,29 +229,54 @@ def _listing(cases: list[dict[str, Any]]) -> str:
     return "[\n" + "".join(f"    {case!r},\n" for case in cases) + "]"
 
 
-def probe_output_buffers(target: Path) -> tuple[list[tuple[int | str, ...]], str | None]:
-    """The tensors of `data` that ref_kernel returns (writes its output into), on the first test's inputs made
-    here; with a note where they could not be made (a problem whose inputs need a GPU)."""
-    import torch
-
+def _check_loads(target: Path) -> Any:
     from harness.problem import ProblemError, load_problem
 
     try:
         problem = load_problem(target)
     except ProblemError as exc:
         raise WorkspaceError(f"the imported problem does not load: {exc}") from None
+    return problem
+
+
+def probe_output_buffers(target: Path) -> tuple[list[tuple[int | str, ...]], str | None]:
+    """The tensors of `data` that ref_kernel returns or writes into (where it writes its output), on the first
+    test's inputs made here; with a note where they could not be made (a problem that needs a GPU)."""
+    import torch
+
+    problem = _check_loads(target)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         (data,) = problem.make_inputs(dict(problem.cases[0]), 1, device)
+        before = [(path, leaf.clone()) for path, leaf in _leaves(data, ())]
         output = problem.reference(data)
     except Exception as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if device.type != "cuda" and "cuda" in text.lower():  # made here with no GPU, or its reference needs one
-            return [], f"it needs a GPU ({text}); output_buffers in problem.py was not probed"
+            return [], f"it needs a GPU ({text}); its output buffers were not probed: name them with --output-buffer"
         raise WorkspaceError(f"{target.name}: the first test's inputs and reference failed here: {text}") from None
     outputs = output if isinstance(output, (tuple, list)) else (output,)
     pointers = {t.data_ptr() for t in outputs if isinstance(t, torch.Tensor) and t.numel()}
-    return [(0, *path) for path, leaf in _leaves(data, ()) if leaf.numel() and leaf.data_ptr() in pointers], None
+    found = []
+    for (path, leaf), (_, was) in zip(_leaves(data, ()), before, strict=True):
+        written = bool(leaf.numel()) and not torch.equal(_bytes(leaf), _bytes(was))
+        if written or (leaf.numel() and leaf.data_ptr() in pointers):
+            found.append((0, *path))
+    shapes = {tuple(t.shape) for t in outputs if isinstance(t, torch.Tensor)}
+    alike = [path for path, leaf in _leaves(data, ()) if tuple(leaf.shape) in shapes] if not found else []
+    if alike and len(list(_leaves(data, ()))) > 1:  # a buffer the reference leaves alone, perhaps: asked, not guessed
+        named = " or ".join(".".join(str(step) for step in path) for path in alike)
+        return found, (
+            f"ref_kernel returns a new tensor, and data holds tensors of its shape ({named}): if submissions write "
+            f"their output into one, import again with --output-buffer {named.split(' or ')[-1]} (or the one it is)"
+        )
+    return found, None
+
+
+def _bytes(tensor: Any) -> Any:
+    import torch
+
+    return tensor.detach().contiguous().view(-1).view(torch.uint8)
 
 
 def _leaves(value: Any, path: tuple[int | str, ...]) -> list[tuple[tuple[int | str, ...], Any]]:
