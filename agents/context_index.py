@@ -475,8 +475,9 @@ class ContextIndex:
 
     def search(self, query: str, limit: int = 10) -> list[Hit]:
         """Chunks holding every term first, then those holding fewer, by how many; among equals, a chunk that
-        defines a term's name (`def gemm` for T.gemm, `class TiledMma`) before one that only mentions it, then
-        by bm25. A definition counts as holding its term: T.gemm's definition never says T.gemm."""
+        defines a term's name (`def gemm` for T.gemm, `class TiledMma`) before one that only mentions it, the
+        context folder before installed packages, then by bm25. A definition counts as holding its term:
+        T.gemm's definition never says T.gemm."""
         terms = query_terms(query)
         if not terms:
             return []
@@ -484,6 +485,7 @@ class ContextIndex:
         with self.connect() as conn:
             rows = self.matches(conn, f"name : ({fts_query(names, 'OR')})", limit * 50) if names else []
             rows += self.matches(conn, fts_query(terms, "AND"), limit)
+            rows += self.matches(conn, fts_query(terms, "AND"), limit, context_only=True)  # not crowded out
             if len(rows) < limit and len(terms) > 1:
                 rows += self.matches(conn, fts_query(terms, "OR"), limit * 20)
         hits: dict[int, tuple[bool, Hit]] = {}
@@ -495,15 +497,22 @@ class ContextIndex:
             matched = sum(holds(t, lowered) or t in defined for t in terms)
             hit = Hit(path, int(start), int(stop), name, matched, score, matching_lines(body, int(start), terms))
             hits[rowid] = (bool(defined), hit)
-        ranked = sorted(hits.values(), key=lambda dh: (-dh[1].matched, not dh[0], dh[1].score))
+        # among equals the context folder (notes and checkouts chosen for agents) before installed packages
+        ranked = sorted(
+            hits.values(), key=lambda dh: (-dh[1].matched, not dh[0], dh[1].path.startswith(f"{SITE}/"), dh[1].score)
+        )
         return [hit for _, hit in ranked[:limit]]
 
-    def matches(self, conn: sqlite3.Connection, match: str, limit: int) -> list[tuple[Any, ...]]:
+    def matches(
+        self, conn: sqlite3.Connection, match: str, limit: int, context_only: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """The best `limit` chunks by bm25 (`context_only`: outside the installed packages' site/)."""
         weights = ", ".join(map(str, WEIGHTS))
+        where = f"chunks MATCH ? AND path NOT LIKE '{SITE}/%'" if context_only else "chunks MATCH ?"
         try:
             return conn.execute(
                 f"SELECT rowid, path, name, body, parts, start, stop, bm25(chunks, {weights}) AS score FROM chunks "
-                "WHERE chunks MATCH ? ORDER BY score LIMIT ?",
+                f"WHERE {where} ORDER BY score LIMIT ?",
                 (match, limit),
             ).fetchall()
         except sqlite3.OperationalError:  # quoting makes this unreachable; a query is never worth a crash

@@ -224,6 +224,13 @@ def test_a_definition_in_the_aliased_package_outranks_mentions(tmp_path: Path, m
         "site/tilelang/rocm/gemm_op.py:1-2",  # only the name: last
     ]
     assert index.search("gemm")[0].path.endswith("gemm_op.py")
+    (package / "language" / "copy_op.py").write_text("# T.copy moves a tile: global to shared\n")
+    (notes / "copies.md").write_text("# Copies\n\nT.copy moves a tile from global to shared memory.\n")
+    index.refresh()
+    assert [h.path for h in index.search("tile global shared")][:2] == [
+        "copies.md",
+        "site/tilelang/language/copy_op.py",
+    ]
 
 
 def test_installed_packages_are_indexed_under_site(tmp_path: Path, context: Path, installed: Path) -> None:
