@@ -288,6 +288,30 @@ def kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def end_all(pids: list[int], wait_s: float = 2.0) -> None:
+    """Kills these processes and waits (at most wait_s) until each is gone, reaping those that became ours."""
+    kill_all(pids)
+    left, deadline = set(pids), time.monotonic() + wait_s
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            if not _alive(pid):
+                left.discard(pid)
+        if left:
+            time.sleep(0.005)
+
+
+def _alive(pid: int) -> bool:
+    """Running or waiting to run: neither gone nor a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return False
+    return text[text.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
 def become_subreaper() -> None:
     """Orphans of this process's descendants (a version's daemon) are reparented here, not to init,
     so they stay findable and killable."""

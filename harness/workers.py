@@ -413,8 +413,14 @@ class WorkerPool:
         return worker
 
     def release(self, worker: WorkerProcess) -> None:
-        """Closes a worker that served its version, with everything it started, and removes its folder."""
-        worker.close()
+        """Closes a worker that served its version, with everything it started, and removes its folder. Its tree
+        is taken first and ended with it while the watcher waits: a child still running as the worker exits (a
+        compiler it called, a fork loop being killed) is the worker's, not a process that escaped it; seen
+        orphaned for a moment it was counted as an escape, and as the next version's once the sweep had run."""
+        with self.watcher.lock:
+            started = containment.tree(worker.proc.pid, containment.processes())
+            worker.close()
+            containment.end_all(started)
         self.watcher.remove(worker.watch)
         worker.remove_scratch()
 

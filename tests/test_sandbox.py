@@ -142,3 +142,23 @@ def test_a_dsl_installed_with_pip_target_can_read_its_runtime_library(tmp_path: 
     assert result.returncode == 0, result.stderr
     roots = json.loads(result.stdout)
     assert any(str(library).startswith(root.rstrip("/") + "/") for root in roots), roots
+
+
+@pytest.mark.parametrize("bwrap", ["", "none"])
+def test_a_child_still_running_when_its_worker_ends_is_ended_not_flagged(tmp_path: Path, bwrap: str) -> None:
+    """A process the version started, still its worker's child (in a session of its own) when the worker exits,
+    was orphaned alive for a moment and counted as an escape (and as the next version's when seen after the
+    sweep): it is ended with the worker, and the version is not flagged; a daemon that left the tree still is."""
+    import subprocess
+
+    from tests.conftest import add_version, judge_many, make_workspace
+
+    folder = make_workspace(tmp_path / "ws")
+    lingering = add_version(folder, "leaves_child_running", "v001.py")
+    after = add_version(folder, "good", "v002.py")
+    env = {"KERNELTUI_BWRAP": bwrap} if bwrap else {}
+    judged = judge_many([lingering, after], env=env, rungs=["load", "compile", "correctness"])
+    for name in ("v001", "v002"):
+        assert judged[name]["status"] == "pass" and judged[name]["flags"] == [], (name, judged[name]["flags"])
+    left = subprocess.run(["pgrep", "-f", "kerneltui-test-lingering-helper"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout
