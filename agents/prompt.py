@@ -72,6 +72,16 @@ def dsl_sources(context: Path) -> list[str]:
     return found
 
 
+def model_new(problem: ProblemInfo) -> str:
+    """KernelBench problems also take their own form of a version, which their solutions are written in."""
+    if "from harness import kernelbench" not in problem.source and "harness.kernelbench" not in problem.source:
+        return ""
+    return (
+        " This problem comes from KernelBench: a version may instead define `ModelNew`, an nn.Module built like the "
+        "problem's Model (its weights are loaded from the reference model's)."
+    )
+
+
 def task_prompt(problem: ProblemInfo) -> str:
     context = context_text(problem)
     return f"""\
@@ -86,7 +96,7 @@ Its problem.py, which defines the reference, the inputs, the correctness cases (
 
 Write versions with write_version: each is a whole Python module defining `custom_kernel(*inputs)`, \
 taking what `make_inputs` returns and returning what `reference` returns (same shape, dtype and device). \
-Its docstring holds your notes. The ladder's result comes back from write_version. {context}
+Its docstring holds your notes. The ladder's result comes back from write_version.{model_new(problem)} {context}
 
 Start with a simple correct version, then make it faster.
 """

@@ -232,8 +232,11 @@ class Toolbox:
     # --- the tools ---------------------------------------------------------------------------
 
     def tool_write_version(self, code: str, notes: str = "") -> str:
-        if not isinstance(code, str) or "custom_kernel" not in code:
-            raise ToolError("code must be a whole Python module that defines custom_kernel(*inputs)")
+        if not isinstance(code, str) or not ("custom_kernel" in code or "ModelNew" in code):
+            raise ToolError(
+                "code must be a whole Python module that defines custom_kernel(*inputs) (or ModelNew, for a "
+                "problem imported from KernelBench)"
+            )
         if len(code.encode()) > MAX_VERSION_KB * 1024:
             raise ToolError(f"code is {len(code.encode()):,} bytes; a version may be {MAX_VERSION_KB:g} KiB at most")
         judged = self.host.write_version(code, notes if isinstance(notes, str) else "", self.author)

@@ -91,6 +91,17 @@ def test_unknown_tools_and_bad_arguments_are_errors_not_crashes(toolbox: Toolbox
     assert not ok and "v001" in output
 
 
+def test_a_kernelbench_version_defining_only_model_new_is_written(toolbox: Toolbox) -> None:
+    host = toolbox.host
+    assert isinstance(host, StoreHost)
+    host.wait_s = 0.05  # no judge runs here: the write is what is checked
+    code = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    output, ok = toolbox.call("write_version", {"code": code, "notes": "KernelBench's form"})
+    assert ok, output
+    written = sorted(host.problem.folder.glob("v*.py"))[-1]
+    assert "class ModelNew" in written.read_text()
+
+
 def test_a_version_name_taken_meanwhile_is_skipped_never_overwritten(
     toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:

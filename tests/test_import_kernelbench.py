@@ -202,3 +202,14 @@ def test_a_model_that_needs_values_to_be_built_still_imports(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     problem = load_problem(tmp_path / "ws" / "scaled")
     assert problem.cost_of(problem.bench_cases[0])["bytes"] == 2 * 4 * 8 * 4096
+
+
+def test_the_agents_prompt_offers_modelnew_on_a_kernelbench_problem(imported: Path) -> None:
+    from agents.prompt import task_prompt
+    from kerneltui.core.agent_host import problem_info
+    from kerneltui.core.workspace import Workspace
+
+    prompt = task_prompt(problem_info(Workspace(imported), "leaky_relu", None))
+    assert "`ModelNew`" in prompt
+    native = task_prompt(problem_info(Workspace(FIXTURES.parent.parent / "kernels"), "softmax", None))
+    assert "ModelNew" not in native
