@@ -111,7 +111,7 @@ def confirm(ladder: Ladder, run: VersionRun, first: dict[str, Any]) -> Confirmat
     for case in problem.bench_cases:
         seed = secrets.randbelow(2**31)
         varied = vary(problem, case, seed)
-        inputs = tuple(problem.make_inputs(dict(varied), seed, device))
+        inputs = problem.inputs_for(varied, seed, device)
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(inputs), tensors)
         reply, got = worker.request({"op": "call", "inputs": tree}, tensors, ladder.options.timeout, "")

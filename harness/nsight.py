@@ -113,7 +113,7 @@ def run_under_ncu(
         loaded = ladder.load_into(worker, run)
         if not loaded.get("ok"):
             return None, f"it did not load under Nsight Compute: {loaded.get('err')}"
-        inputs = tuple(run.problem.make_inputs(dict(case), secrets.randbelow(2**31), ladder.device))
+        inputs = run.problem.inputs_for(case, secrets.randbelow(2**31), ladder.device)
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(inputs), tensors)
         header = {"op": "outside", "inputs": tree, "range": range_name, "calls": calls}

@@ -73,6 +73,28 @@ class Problem:
     output_buffers: tuple[tuple[int | str, ...], ...] = ()  # paths into make_inputs' tuple: written, not inputs
     version_files: tuple[str, ...] = ()  # files of the problem folder copied beside each version (task.py)
 
+    def inputs_for(self, case: dict[str, Any], seed: int, device: Any) -> tuple[Any, ...]:
+        """make_inputs' inputs for one case and seed, as every rung sends them to the version. A ProblemError
+        naming the fix where make_inputs needs a GPU this machine lacks, or returns what is not a tuple of
+        inputs the judge can send: a bare tensor iterated would be rows, a dict its keys, and the version blamed."""
+        try:
+            made = self.make_inputs(dict(case), seed, device)
+        except Exception as exc:
+            if _needs_missing_gpu(exc, device):
+                raise ProblemError(self._needs_gpu_message(exc, device)) from exc
+            raise
+        return _as_inputs(made, self.name)
+
+    def _needs_gpu_message(self, exc: Exception, device: Any) -> str:
+        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == self.path]
+        where = f"{self.name}/problem.py:{lines[-1]}" if lines else f"{self.name}/problem.py"
+        said = (str(exc).splitlines() or [""])[0].split(". ")[0]
+        return (
+            f"{self.name}: make_inputs in problem.py needs a GPU to make its inputs ({where}: "
+            f"{type(exc).__name__}: {said}), and this machine has none: judge it on a machine with a GPU, or "
+            f"make the inputs on the device make_inputs is given ({getattr(device, 'type', device)} here)"
+        )
+
     def version_file_bytes(self) -> dict[str, bytes]:
         """version_files as they are now; a ProblemError where one is gone."""
         found: dict[str, bytes] = {}
@@ -203,6 +225,66 @@ def leaf_at(inputs: Any, where: tuple[int | str, ...], problem: str) -> Any:
                 f"{problem}: output_buffers in problem.py names {list(where)}, which make_inputs' inputs do not have"
             ) from None
     return value
+
+
+def _needs_missing_gpu(exc: Exception, device: Any) -> bool:
+    """make_inputs asked for CUDA (a generator, a tensor on "cuda") where there is none."""
+    import torch
+
+    if torch.cuda.is_available() or getattr(device, "type", device) == "cuda":
+        return False
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "cuda" in text or "nvidia" in text
+
+
+def _as_inputs(made: Any, problem: str) -> tuple[Any, ...]:
+    """make_inputs' return as the tuple of inputs; a ProblemError naming the fix where it is something else."""
+    if not isinstance(made, (tuple, list)):
+        import torch
+
+        what = "None" if made is None else f"a {type(made).__name__}"
+        fix = "`return (x, y)`, one item per argument of reference and custom_kernel"
+        if isinstance(made, torch.Tensor):
+            fix = "`return (x,)`"
+        elif isinstance(made, dict):
+            fix = "`return (d,)`, and custom_kernel(d) gets the dict"
+        raise ProblemError(f"{problem}: make_inputs in problem.py returned {what}; return a tuple of inputs: {fix}")
+    for i, item in enumerate(made):
+        _check_sendable(item, f"input {i}", problem)
+    return tuple(made)
+
+
+def _check_sendable(value: Any, where: str, problem: str) -> None:
+    """What the judge can send to a version's worker and get back the same: tensors of the channel's dtypes,
+    numbers, strings, dtypes and None, in tuples, lists and dicts with string keys."""
+    import torch
+
+    from harness.wire import DTYPE_NAMES
+
+    said = f"{problem}: make_inputs in problem.py returned"
+    if isinstance(value, (tuple, list)):
+        for j, item in enumerate(value):
+            _check_sendable(item, f"{where}[{j}]", problem)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ProblemError(
+                    f"{said} a dict with the key {key!r} (of type {type(key).__name__}) as {where}; keys must be "
+                    "strings, as the version's worker gets them"
+                )
+            _check_sendable(item, f"{where}[{key!r}]", problem)
+    elif isinstance(value, torch.Tensor):
+        if value.dtype not in DTYPE_NAMES:
+            raise ProblemError(
+                f"{said} a tensor of dtype {value.dtype} as {where}; the judge sends tensors of "
+                f"{', '.join(str(d).removeprefix('torch.') for d in DTYPE_NAMES)}"
+            )
+    elif not (value is None or isinstance(value, (bool, int, float, str, torch.dtype))):
+        raise ProblemError(
+            f"{said} `{type(value).__name__}` as {where}, which cannot be sent to a version's worker: inputs are "
+            "tensors, numbers, strings, dtypes and None, in tuples, lists and dicts (a module's weights go as "
+            "tensors, or its state_dict())"
+        )
 
 
 def check_answer(answer: Any, problem: str) -> str | None:

@@ -43,7 +43,7 @@ def race(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str,
     if rival is None:
         return {**against, "label": None, "note": note}
     seed = secrets.randbelow(2**31)
-    inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
+    inputs = run.problem.inputs_for(case, seed, ladder.device)
     label = case_label(case)
     budget = ladder.options.bench_budget_s / 2
     rounds: list[dict[str, Any]] = []

@@ -104,7 +104,7 @@ def bench_case(
     from harness import timing
 
     seed = secrets.randbelow(2**31)
-    inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
+    inputs = run.problem.inputs_for(case, seed, ladder.device)
     label = case_label(case)
     if ladder.clocks is None:
         ladder.clocks = ClockSampler.for_current_device()

@@ -132,7 +132,7 @@ def _verdict(
 def _make_inputs(problem: Problem, case: dict[str, Any], where: torch.device) -> tuple[Any, ...] | None:
     """A case's inputs; None when shape-only (meta) inputs are what make_inputs cannot build."""
     try:
-        return tuple(problem.make_inputs(dict(case), secrets.randbelow(2**31), where))
+        return problem.inputs_for(case, secrets.randbelow(2**31), where)
     except Exception:
         if where.type == "meta":
             return None

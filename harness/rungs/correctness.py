@@ -68,7 +68,7 @@ def check_case(
     the judge's pristine copy of the inputs, and the version's outputs as the reference returns them (one
     tensor or a tuple; None where the call failed)."""
     outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
-    inputs = tuple(run.problem.make_inputs(dict(case), seed, ladder.device))
+    inputs = run.problem.inputs_for(case, seed, ladder.device)
     pristine = tuple(clone_inputs(t) for t in inputs)
     buffers_of(run.problem, pristine)  # output_buffers must name tensors of these inputs
     tensors: list[torch.Tensor] = []
@@ -166,7 +166,7 @@ def _against_reference(
     if not have and want:
         return "returned None; return the output tensor(s)", {}
     if len(have) != len(want):
-        return f"returned {len(have)} output(s); the reference returns {len(want)}", {}
+        return _count_error(len(have), want, isinstance(expected, (tuple, list))), {}
     merged: dict[str, Any] = {}
     for i, (out, ref) in enumerate(zip(have, want, strict=True)):
         label = f"output {i}" if len(want) > 1 else "output"
@@ -182,6 +182,13 @@ def _against_reference(
         if not result.ok:
             return f"{label}: {result.err}", merged
     return None, merged
+
+
+def _count_error(count: int, want: tuple[Any, ...] | list[Any], several: bool) -> str:
+    """The wrong number of outputs, and what the reference returns: its outputs' dtypes and shapes."""
+    listed = ", ".join(f"{str(w.dtype).removeprefix('torch.')} of shape {tuple(w.shape)}" for w in want)
+    returns = f"a tuple of {len(want)}: {listed}" if several else f"one tensor, {listed}"
+    return f"returned {count} output{'' if count == 1 else 's'}; the reference returns {returns}"
 
 
 def mutated_inputs(pristine: list[Any], after: Any, skip: tuple[tuple[Any, ...], ...] = ()) -> str | None:
