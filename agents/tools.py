@@ -157,8 +157,8 @@ def cut(text: str, limit: int = MAX_OUTPUT_CHARS, hint: str = "") -> str:
 
 
 def confine(raw: str, roots: tuple[Path, ...], base: Path, private: tuple[Path, ...] = ()) -> Path:
-    """The real path of `raw` (relative to `base`), if it lies inside one of `roots` and none of `private`;
-    else ToolError."""
+    """The real path of `raw` (relative to `base`), if it lies inside one of `roots` and none of `private` (the
+    state folder first, then other agents' folders); else ToolError."""
     if not raw or "\x00" in raw:
         raise ToolError("give a path")
     candidate = Path(os.path.expanduser(raw))
@@ -169,13 +169,15 @@ def confine(raw: str, roots: tuple[Path, ...], base: Path, private: tuple[Path, 
     if not any(real == r or r in real.parents for r in real_roots):
         allowed = " and ".join(str(r) for r in real_roots)
         raise ToolError(f"{raw} is outside the folders this agent may read ({allowed})")
-    for folder in private:
+    for number, folder in enumerate(private):
         hidden = Path(os.path.realpath(folder))
-        if real == hidden or hidden in real.parents:
+        if (real == hidden or hidden in real.parents) and number == 0:
             raise ToolError(
                 f"{raw} is kerneltui's own state ({hidden}): agents read results and dumps through "
                 "read_results and read_dump"
             )
+        if real == hidden or hidden in real.parents:  # the rest: other agents' folders, in a bench
+            raise ToolError(f"{raw} is another agent's work ({hidden.name}), closed to this one")
     return real
 
 

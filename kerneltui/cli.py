@@ -505,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_import_parser(sub)
 
+    from kerneltui.bench_cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
+
     from kerneltui.export_cli import add_parser as add_export_parser
 
     add_export_parser(sub)

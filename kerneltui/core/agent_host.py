@@ -32,6 +32,7 @@ FINAL = ("pass", "fail", "unverified", "error")
 POLL_S = 0.2
 HEARTBEAT_S = 10.0
 ERROR_CHARS = 2500
+INPUT_TOKENS = ("input_tokens", "cache_write_tokens", "cache_read_tokens")
 NUMBERING = threading.Lock()  # two agents in one process never take the same version number
 
 Echo = Callable[[str, str, dict[str, Any]], None]
@@ -46,12 +47,12 @@ def find_context(workspace: Workspace, configured: str | None = None) -> Path | 
     return None
 
 
-def problem_info(workspace: Workspace, name: str, context: Path | None) -> ProblemInfo:
+def problem_info(workspace: Workspace, name: str, context: Path | None, hidden: tuple[Path, ...] = ()) -> ProblemInfo:
+    """`hidden`: folders of the workspace this agent's tools may not open (other agents' copies in a bench)."""
     folder = workspace.problem_dir(name)
     source = (folder / "problem.py").read_text(errors="replace")
-    return ProblemInfo(
-        name, folder.resolve(), workspace.root.resolve(), context, source, private=(workspace.state.resolve(),)
-    )
+    private = (workspace.state.resolve(), *(h.resolve() for h in hidden))
+    return ProblemInfo(name, folder.resolve(), workspace.root.resolve(), context, source, private=private)
 
 
 def with_notes(code: str, notes: str) -> str:
@@ -132,6 +133,8 @@ class StoreHost:
     errors: int = 0
     started: str = field(default_factory=now)  # evaluations finished from here on are this session's news
     reported: set[int] = field(default_factory=set)
+    tokens_in: int = 0
+    tokens_out: int = 0
 
     def write_version(self, code: str, notes: str, author: str) -> Judged:
         text = with_notes(code, notes)
@@ -266,6 +269,10 @@ class StoreHost:
             changes: dict[str, Any] = {"turns": data.get("turn", 0)}
             if data.get("total_cost_usd") is not None:
                 changes["cost_usd"] = data["total_cost_usd"]
+            if "input_tokens" in data:  # cached input counts: the model read it
+                self.tokens_in += sum(int(data.get(k) or 0) for k in INPUT_TOKENS)
+                self.tokens_out += int(data.get("output_tokens") or 0)
+                changes.update(input_tokens=self.tokens_in, output_tokens=self.tokens_out)
             self.store.update_agent_session(self.session_id, **changes)
         if self.echo:
             self.echo(kind, text, data)
@@ -290,6 +297,8 @@ class AgentRun:
     reason: str | None = None
     session_id: int | None = None
     failed: bool = False  # an API error or a crash ended it, not a budget, a target or a person
+    budget: Budget | None = None  # None: the config's
+    hidden: tuple[Path, ...] = ()  # workspace folders its tools may not open
 
     def request_stop(self) -> None:
         self.stop.set()
@@ -313,7 +322,7 @@ def run_agent(
         host: StoreHost | None = None
         reason = "the agent's thread was cut short"  # what stays recorded if something escapes below
         try:
-            info = problem_info(workspace, run.problem, context)
+            info = problem_info(workspace, run.problem, context, run.hidden)
             host = StoreHost(workspace, info, store, session_id, judges, run.stop, echo)
             reason = run.agent.run(host, budget)
         except Exception as exc:  # an agent bug (or a problem folder gone) ends its session, never the dashboard

@@ -256,6 +256,7 @@ class Scheduler(Intake):
                     "vs_best": row.get("vs_best"),
                     "race": row.get("race"),
                     "median_us": row.get("median_us"),
+                    "speedup": row.get("speedup"),
                 },
             )
         )

@@ -26,7 +26,7 @@ from kerneltui.core.agent_host import (
     make_agent,
     run_agent,
 )
-from kerneltui.core.config import Config
+from kerneltui.core.config import AgentConfig, Config
 from kerneltui.core.events import Recorded
 from kerneltui.core.external import ExternalAgents, Progress, ToolOutcome
 from kerneltui.core.persons_word import PersonsWord
@@ -248,20 +248,26 @@ class Session(PersonsWord):
 
     # --- agents --------------------------------------------------------------------------------
 
-    def start_agent(self, problem: str, judged_elsewhere: bool = False) -> AgentRun:
-        """An agent made for the problem and listed; run it with run_agent (in a thread of its own)."""
+    def start_agent(
+        self,
+        problem: str,
+        judged_elsewhere: bool = False,
+        agent: AgentConfig | None = None,
+        hidden: tuple[Path, ...] = (),
+    ) -> AgentRun:
+        """An agent made for the problem and listed; run it with run_agent (in a thread of its own). `agent`: its
+        backend and budget when not the config's; `hidden`: workspace folders its tools may not open."""
         if problem in self.agents:
             raise SessionRefused(f"an agent is already working on {problem}: x stops it")
         if not (self.run_scheduler and (self.run_judges or judged_elsewhere)):
             raise SessionRefused("judging is off in this dashboard: an agent's versions would never be judged")
         asker = self._asker(problem)
+        chosen = agent or self.config.agent
         try:
-            agent = make_agent(
-                self.config.agent, problem, self.workspace, self.config.acp_agents, asker, self.config.path
-            )
+            made = make_agent(chosen, problem, self.workspace, self.config.acp_agents, asker, self.config.path)
         except AgentSetupError as exc:
             raise SessionRefused(str(exc)) from None
-        run = AgentRun(agent, problem)
+        run = AgentRun(made, problem, budget=budget_from(chosen), hidden=hidden)
         self.agents[problem] = run
         return run
 
@@ -278,7 +284,8 @@ class Session(PersonsWord):
         try:
             context = find_context(self.workspace, self.config.agent.context)
             judges = SessionJudging(self)
-            reason = run_agent(self.workspace, run, budget_from(self.config.agent), context, judges, self.echo)
+            budget = run.budget or budget_from(self.config.agent)
+            reason = run_agent(self.workspace, run, budget, context, judges, self.echo)
             failed = run.failed
         except Exception as exc:  # the history could not be opened: said, and the agent is not left listed
             reason = f"it could not start: {type(exc).__name__}: {exc}"

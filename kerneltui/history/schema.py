@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kerneltui.history.connection import Connection
 
-SCHEMA_VERSION = 3  # 2: evaluations.flags; 3: evaluations.race
+SCHEMA_VERSION = 4  # 2: evaluations.flags; 3: evaluations.race; 4: bench tables, agent tokens
 KEY_METRICS = (
     "max_abs",
     "max_rel",
@@ -202,15 +202,44 @@ def create_schema(store: Connection) -> None:
     )
     store.table("agent_events").create_index(["problem", "id"], if_not_exists=True)
     store.table("agent_events").create_index(["session_id", "id"], if_not_exists=True)
+    create_bench_tables(store)
     add_missing_columns(
         store,
         {
             "problems": {"error": str},
             "versions": {"source": str, "mtime_ns": int},
             "evaluations": {"flags": str, "race": str},
+            "agent_sessions": {"input_tokens": int, "output_tokens": int},
         },
     )
     store.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+
+def create_bench_tables(store: Connection) -> None:
+    """Agents measured on a suite: one run, and one entry per (problem, agent) with the folder it worked in."""
+    store.table("bench_runs").create(
+        {"id": int, "suite": str, "started": str, "ended": str, "settings": str, "note": str},
+        pk="id",
+        if_not_exists=True,
+    )
+    store.table("bench_entries").create(
+        {
+            "id": int,
+            "run_id": int,
+            "problem": str,
+            "agent": str,
+            "spec": str,
+            "folder": str,
+            "session_id": int,
+            "started": str,
+            "ended": str,
+            "stop_reason": str,
+            "error": str,
+        },
+        pk="id",
+        if_not_exists=True,
+    )
+    store.table("bench_entries").create_index(["run_id", "id"], if_not_exists=True)
 
 
 def add_missing_columns(store: Connection, wanted: dict[str, dict[str, type]]) -> None:

@@ -10,6 +10,7 @@ and the read side, each a module; `Store` is all of them over one connection.
 from __future__ import annotations
 
 from kerneltui.history.agents import AgentLog
+from kerneltui.history.bench import BenchLog
 from kerneltui.history.connection import OpenedStore, now
 from kerneltui.history.evaluations import EvaluationWrites, key_metrics
 from kerneltui.history.reads import MAY_BE_BEST, Reads, history_entry, parse_flags
@@ -28,5 +29,5 @@ __all__ = [
 ]
 
 
-class Store(EvaluationWrites, Writes, AgentLog, Reads):
+class Store(EvaluationWrites, Writes, AgentLog, BenchLog, Reads):
     """The whole history over one connection."""

@@ -31,6 +31,7 @@ from kerneltui.ui.messages import (
     SnapshotLoaded,
 )
 from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen
+from kerneltui.ui.screens.leaderboard import LeaderboardScreen
 from kerneltui.ui.steering import Steering
 from kerneltui.ui.widgets.agent import AgentPane
 from kerneltui.ui.widgets.asm import AsmPane
@@ -83,6 +84,14 @@ class KernelTUI(Steering):
             id="profile",
             show=False,
             tooltip="profile the selected version with Nsight Compute",
+        ),
+        Binding(
+            "L",
+            "leaderboard",
+            "leaderboard",
+            id="leaderboard",
+            show=False,
+            tooltip="agents measured on this workspace (kerneltui bench-agents): fast_p, each agent's best",
         ),
         Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
         Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
@@ -276,6 +285,9 @@ class KernelTUI(Steering):
             shown = " ".join(self.get_key_display(Binding(key.strip(), "")) for key in keys.split(","))
             rows.append((shown, binding.tooltip or binding.description, binding.id or ""))
         self.push_screen(HelpScreen(rows))
+
+    def action_leaderboard(self) -> None:
+        self.push_screen(LeaderboardScreen(self.workspace))
 
     def action_quit_app(self) -> None:
         pending = self.session.pending
