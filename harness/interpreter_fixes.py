@@ -1,10 +1,14 @@
-"""bf16 arithmetic for the Triton interpreter, which stores bf16 as raw uint16 bit patterns.
+"""bf16 arithmetic and TF32 dots for the Triton interpreter, which stores bf16 as raw uint16 bit patterns.
 
 Triton 3.6-3.9's interpreter computes `tl.dot`, elementwise math, comparisons and reductions on
 those bit patterns as if they were integers, so an honest bf16 kernel gets wrong answers on a
 machine with no GPU (triton issue #11584). Here every such operation widens bf16 operands to
 float32, computes, and rounds back to bf16 (nearest even), as the GPU does. Only operands whose
 Triton dtype is bf16 are touched; everything else runs the interpreter's own code.
+
+`tl.dot` on fp32 operands runs at TF32 on the GPU unless input_precision says otherwise; the interpreter
+computed it in full fp32, so a version whose error holds only at fp32 passed with no GPU. Its operands now
+lose what a tensor core's TF32 read loses.
 """
 
 from __future__ import annotations
@@ -24,6 +28,17 @@ def narrow(data: Any) -> np.ndarray:
     bits = values.view(np.uint32)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
+
+
+def tf32(data: np.ndarray) -> np.ndarray:
+    """fp32 as a tensor core reads it at TF32: the lower 13 mantissa bits ignored (PTX mma/wgmma .tf32)."""
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    return (bits & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def at_tf32(precision: Any) -> bool:
+    """tl.dot's input_precision (an enum in the interpreter): TF32 alone, not TF32x3 (three dots, near fp32)."""
+    return str(precision).rsplit(".", 1)[-1].lower() == "tf32"
 
 
 def install() -> bool:
@@ -69,7 +84,14 @@ def install() -> bool:
         if is_bf16(a) or is_bf16(b) or is_bf16(d):
             result = original_dot(self, as_f32(a), as_f32(b), as_f32(d), *args, **kwargs)
             return back(result) if is_bf16(d) else result
+        if at_tf32(args[0] if args else kwargs.get("input_precision")):
+            a, b = as_tf32(a), as_tf32(b)
         return original_dot(self, a, b, d, *args, **kwargs)
+
+    def as_tf32(handle: Any) -> Any:
+        if getattr(getattr(handle, "data", None), "dtype", None) != np.float32:
+            return handle
+        return handle_cls(tf32(handle.data), handle.dtype.scalar)
 
     builder.binary_op = binary_op
     builder.unary_op = unary_op
