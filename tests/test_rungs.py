@@ -104,6 +104,7 @@ def test_benchmark_without_gpu_is_skipped_with_reason(ladder: Ladder, tmp_path: 
         pytest.skip("this machine has a GPU: the benchmark runs (tests/test_gpu.py)")
     result = benchmark(ladder, fake_run(tmp_path, 1.0))
     assert result.ok is None and "no GPU" in result.skipped
+    assert "outputs at the bench sizes are not checked" in result.skipped  # a "pass" here says what it covers
 
 
 def test_median_confidence_interval_shrinks_with_samples() -> None:

@@ -33,8 +33,11 @@ REFERENCE_TTL_S = 600.0
 @rung("benchmark", needs=("correctness",))
 def benchmark(ladder: Ladder, run: VersionRun) -> RungResult:
     if not ladder.cuda:
+        unchecked = "; outputs at the bench sizes are not checked either (correctness ran the cases)"
         return RungResult.skip(
-            "benchmark", "no GPU: kernel timings need CUDA; interpreter timings are not kernel timings"
+            "benchmark",
+            "no GPU: kernel timings need CUDA; interpreter timings are not kernel timings"
+            + (unchecked if run.problem.bench_cases else ""),
         )
     if not run.problem.bench_cases:
         return RungResult.skip("benchmark", "the problem has no bench_cases")
