@@ -5,7 +5,8 @@ A problem defines `reference(*inputs)`, `make_inputs(case, seed, device)`, `case
 `cost(case) -> {"flops", "bytes"}`, and may define rungs of their own (harness.rungs.rung), a `check(inputs,
 output)` of their own (the verdict beside the tolerance, or in its place where there is none) and
 `output_buffers` (the input leaves a version writes its outputs into) and `version_files` (files of the
-problem folder that versions import, copied beside each version in its worker). Problems are
+problem folder that versions import, copied beside each version in its worker). Rungs get a case's inputs
+through Problem.inputs_for, which holds make_inputs to returning a tuple the worker can be sent. Problems are
 written by people and trusted: they run in the judge's process. Anything missing or malformed raises
 ProblemError naming the file and the fix.
 """
