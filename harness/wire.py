@@ -33,7 +33,20 @@ DTYPES: dict[str, torch.dtype] = {
     "bool": torch.bool,
     "complex64": torch.complex64,
 }
-for _name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
+# Low-precision formats travel as their bytes (GPU MODE's fp8 and nvfp4 problems); where this torch lacks one,
+# a problem that makes it cannot run here anyway.
+for _name in (
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "complex128",
+    "uint16",
+    "uint32",
+    "uint64",
+):
     if hasattr(torch, _name):
         DTYPES[_name] = getattr(torch, _name)
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}

@@ -177,6 +177,42 @@ DOUBLE_VERSION = """
 """
 
 
+# GPU MODE's fp8 (AMD's e4m3fnuz) and nvfp4 problems: inputs of 1-byte formats that travel as their bytes
+LOW_PRECISION = '''
+"""fp8 e4m3fnuz values times an fp32 scale, plus packed fp4 codes as bytes."""
+import torch
+
+def reference(x, scale, codes):
+    return x.float() * scale + codes.view(torch.uint8).float()
+
+def make_inputs(case, seed, device):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(case["n"], generator=gen).clamp(-8, 8).to(torch.float8_e4m3fnuz)
+    codes = torch.randint(0, 256, (case["n"],), generator=gen, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    return (x.to(device), torch.tensor(0.5).to(device), codes.to(device))
+
+cases = [{"n": 7}, {"n": 1000}]
+tolerance = {"atol": 1e-6, "rtol": 1e-6}
+'''
+
+LOW_PRECISION_VERSIONS = {
+    "fp8_honest": """
+        import torch
+
+        def custom_kernel(x, scale, codes):
+            return x.float() * scale + codes.view(torch.uint8).float()
+    """,
+    "fp4_scribbles": """
+        import torch
+
+        def custom_kernel(x, scale, codes):
+            out = x.float() * scale + codes.view(torch.uint8).float()
+            codes.view(torch.uint8)[::2] ^= 1
+            return out
+    """,
+}
+
+
 def write_problem(root: Path, name: str, text: str, versions: dict[str, str]) -> list[Path]:
     folder = root / name
     folder.mkdir(parents=True)
@@ -213,6 +249,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths += write_problem(root, "argsort", ARGSORT, ARGSORT_VERSIONS)
     paths += write_problem(root, "topk", TOPK, TOPK_VERSIONS)
     paths += write_problem(root, "bare", BARE_TENSOR, {"doubles": DOUBLE_VERSION})
+    if hasattr(torch, "float4_e2m1fn_x2") and hasattr(torch, "float8_e4m3fnuz"):
+        paths += write_problem(root, "lowp", LOW_PRECISION, LOW_PRECISION_VERSIONS)
     return judge_many(paths, timeout=30, rungs=RUNGS, max_file_mb=16)
 
 
@@ -230,6 +268,13 @@ def test_a_tensor_changed_inside_a_dict_s_tuple_is_caught(judged: dict[str, dict
     err = correctness_err(judged["zeroes_pair"])
     assert judged["zeroes_pair"]["status"] == "fail"
     assert err is not None and "custom_kernel modified its input 0['pair'][1] in place" in err, err
+
+
+@pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="this torch has no fp4")
+def test_fp8_and_fp4_inputs_cross_to_the_worker_as_their_bytes(judged: dict[str, dict]) -> None:
+    assert judged["fp8_honest"]["status"] == "pass", correctness_err(judged["fp8_honest"])
+    err = correctness_err(judged["fp4_scribbles"])
+    assert err is not None and "modified its input 2 in place (" in err and "elements changed" in err, err
 
 
 def test_a_tensor_changed_inside_a_dict_is_caught(judged: dict[str, dict]) -> None:

@@ -214,7 +214,8 @@ def _changed(before: Any, now: Any, where: str, path: tuple[Any, ...] = (), skip
         b = now.detach().cpu().contiguous().view(-1).view(torch.uint8)
         if torch.equal(a, b):
             return None
-        count = int((before.cpu().reshape(-1) != now.cpu().reshape(-1)).sum())
+        size = before.element_size()  # elements compared as their bytes: fp4 and fp8 have no != of their own
+        count = int((a.view(-1, size) != b.view(-1, size)).any(dim=1).sum()) if size else 0
         return f"custom_kernel modified its {where} in place ({count} of {before.numel()} elements changed)"
     if isinstance(before, (list, tuple)):  # the wire hands tuples back as lists
         if not isinstance(now, (list, tuple)) or len(now) != len(before):
