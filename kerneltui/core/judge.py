@@ -137,7 +137,10 @@ class Judge(JudgeProcess):
         self.log_path = state / "logs" / f"judge-{index}.log"
         super().__init__(python, options, state, subprocess.DEVNULL, gpu)  # a log per start, opened there
         self.index, self.gpu, self.inbox = index, gpu, inbox
+        self.where = "this machine" if gpu is None else f"GPU {gpu}"
         self.busy: int | None = None
+        self.busy_label = ""  # problem/version it judges now
+        self.judged = 0  # evaluations it finished (failures of the judge aside)
         self.device: dict[str, Any] = {}
         self.ready = False
         self.restarts = 0

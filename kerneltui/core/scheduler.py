@@ -84,6 +84,21 @@ class Scheduler(Intake):
             self.inbox.put(("stop", None, None))
             self.thread.join(timeout=15)
 
+    def judge_states(self) -> list[dict[str, Any]]:
+        """Each judge as the dashboard's GPUs view shows it: where it runs, its device, what it judges now and
+        how many it judged (read from another thread: a moment's staleness is fine)."""
+        return [
+            {
+                "judge": j.index,
+                "where": j.where,
+                "device": (j.device or {}).get("name"),
+                "ready": j.ready,
+                "busy": j.busy_label if j.busy is not None else None,
+                "judged": j.judged,
+            }
+            for j in list(self.judges)
+        ]
+
     @property
     def pending(self) -> int:
         return len(self.queue) + sum(1 for j in self.judges if j.busy is not None)
@@ -185,6 +200,7 @@ class Scheduler(Intake):
                     self.paths[evaluation_id] = path
                     break
                 self.store.set_running(evaluation_id)
+                judge.busy_label = f"{row['problem']}/{row['version']}"
                 self.rung_counts[evaluation_id] = 0
                 self.notify(
                     SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
@@ -214,6 +230,7 @@ class Scheduler(Intake):
         elif isinstance(event, protocol.Finished):
             record_event(self.store, event.id, event, 0)
             judge.busy = None
+            judge.judged += 1
             self._finished(event.id, event.evaluation)
         else:
             self._failed(judge, event.id, event)
