@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         return serve(argv[1:])
     if argv[:1] == ["doctor"]:
         return doctor(argv[1:])
+    if argv[:1] == ["remote"]:  # the judge of a kerneltui on another machine
+        from harness.remote import main as remote_main
+
+        return remote_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -14,6 +14,9 @@ timeout = 60                                # and every option of `python -m har
 arch = "sm_90"                              # compile target with no GPU
 seeds = 2                                   # seeds per correctness case
 rungs = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]  # or a subset
+executor = "local"                          # or ssh://[user@]host[:port][?gpus=0,1&python=PATH] (a list of
+                                            # them), or "ray" / "ray://HOST:10001" (pip install kerneltui[ray])
+ssh_options = ["-i", "~/.ssh/gpu_key"]      # given to ssh before the host
 sandbox = true                              # false: workers unconfined
 spare_idle_s = 120                          # no version this long: the judge ends its spare workers (0: keeps them)
 
@@ -71,6 +74,10 @@ class LadderConfig:
     debounce: float = 0.2
     rejudge_stale: bool = False  # problem.py changed: judge every version again, not only on `B`
     options: Options = field(default_factory=Options)
+    # where judges run: "local", ssh://[user@]host[:port][?gpus=0,1&python=PATH] (several), "ray" or "ray://..."
+    executor: list[str] = field(default_factory=lambda: ["local"])
+    ssh_options: list[str] = field(default_factory=list)  # e.g. ["-i", "~/.ssh/gpu_key"]
+    ray_resources: dict[str, float] = field(default_factory=dict)  # custom resources each Ray judge asks for
 
 
 @dataclass
@@ -150,17 +157,33 @@ def _check_table(section: Any, fields: Any, name: str, path: Path) -> None:
 
 
 def _ladder(section: Any, path: Path) -> LadderConfig:
-    own = {"python", "judges", "debounce", "rejudge_stale"}
+    own = {"python", "judges", "debounce", "rejudge_stale", "executor", "ssh_options", "ray_resources"}
     _check_table(section, own | (set(by_key()) - set(PER_RUN)), "ladder", path)
     try:
         config = LadderConfig(**{k: v for k, v in section.items() if k in own})
         config.judges, config.debounce = int(config.judges), float(config.debounce)
+        config.executor = executors(config.executor)
+        config.ssh_options = [str(o) for o in config.ssh_options]
+        config.ray_resources = {str(k): float(v) for k, v in dict(config.ray_resources).items()}
         if not isinstance(config.rejudge_stale, bool):
             raise ValueError(f"rejudge_stale must be true or false, not {config.rejudge_stale!r}")
         config.options = Options().updated(config_values(section), "[ladder]")
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [ladder]: {str(exc).removeprefix('[ladder]: ')}") from None
     return config
+
+
+def executors(value: Any) -> list[str]:
+    """`executor`: one or several of local, ssh://..., ray, ray://... (ValueError naming what is wrong)."""
+    given = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else None
+    if not given or not all(isinstance(v, str) for v in given):
+        raise ValueError(f"executor must be a string or a list of them, not {value!r}")
+    for one in given:
+        if one not in ("local", "ray") and not one.startswith(("ssh://", "ray://", "ray:")):
+            raise ValueError(f"executor {one!r}: expected local, ssh://[user@]host[:port], ray or ray://ADDRESS")
+    if len(given) > 1 and any(not g.startswith("ssh://") for g in given):
+        raise ValueError("several executors are ssh:// targets only")
+    return given
 
 
 def _agent(section: Any, path: Path) -> AgentConfig:

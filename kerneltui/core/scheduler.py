@@ -30,11 +30,13 @@ from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.feedback import write_feedback
 from kerneltui.core.intake import Intake
 from kerneltui.core.judge import Judge, harness_python, record_event
+from kerneltui.core.remote import RemoteError
 from kerneltui.core.watcher import WorkspaceWatcher
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 
 MAX_JUDGE_RESTARTS = 5
+MAX_LOST = 3  # an evaluation whose remote judge was lost this often is recorded as not judged (an error)
 
 
 class Scheduler(Intake):
@@ -57,6 +59,7 @@ class Scheduler(Intake):
         self.queue: deque[int] = deque()
         self.judges: list[Judge] = []
         self.rung_counts: dict[int, int] = {}
+        self.lost: dict[int, int] = {}  # evaluation -> times its remote judge was lost with it
         self.paths: dict[int, Path] = {}
         self.ignored_said: set[Path] = set()
         self.store: Store | None = None
@@ -85,19 +88,8 @@ class Scheduler(Intake):
             self.thread.join(timeout=15)
 
     def judge_states(self) -> list[dict[str, Any]]:
-        """Each judge as the dashboard's GPUs view shows it: where it runs, its device, what it judges now and
-        how many it judged (read from another thread: a moment's staleness is fine)."""
-        return [
-            {
-                "judge": j.index,
-                "where": j.where,
-                "device": (j.device or {}).get("name"),
-                "ready": j.ready,
-                "busy": j.busy_label if j.busy is not None else None,
-                "judged": j.judged,
-            }
-            for j in list(self.judges)
-        ]
+        """Each judge as the dashboard's GPUs view shows it (read from another thread: a moment's staleness is fine)."""
+        return [judge_state(j) for j in list(self.judges)]
 
     @property
     def pending(self) -> int:
@@ -162,6 +154,8 @@ class Scheduler(Intake):
             self._judge_line(a, b)
         elif kind == "judge-exit":
             self._judge_exit(a, b)
+        elif kind == "judge-lost":
+            self._judge_lost(a, str(b))
         elif kind == "deleted":
             self._deleted(Path(a))
         elif kind == "problem":
@@ -172,14 +166,14 @@ class Scheduler(Intake):
             self._enqueue(Path(a), force=True, kind="profile")
 
     def _start_judges(self) -> None:
-        gpus = cuda_device_count()
-        slots: list[int | None] = list(range(gpus)) if gpus else [None] * max(1, self.config.judges)
-        python = self.config.python or harness_python()
         (self.workspace.state / "logs").mkdir(parents=True, exist_ok=True)
-        for index, gpu in enumerate(slots):
-            judge = Judge(index, gpu, python, self.config.options, self.workspace.state, self.inbox)
+        try:
+            self.judges = make_judges(self.config, self.workspace, self.inbox)
+        except RemoteError as exc:
+            self.notify(SchedulerEvent("warning", data={"message": f"no judge started: {exc}"}))
+            return
+        for judge in self.judges:
             judge.start()
-            self.judges.append(judge)
 
     def _dispatch(self) -> None:
         assert self.store is not None
@@ -247,17 +241,10 @@ class Scheduler(Intake):
         self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.error}))
         self._maybe_idle()
 
-    @staticmethod
-    def beat_best(row: dict[str, Any]) -> bool:
-        """Raced back to back, only a win beyond the noise counts; with no race, a median below the best's."""
-        if row.get("race"):
-            return bool(row["race"] == "faster")
-        return bool(row.get("vs_best") and row["vs_best"] > 1.0)
-
     def _finished(self, evaluation_id: int, evaluation: Evaluation) -> None:
         assert self.store is not None
         row = self.store.evaluation(evaluation_id) or {}
-        beat_best = self.beat_best(row)
+        beat_best = beat_best_of(row)
         if evaluation.error is None and not evaluation.failed_rung:
             self.store.set_problem_error(evaluation.problem, None)
         self._write_feedback(evaluation_id)
@@ -304,14 +291,34 @@ class Scheduler(Intake):
             self.notify(SchedulerEvent("failed", judge.busy))
             judge.busy = None
         judge.ready = False
+        self._restart(judge, tail[-300:])
+
+    def _judge_lost(self, judge: Judge, reason: str) -> None:
+        """A remote judge lost with an evaluation in hand: the evaluation is queued again (a lost machine is not the
+        version's failure) unless its judges were lost MAX_LOST times; the judge is started again."""
+        assert self.store is not None
+        if self.stopped.is_set():
+            return
+        evaluation_id, judge.busy, judge.ready = judge.busy, None, False
+        if evaluation_id is not None:
+            self.lost[evaluation_id] = self.lost.get(evaluation_id, 0) + 1
+            if self.lost[evaluation_id] >= MAX_LOST:
+                said = f"not judged: its judge was lost {MAX_LOST} times (last: {reason})"
+                self.store.fail_evaluation(evaluation_id, said, status="error")
+                self.notify(SchedulerEvent("failed", evaluation_id, data={"error": said}))
+            else:
+                self.store.requeue(evaluation_id)
+                self.queue.appendleft(evaluation_id)
+                self.notify(SchedulerEvent("warning", data={"message": f"{reason}: judging it again"}))
+        self._restart(judge, reason)
+
+    def _restart(self, judge: Judge, reason: str) -> None:
         if judge.restarts < MAX_JUDGE_RESTARTS:
             judge.restarts += 1
             time.sleep(min(2.0, 0.2 * judge.restarts))
             judge.start()
         else:
-            self.notify(
-                SchedulerEvent("warning", data={"message": f"judge {judge.index} keeps stopping: {tail[-300:]}"})
-            )
+            self.notify(SchedulerEvent("warning", data={"message": f"judge {judge.index} keeps stopping: {reason}"}))
 
     def _shutdown(self) -> None:
         self.stopped.set()
@@ -323,6 +330,50 @@ class Scheduler(Intake):
             self.store.close()
         if self.lock:
             self.lock.release()
+
+
+def judge_state(judge: Judge) -> dict[str, Any]:
+    """Where the judge runs, its device, what it judges now and how many it judged."""
+    return {
+        "judge": judge.index,
+        "where": judge.where,
+        "device": (judge.device or {}).get("name"),
+        "ready": judge.ready,
+        "busy": judge.busy_label if judge.busy is not None else None,
+        "judged": judge.judged,
+    }
+
+
+def beat_best_of(row: dict[str, Any]) -> bool:
+    """Raced back to back, only a win beyond the noise counts; with no race, a median below the best's."""
+    if row.get("race"):
+        return bool(row["race"] == "faster")
+    return bool(row.get("vs_best") and row["vs_best"] > 1.0)
+
+
+def make_judges(config: LadderConfig, workspace: Workspace, inbox: queue.Queue[tuple[str, Any, Any]]) -> list[Judge]:
+    """The judges the config asks for: one per local GPU (else `judges` of them), per ssh target's GPU, or per
+    GPU of a Ray cluster. RemoteError when a remote executor cannot be set up."""
+    state, options = workspace.state, config.options
+    first = config.executor[0]
+    if first.startswith("ssh://"):
+        from kerneltui.core.ssh_judge import SshJudge, SshTarget
+
+        targets = [SshTarget.parse(url) for url in config.executor]
+        slots = [(t, g) for t in targets for g in (t.gpus or (None,))]
+        ssh = config.ssh_options
+        return [SshJudge(i, t, g, ssh, options, workspace.root, state, inbox) for i, (t, g) in enumerate(slots)]
+    if first == "ray" or first.startswith("ray:"):
+        from kerneltui.core.ray_judge import RayJudge, actor_count, connect
+
+        count, resources = actor_count(connect(first), config.judges)
+        if config.ray_resources:
+            resources = {**resources, "resources": dict(config.ray_resources)}
+        return [RayJudge(i, resources, options, workspace.root, state, inbox) for i in range(count)]
+    gpus = cuda_device_count()
+    slots_local: list[int | None] = list(range(gpus)) if gpus else [None] * max(1, config.judges)
+    python = config.python or harness_python()
+    return [Judge(i, gpu, python, options, state, inbox) for i, gpu in enumerate(slots_local)]
 
 
 def _rungs_asked(row: dict[str, Any]) -> tuple[str, ...] | None:

@@ -156,6 +156,11 @@ class EvaluationWrites(Connection):
     def set_running(self, evaluation_id: int) -> None:
         self.table("evaluations").update(evaluation_id, {"status": "running", "started": now()})
 
+    def requeue(self, evaluation_id: int) -> None:
+        """Queued again from the start (its judge was lost with it in hand): its rungs so far are dropped."""
+        self.conn.execute("UPDATE evaluations SET status = 'queued', started = NULL WHERE id = ?", [evaluation_id])
+        self.conn.execute("DELETE FROM rungs WHERE evaluation_id = ?", [evaluation_id])
+
     def requeue_interrupted(self) -> list[int]:
         """Evaluations left queued or running by a kerneltui that stopped: queued again, oldest first."""
         ids = [
