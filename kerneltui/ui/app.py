@@ -31,6 +31,7 @@ from kerneltui.ui.messages import (
     SnapshotLoaded,
 )
 from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen
+from kerneltui.ui.screens.gpus import JudgesScreen
 from kerneltui.ui.screens.leaderboard import LeaderboardScreen
 from kerneltui.ui.steering import Steering
 from kerneltui.ui.widgets.agent import AgentPane
@@ -92,6 +93,14 @@ class KernelTUI(Steering):
             id="leaderboard",
             show=False,
             tooltip="agents measured on this workspace (kerneltui bench-agents): fast_p, each agent's best",
+        ),
+        Binding(
+            "w",
+            "judges",
+            "judges",
+            id="gpus",
+            show=False,
+            tooltip="the judges, one per GPU: where each runs, what it judges now, how many it judged",
         ),
         Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
         Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
@@ -169,6 +178,7 @@ class KernelTUI(Steering):
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one("#problems", ProblemTable).fit(event.size.width)
+        self._update_status(event.size.width)  # the judges' load compacts on a narrow terminal
 
     def on_mount(self) -> None:
         self.query_one("#problems", ProblemTable).fit(self.size.width)
@@ -247,6 +257,7 @@ class KernelTUI(Steering):
                 timeout=10,
                 markup=False,
             )
+        self._update_status()  # each judge's load, at once: the snapshot read comes after
         self.load_snapshot()
 
     # --- actions -------------------------------------------------------------------------------
@@ -288,6 +299,9 @@ class KernelTUI(Steering):
 
     def action_leaderboard(self) -> None:
         self.push_screen(LeaderboardScreen(self.workspace))
+
+    def action_judges(self) -> None:
+        self.push_screen(JudgesScreen(self.session, self.deferred_to))
 
     def action_quit_app(self) -> None:
         pending = self.session.pending

@@ -85,7 +85,8 @@ class DashboardBase(App[None]):
     def scheduler(self) -> Scheduler | None:
         return self.session.scheduler
 
-    def _update_status(self) -> None:
+    def _update_status(self, width: int | None = None) -> None:
+        """`width`: the terminal's new width, during a resize (the app's size is the old one until it is done)."""
         waiting = max(0, self.snapshot.pending - self.running)
         if self.deferred_to:
             judges = f"judged by kerneltui pid {self.deferred_to}"
@@ -93,9 +94,19 @@ class DashboardBase(App[None]):
             judges = "judge starting…" if self.session.run_judges and self.session.run_scheduler else "judging off"
         # agents end on their own threads: a copy to iterate
         agents = [(run.agent.model, problem) for problem, run in list(self.agents.items())]
-        self.query_one("#status", StatusBar).update(
-            status_text(str(self.workspace.root), self.device, self.running, waiting, judges, agents)
+        root = str(self.workspace.root)
+        line = status_text(
+            root, self.device, self.running, waiting, judges, agents, self.judge_states(), width or self.size.width
         )
+        self.query_one("#status", StatusBar).update(line)
+
+    def judge_states(self) -> list[dict[str, Any]]:
+        """This dashboard's judges (none while another kerneltui judges the workspace): an in-memory read of the
+        scheduler's, cheap enough for the UI thread."""
+        scheduler = self.scheduler
+        if scheduler is None or not scheduler.owner:
+            return []
+        return scheduler.judge_states()
 
     def _alert(self, text: str) -> None:
         if self.config.bell:

@@ -35,6 +35,7 @@ class KernelCommands(Provider):
             ("Stop this problem's agent", app.action_stop_agent, key("stop_agent")),
             ("Diff: cycle previous / best / approved", app.action_diff, key("diff")),
             ("Search the pane on show", app.action_search, key("search")),
+            ("Judges: each GPU's load", app.action_judges, key("gpus")),
             ("Help: keys", app.action_help, key("help")),
         ]
         for tab in ("rungs", "diff", "trends", "asm", "agent", "profile"):

@@ -1,4 +1,4 @@
-"""The top line: workspace, device and its ceilings, the queue."""
+"""The top line: workspace, device and its ceilings, each judge's load, the queue."""
 
 from __future__ import annotations
 
@@ -8,6 +8,25 @@ from rich.text import Text
 from textual.widgets import Static
 
 
+def judge_label(state: dict[str, Any]) -> str:
+    """GPU0, GPU1 … for judges pinned to a GPU; J0, J1 … for judges sharing a machine with no GPU."""
+    where = str(state.get("where") or "")
+    return where.replace(" ", "") if where.startswith("GPU") else f"J{state.get('judge', '?')}"
+
+
+def judge_load(states: list[dict[str, Any]], narrow: bool) -> Text:
+    """Each judge busy (●), idle (○) or starting (◌); narrow: only how many of them are busy."""
+    busy = sum(1 for s in states if s.get("busy"))
+    if narrow:
+        return Text(f"judges {busy}/{len(states)} busy", style="yellow" if busy else "dim")
+    text = Text()
+    for state in states:
+        mark, style = ("●", "yellow") if state.get("busy") else ("○", "green") if state.get("ready") else ("◌", "dim")
+        text.append(f" {judge_label(state)} ")
+        text.append(mark, style=style)
+    return text
+
+
 def status_text(
     root: str,
     device: dict[str, Any] | None,
@@ -15,6 +34,32 @@ def status_text(
     waiting: int,
     judges: str,
     agents: list[tuple[str, str]] | None = None,
+    load: list[dict[str, Any]] | None = None,
+    width: int | None = None,
+) -> Text:
+    """`load`: Scheduler.judge_states(), shown only with more than one judge; compacted to fit `width`."""
+    if load is None or len(load) < 2:
+        return _line(root, device, running, waiting, judges, agents, None)
+    text = _line(root, device, running, waiting, judges, agents, judge_load(load, narrow=False))
+    if width is None or text.cell_len <= width:
+        return text
+    compact = judge_load(load, narrow=True)
+    text = _line(root, device, running, waiting, judges, agents, compact)
+    over = text.cell_len - width
+    if over > 0:  # a long workspace path would still hide the load: its head gives way first
+        root = "…" + root[min(len(root) - 1, over + 1) :]
+        text = _line(root, device, running, waiting, judges, agents, compact)
+    return text
+
+
+def _line(
+    root: str,
+    device: dict[str, Any] | None,
+    running: int,
+    waiting: int,
+    judges: str,
+    agents: list[tuple[str, str]] | None,
+    load: Text | None,
 ) -> Text:
     text = Text()
     text.append(" kerneltui ", style="bold reverse")
@@ -25,6 +70,9 @@ def status_text(
         text.append(f"{name}{' · ' + arch if arch else ''}", style="bold")
     else:
         text.append(judges, style="dim")
+    if load is not None:
+        text.append("  ")
+        text.append_text(load)
     text.append("   queue ")
     text.append(f"{running} running", style="yellow" if running else "dim")
     text.append(" · ")
