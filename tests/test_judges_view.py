@@ -12,7 +12,7 @@ from kerneltui.core.scheduler import JudgeLock
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.screens.gpus import JudgesScreen
-from kerneltui.ui.widgets.status import status_text
+from kerneltui.ui.widgets.status import judge_label, status_text
 from tests.conftest import add_version, make_workspace
 from tests.test_dashboard import SIZE, wait_for
 
@@ -54,6 +54,12 @@ def test_the_top_line_shows_each_judges_load_and_compacts_when_narrow() -> None:
     assert one == status_text("/ws", device, 1, 0, "").plain  # one judge: the line as it always was
     starting = status_text("/ws", None, 0, 0, "judge starting…", None, [state(0, ready=False), state(1)], 160)
     assert "GPU0 ◌ GPU1 ○" in starting.plain
+    far = [
+        {**state(0), "where": "ssh box GPU 1"},
+        {**state(1), "where": "ssh box"},
+        {**state(2), "where": "ray actor 2"},
+    ]
+    assert [judge_label(s) for s in far] == ["box:GPU1", "box", "J2"]
 
 
 async def test_the_judges_view_lists_two_judges_and_counts_what_each_judged(tmp_path: Path) -> None:

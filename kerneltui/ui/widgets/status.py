@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.text import Text
@@ -9,9 +10,14 @@ from textual.widgets import Static
 
 
 def judge_label(state: dict[str, Any]) -> str:
-    """GPU0, GPU1 … for judges pinned to a GPU; J0, J1 … for judges sharing a machine with no GPU."""
+    """GPU0 for a judge on this machine's GPU 0, box:GPU1 for one over ssh on box's GPU 1, box for one there with no
+    GPU named; J0, J1 … (the judge's number) for the rest: judges sharing a machine with no GPU, Ray's actors."""
     where = str(state.get("where") or "")
-    return where.replace(" ", "") if where.startswith("GPU") else f"J{state.get('judge', '?')}"
+    gpu = re.search(r"GPU (\d+)$", where)
+    host = where.split()[1] if where.startswith("ssh ") and len(where.split()) > 1 else ""
+    if gpu:
+        return f"{host}:GPU{gpu.group(1)}" if host else f"GPU{gpu.group(1)}"
+    return host or f"J{state.get('judge', '?')}"
 
 
 def judge_load(states: list[dict[str, Any]], narrow: bool) -> Text:
