@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kerneltui.core import config as config_mod
 from kerneltui.core import leaderboard
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -26,9 +25,10 @@ def parse_ps(text: str) -> tuple[float, ...]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from kerneltui.cli import load_config
     from kerneltui.core.bench import Bench, BenchError, parse_agent, suite_problems
 
-    config = config_mod.load(args.config)
+    config = load_config(args)
     agent = config.agent
     agent.max_versions = args.budget
     agent.max_cost_usd = args.max_cost if args.max_cost is not None else agent.max_cost_usd
@@ -105,6 +105,9 @@ def add_parser(subparsers: Any) -> None:
     bench.add_argument("--into", help="the bench workspace (default: ./bench/<suite>-<time>)")
     bench.add_argument("--json", action="store_true", help="the leaderboard as one JSON object on stdout")
     bench.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    from kerneltui.cli import add_executor_argument
+
+    add_executor_argument(bench)
     bench.set_defaults(func=cmd_bench)
     board = subparsers.add_parser("leaderboard", help="a bench's figures: fast_p and each agent's best per problem")
     board.add_argument("--workspace", help="the bench workspace (default: the current folder)")

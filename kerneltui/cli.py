@@ -34,6 +34,26 @@ CANCEL_WAIT_S = 15.0  # how long Ctrl-C or SIGTERM waits for an agent to stop be
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
 
 
+def add_executor_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor",
+        action="append",
+        help="where judges run (the config's [ladder] executor): local, ssh://[user@]host[:port][?gpus=0,1] "
+        "(repeat for several), ray or ray://ADDRESS",
+    )
+
+
+def load_config(args: argparse.Namespace) -> config_mod.Config:
+    """The config file, with --executor over its [ladder] executor."""
+    config = config_mod.load(args.config)
+    if getattr(args, "executor", None):
+        try:
+            config.ladder.executor = config_mod.executors(args.executor)
+        except ValueError as exc:
+            raise config_mod.ConfigError(f"--executor: {exc}") from None
+    return config
+
+
 def open_store(workspace: Workspace) -> Store:
     opened = Store.open(workspace.db_path)
     if opened.warning:
@@ -190,7 +210,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     workspace = resolve(args.workspace)
     workspace.problem_dir(args.problem)
-    config = config_mod.load(args.config)
+    config = load_config(args)
     agent_config = config.agent
     for name in (
         "backend",
@@ -360,7 +380,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from kerneltui.ui.app import KernelTUI
 
     workspace = resolve(args.workspace)
-    config = config_mod.load(args.config)
+    config = load_config(args)
     KernelTUI(workspace, config, run_judges=not args.no_judge).run()
     return EXIT_OK
 
@@ -491,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--recording", help="replay: a recording folder (default: the one shipped for the problem)")
     agent.add_argument("--pace", type=float, help="replay: multiply the recorded waits (0: no waits)")
     agent.add_argument("--config", help=CONFIG_HELP)
+    add_executor_argument(agent)
     agent.set_defaults(func=cmd_agent)
 
     from kerneltui.mcp_server import add_parser as add_mcp_parser
@@ -526,6 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("workspace", nargs="?")
     dash.add_argument("--config", help=CONFIG_HELP)
     dash.add_argument("--no-judge", action="store_true", help="show the history without judging anything")
+    add_executor_argument(dash)
     dash.set_defaults(func=cmd_dashboard)
 
     web = sub.add_parser("serve-web", help="the dashboard in a browser, behind a token printed at start")

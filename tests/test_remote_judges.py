@@ -186,3 +186,11 @@ def test_a_bundle_holds_the_problem_folder_the_version_and_the_best_it_races(tmp
     assert sorted(bundle["files"]) == ["vadd/data/weights.bin", "vadd/problem.py", "vadd/v001.py", "vadd/v003.py"]
     assert bundle["request"]["path"] == "vadd/v003.py"
     assert bundle["request"]["race_with"]["cpu"]["path"] == "vadd/v001.py"
+
+
+def test_a_bad_executor_on_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
+    from tests.conftest import kerneltui
+
+    folder = make_workspace(tmp_path / "ws")
+    done = kerneltui("agent", "vadd", "--workspace", str(folder.parent), "--executor", "slurm://x")
+    assert done.returncode == 2 and "--executor: executor 'slurm://x'" in done.stderr, done.stderr
