@@ -194,3 +194,23 @@ def test_a_bad_executor_on_the_command_line_is_a_usage_error(tmp_path: Path) -> 
     folder = make_workspace(tmp_path / "ws")
     done = kerneltui("agent", "vadd", "--workspace", str(folder.parent), "--executor", "slurm://x")
     assert done.returncode == 2 and "--executor: executor 'slurm://x'" in done.stderr, done.stderr
+
+
+def test_a_problem_folder_too_big_to_send_is_the_problems_error(
+    sshd: tuple[int, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle that could not be made left the judge waiting on a reply that never came: the queue stalled."""
+    from kerneltui.core import remote
+
+    monkeypatch.setattr(remote, "MAX_BUNDLE_BYTES", 1000)
+    port, options = sshd
+    folder = make_workspace(tmp_path / "ws")
+    (folder / "weights.bin").write_bytes(b"\0" * 4000)
+    add_version(folder, "good", "v001.py")
+    scheduler, events = ssh_scheduler(folder.parent, port, options, tmp_path / "remote")
+    scheduler.start()
+    try:
+        seen = events_until(events, 1, timeout=120)
+        assert seen[-1].kind == "failed" and "too much to send" in seen[-1].data["error"], seen[-1].data
+    finally:
+        scheduler.stop()

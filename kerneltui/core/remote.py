@@ -92,11 +92,13 @@ class RemoteJudge(Judge):
         request: dict[str, Any] = {"id": evaluation_id, "path": str(path), **best}
         if rungs:
             request["rungs"] = list(rungs)
+        self.busy = evaluation_id
         try:
             bundle = bundle_for(self.root, request)
-        except (RemoteError, OSError, ValueError) as exc:
-            raise OSError(f"cannot send {path.name} to {self.where}: {exc}") from exc
-        self.busy = evaluation_id
+        except (RemoteError, OSError, ValueError) as exc:  # the problem folder's fault, said as the judge would
+            said = {"event": "error", "id": evaluation_id, "error": f"not sent to {self.where}: {exc}", "problem": True}
+            self.inbox.put(("line", self, json.dumps(said)))
+            return
         self.send(bundle)
 
     def send(self, bundle: dict[str, Any]) -> None:
