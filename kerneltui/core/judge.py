@@ -56,7 +56,7 @@ class JudgeProcess:
         options: Options,
         state: Path,
         stderr: IO[str] | IO[bytes] | int,
-        gpu: int | None = None,
+        gpu: str | None = None,
         once: bool = False,
     ) -> None:
         options = dataclasses.replace(options, state_dir=state, best_us=None, race_with=None)  # sent per request
@@ -128,7 +128,7 @@ class Judge(JudgeProcess):
     def __init__(
         self,
         index: int,
-        gpu: int | None,
+        gpu: str | None,
         python: str,
         options: Options,
         state: Path,

@@ -351,6 +351,13 @@ def beat_best_of(row: dict[str, Any]) -> bool:
     return bool(row.get("vs_best") and row["vs_best"] > 1.0)
 
 
+def visible_gpus(count: int) -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them to it (a judge pinned to "0" when kerneltui
+    was given "2,3" would judge on GPU 0, someone else's)."""
+    given = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return given[:count] if given and count else [str(i) for i in range(count)]
+
+
 def make_judges(config: LadderConfig, workspace: Workspace, inbox: queue.Queue[tuple[str, Any, Any]]) -> list[Judge]:
     """The judges the config asks for: one per local GPU (else `judges` of them), per ssh target's GPU, or per
     GPU of a Ray cluster. RemoteError when a remote executor cannot be set up."""
@@ -370,8 +377,8 @@ def make_judges(config: LadderConfig, workspace: Workspace, inbox: queue.Queue[t
         if config.ray_resources:
             resources = {**resources, "resources": dict(config.ray_resources)}
         return [RayJudge(i, resources, options, workspace.root, state, inbox) for i in range(count)]
-    gpus = cuda_device_count()
-    slots_local: list[int | None] = list(range(gpus)) if gpus else [None] * max(1, config.judges)
+    gpus = visible_gpus(cuda_device_count())
+    slots_local: list[str | None] = list(gpus) if gpus else [None] * max(1, config.judges)
     python = config.python or harness_python()
     return [Judge(i, gpu, python, options, state, inbox) for i, gpu in enumerate(slots_local)]
 
