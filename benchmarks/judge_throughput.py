@@ -2,6 +2,7 @@
 
     python benchmarks/judge_throughput.py [--judges 1,2,4] [--problem kernels/vecadd] [--problems 4]
                                           [--rungs load,compile,...] [--dir /tmp/kerneltui-throughput] [--json OUT]
+                                          [--executor local|ray]
 
 For each count k: a new workspace of `--problems` copies of the problem, the scheduler started headless through a
 Session as the dashboard starts it, and, once its k judges are ready, every version of every copy written at once
@@ -13,7 +14,8 @@ On a GPU box a judge runs per GPU: for k judges the run sees only the first k GP
 which is where the scheduler pins its judges); counts above the box's GPUs are left out. With no GPU, `[ladder]
 judges = k` judges share the machine's cores. Each count runs in a process of its own: the scheduler counts the
 GPUs it sees once per process. It prints one table: judges, versions, seconds, versions a minute, the speed-up over
-one judge, and the efficiency (the speed-up over the judges used: 100% is perfect scaling).
+one judge, and the efficiency (the speed-up over the judges used: 100% is perfect scaling). `--executor ray` runs
+the judges as Ray actors on a local Ray cluster started in each child (one per visible GPU, or k on CPUs).
 """
 
 from __future__ import annotations
@@ -89,11 +91,13 @@ def make_workspace(root: Path, problem: Path, copies: int) -> list[tuple[Path, s
     return planned
 
 
-def run_one(judges: int, problem: Path, copies: int, rungs: str | None, root: Path) -> dict[str, Any]:
+def run_one(
+    judges: int, problem: Path, copies: int, rungs: str | None, root: Path, executor: str = "local"
+) -> dict[str, Any]:
     """One count of judges, in this process: its figures as a dict."""
     planned = make_workspace(root, problem, copies)
     options = Options(rungs=parse_rungs(rungs)) if rungs else Options()
-    config = Config(ladder=LadderConfig(judges=judges, options=options))
+    config = Config(ladder=LadderConfig(judges=judges, options=options, executor=[executor]))
     tally = Tally()
     session = Session(Workspace(root), config, tally.heard)
     started = time.perf_counter()
@@ -132,6 +136,7 @@ def run_child(judges: int, gpus: int, args: argparse.Namespace) -> dict[str, Any
     command = [sys.executable, __file__, "--one", str(judges), "--problem", str(args.problem)]
     command += ["--problems", str(args.problems), "--dir", str(args.dir / f"judges{judges}")]
     command += ["--rungs", args.rungs] if args.rungs else []
+    command += ["--executor", args.executor]
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, timeout=TIMEOUT_S + 120, check=True)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -158,11 +163,13 @@ def main() -> int:
     parser.add_argument("--rungs", help="only these rungs (default: the whole ladder)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/kerneltui-throughput"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--executor", default="local", choices=("local", "ray"), help="judges here or as Ray actors")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child: this count, its figures as JSON
     args = parser.parse_args()
     args.problem = args.problem.resolve()
     if args.one:
-        print(json.dumps(run_one(args.one, args.problem, args.problems, args.rungs, args.dir)), flush=True)
+        found = run_one(args.one, args.problem, args.problems, args.rungs, args.dir, args.executor)
+        print(json.dumps(found), flush=True)
         return 0
     gpus = cuda_device_count()
     counts = [int(c) for c in args.judges.split(",")]
@@ -172,7 +179,8 @@ def main() -> int:
     if gpus and max(counts) > gpus:
         print(f"{gpus} GPU(s): counts above it left out", file=sys.stderr)
         counts = [c for c in counts if c <= gpus]
-    print(f"{args.problems} copies of {args.problem.name} on {f'{gpus} GPU(s)' if gpus else 'no GPU'}", flush=True)
+    where = f"{gpus} GPU(s)" if gpus else "no GPU"
+    print(f"{args.problems} copies of {args.problem.name} on {where}, judges {args.executor}", flush=True)
     results = []
     for count in counts:
         found = run_child(count, gpus, args)
