@@ -112,9 +112,9 @@ def test_the_history_keeps_the_label_and_the_raced_ratio_not_a_ratio_of_old_medi
 
 
 def test_an_ambiguous_race_is_not_announced_as_a_new_best(tmp_path: Path) -> None:
-    from kerneltui.core.scheduler import Scheduler
+    from kerneltui.core.scheduler import beat_best_of
 
-    finished = Scheduler.beat_best
+    finished = beat_best_of
     assert finished({"race": "ambiguous", "vs_best": 1.01}) is False
     assert finished({"race": "faster", "vs_best": 1.04}) is True
     assert finished({"race": None, "vs_best": 1.04}) is True  # no race (the first on a GPU): the medians
