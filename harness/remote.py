@@ -48,6 +48,7 @@ class RemoteServe:
         self.state = self.root / "state"
         self.proc: subprocess.Popen[str] | None = None
         self.ready_line = ""
+        self.log_path = self.root / "logs" / "judge.log"
 
     def start(self) -> str:
         """Starts the judge and returns its ready line (the device it judges on)."""
@@ -61,7 +62,8 @@ class RemoteServe:
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         argv = [sys.executable, "-m", "harness", "serve", *self.options, "--state-dir", str(self.state)]
-        log = open(self.root / "logs" / f"judge-{os.getpid()}.log", "a")  # noqa: SIM115  (the judge's stderr)
+        self.log_path = self.root / "logs" / f"judge-{os.getpid()}.log"
+        log = open(self.log_path, "a")  # noqa: SIM115  (the judge's stderr)
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=self.root
         )
@@ -124,7 +126,12 @@ class RemoteServe:
 
     def _stopped_text(self) -> str:
         code = self.proc.wait() if self.proc else None
-        return f"the judge on {socket.gethostname()} stopped (exit {code}); its log is in {self.root / 'logs'}"
+        try:
+            tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+        except OSError:
+            tail = []
+        said = f"the judge on {socket.gethostname()} stopped (exit {code}), its log {self.log_path}"
+        return said + (": " + " | ".join(tail) if tail else "")
 
     def _write_files(self, base: Path, files: dict[str, str]) -> None:
         for relative, data in files.items():

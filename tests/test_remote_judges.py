@@ -214,3 +214,25 @@ def test_a_problem_folder_too_big_to_send_is_the_problems_error(
         assert seen[-1].kind == "failed" and "too much to send" in seen[-1].data["error"], seen[-1].data
     finally:
         scheduler.stop()
+
+
+def test_a_remote_python_without_torch_is_said(sshd: tuple[int, list[str]], tmp_path: Path) -> None:
+    """A remote judge that could not start (no torch in that Python) left the judge never ready, and nothing said."""
+    port, options = sshd
+    bare = shutil.which("python3", path="/usr/bin")
+    if bare is None or subprocess.run([bare, "-c", "import torch"], capture_output=True).returncode == 0:
+        pytest.skip("needs a Python without torch at /usr/bin/python3")
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v001.py")
+    scheduler, events = ssh_scheduler(folder.parent, port, options, tmp_path / "remote")
+    scheduler.config.executor = [f"ssh://127.0.0.1:{port}?python={bare}&root={tmp_path / 'remote'}"]
+    scheduler.start()
+    try:
+        message = ""
+        deadline = time.monotonic() + 180
+        while "keeps stopping" not in message:
+            event = events.get(timeout=max(1.0, deadline - time.monotonic()))
+            message = event.data.get("message", "") if event.kind == "warning" else ""
+        assert "No module named 'torch'" in message, message
+    finally:
+        scheduler.stop()

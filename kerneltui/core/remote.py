@@ -117,6 +117,9 @@ class RemoteJudge(Judge):
         if kind == "remote-files":
             self._write_dumps(event.get("files") or {})
             return
+        if kind == "error" and event.get("id") is None and not self.ready:  # it never started: said, started again
+            self.lost(f"{self.where}: {event.get('error')}")
+            return
         for remote, local in ((self.remote_ws, self.root), (self.remote_state, self.state)):
             if remote:
                 line = line.replace(json.dumps(remote)[1:-1], json.dumps(str(local))[1:-1])

@@ -97,6 +97,7 @@ class SshJudge(RemoteJudge):
         self.target, self.remote_gpu, self.ssh_options = target, gpu, ssh_options
         self.log_path = state / "logs" / f"judge-{index}-ssh.log"
         self.stopping = False
+        self.said_lost = False  # lost() already said for this connection
 
     def ssh_argv(self) -> list[str]:
         remote = [self.target.python, "-c", BOOTSTRAP, "--root", self.target.root]
@@ -110,7 +111,7 @@ class SshJudge(RemoteJudge):
             self.log.close()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log = open(self.log_path, "a")  # noqa: SIM115  (ssh's stderr, for as long as it runs)
-        self.ready, self.stopping, self.remote_ws = False, False, None
+        self.ready, self.stopping, self.remote_ws, self.said_lost = False, False, None, False
         self.proc = subprocess.Popen(
             self.ssh_argv(),
             stdin=subprocess.PIPE,
@@ -133,7 +134,7 @@ class SshJudge(RemoteJudge):
         for line in proc.stdout:
             self.relay(line)
         code = proc.wait()
-        if not self.stopping and proc is self.proc:
+        if not self.stopping and proc is self.proc and not self.said_lost:
             self.lost(f"the connection to {self.target.host} ended (ssh exit {code}): {self._log_tail()}")
 
     def send(self, bundle: dict[str, Any]) -> None:
@@ -150,6 +151,15 @@ class SshJudge(RemoteJudge):
 
     def stderr_tail(self, chars: int = 2000) -> str:
         return (super().stderr_tail(chars) + "\n" + self._log_tail())[-chars:]
+
+    def lost(self, reason: str) -> None:
+        """Said once per connection; the connection is ended (a remote that could not start keeps it open)."""
+        if self.said_lost:
+            return
+        self.said_lost = True
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        super().lost(reason)
 
     def stop(self, grace: float = 5.0) -> None:
         self.stopping = True
