@@ -567,9 +567,11 @@ def split_command(command: str) -> list[str]:
     return words
 
 
-def mcp_command(workspace: Path, config: Path | None = None) -> list[str]:
-    """How an agent starts kerneltui's MCP server on this workspace, with the person's config."""
+def mcp_command(workspace: Path, config: Path | None = None, hidden: tuple[Path, ...] = ()) -> list[str]:
+    """How an agent starts kerneltui's MCP server on this workspace, with the person's config; `hidden`: problem
+    folders its tools may not open."""
     command = [sys.executable, "-m", "kerneltui", "mcp", "--workspace", str(workspace)]
+    command += [arg for folder in hidden for arg in ("--hide", folder.name)]
     return command + (["--config", str(config)] if config else [])
 
 

@@ -323,6 +323,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     session = Session(workspace, config, on_event=note)
     if args.session is not None:
         session.join_agent_session(args.session)  # before judging starts: a wrong id ends the command at once
+    session.external.hidden = tuple(workspace.root / name for name in args.hide or ())
     session.start_scheduler(wait_s=120)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, functools.partial(stop_now, session))
@@ -340,6 +341,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--session",
         type=int,
         help="record into this agent session (one the process driving the agent started) instead of a new one",
+    )
+    parser.add_argument(
+        "--hide",
+        action="append",
+        metavar="PROBLEM",
+        help="a problem folder closed to this server's agents (other agents' copies in a bench; repeat)",
     )
     parser.set_defaults(func=cmd_mcp)
 

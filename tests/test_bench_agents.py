@@ -257,3 +257,24 @@ def test_fast_p_counts_only_clean_or_approved_passes() -> None:
     assert leaderboard.fast_p(entries, 2.0) == 0.25
     untimed = leaderboard.entry_figures(entry, [row("v001", "pass")])
     assert leaderboard.fast_p([untimed], 1.0) is None and leaderboard.fast_p([untimed], 0) == 1.0
+
+
+def test_an_acp_agent_in_a_bench_gets_an_mcp_server_closed_to_the_others(tmp_path: Path) -> None:
+    import sys
+
+    from kerneltui.core.config import AgentConfig, Config
+    from kerneltui.core.session import Session
+
+    suite = make_suite(tmp_path)
+    into = tmp_path / "into"
+    for name in ("vadd--a", "vadd--b"):
+        copy_problem(suite / "vadd", into, name)
+    workspace = Workspace(into)
+    session = Session(workspace, Config(), lambda event: None)
+    try:
+        agent = AgentConfig(backend="acp", acp=f"{sys.executable} -c pass")
+        run = session.start_agent("vadd--a", agent=agent, hidden=(into / "vadd--b",))
+        command = run.agent.mcp_command  # type: ignore[attr-defined]
+        assert command[command.index("--hide") + 1] == "vadd--b" and "vadd--a" not in command
+    finally:
+        session.close()

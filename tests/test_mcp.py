@@ -251,3 +251,19 @@ async def test_a_client_with_a_call_timeout_gets_progress_and_waits_on(tmp_path:
         assert verdict["status"] == "pass", verdict
         missing = await session.call_tool("wait_for_verdict", {"problem": "vadd", "version": "v009"})
         assert missing.is_error and "no version 'v009'; versions: v001" in text(missing)
+
+
+async def test_problems_hidden_from_the_server_are_closed_to_its_agents(tmp_path: Path) -> None:
+    """In a bench each agent works on its own copy: an ACP agent's MCP tools opened the other agents' copies."""
+    mine = make_workspace(tmp_path / "ws", "vadd")
+    other = tmp_path / "ws" / "vadd--other"  # another agent's copy, a version in it
+    other.mkdir()
+    (other / "problem.py").write_text((mine / "problem.py").read_text())
+    (other / "v001.py").write_text((VERSIONS / "good.py").read_text())
+    async with connect(mine.parent, "--hide", "vadd--other") as session:
+        own = await session.call_tool("read_file", {"problem": "vadd", "path": "vadd/problem.py"})
+        assert not own.is_error, text(own)
+        peek = await session.call_tool("read_file", {"problem": "vadd", "path": "vadd--other/v001.py"})
+        assert peek.is_error and "another agent's work (vadd--other)" in text(peek), text(peek)
+        lane = await session.call_tool("read_results", {"problem": "vadd--other", "version": "v001"})
+        assert lane.is_error and "no problem 'vadd--other'" in text(lane), text(lane)

@@ -350,11 +350,12 @@ def make_agent(
     acp_agents: dict[str, str] | None = None,
     asker: Callable[[PermissionAsk], None] | None = None,
     config_file: Path | None = None,
+    hidden: tuple[Path, ...] = (),
 ) -> Agent:
     """The configured backend for this problem; AgentSetupError says what is missing. `config_file`: the
-    person's config, handed on to the MCP server an ACP agent starts."""
+    person's config, handed on to the MCP server an ACP agent starts; `hidden`: folders closed to its tools."""
     if config.backend == "acp":
-        return make_acp_agent(config, problem, workspace, acp_agents or {}, asker, config_file)
+        return make_acp_agent(config, problem, workspace, acp_agents or {}, asker, config_file, hidden)
     if config.backend == "replay":
         from agents.replay import RecordingError, ReplayAgent, builtin_recordings, load_recording
 
@@ -393,6 +394,7 @@ def make_acp_agent(
     acp_agents: dict[str, str],
     asker: Callable[[PermissionAsk], None] | None,
     config_file: Path | None = None,
+    hidden: tuple[Path, ...] = (),
 ) -> Agent:
     import shutil
 
@@ -411,7 +413,7 @@ def make_acp_agent(
     logs = workspace.state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     name = config.acp if config.acp in acp_agents else command[0]
-    mcp = mcp_command(workspace.root, config_file if config_file and config_file.is_file() else None)
+    mcp = mcp_command(workspace.root, config_file if config_file and config_file.is_file() else None, hidden)
     return AcpAgent(
         command,
         mcp,

@@ -62,6 +62,7 @@ class ExternalAgents:
         self.workspace, self.configured_context, self.judges = workspace, configured_context, judges
         self.wait_s = wait_s  # how long one call waits for a verdict: MCP clients give up after about a minute
         self.joined: tuple[int, str] | None = None  # (session id, problem) recorded into instead of a new session
+        self.hidden: tuple[Path, ...] = ()  # problem folders closed to these agents (other agents' in a bench)
         self.lanes: dict[str, Lane] = {}
         self.guard = threading.Lock()
         self.closed = False
@@ -120,10 +121,11 @@ class ExternalAgents:
             return self.lanes[problem]
 
     def _open(self, problem: str, client: str) -> Lane:
-        known = sorted(p.name for p in self.workspace.problems())
+        hidden = {h.resolve() for h in self.hidden}
+        known = sorted(p.name for p in self.workspace.problems() if p.resolve() not in hidden)
         if problem not in known:  # also refuses names that would lead out of the workspace
             raise ToolError(f"no problem {problem!r} in {self.workspace.root} (problems: {', '.join(known) or 'none'})")
-        info = problem_info(self.workspace, problem, self.context)
+        info = problem_info(self.workspace, problem, self.context, self.hidden)
         store = Store.open(self.workspace.db_path, check=False).store
         if self.joined is not None and self.joined[1] == problem:
             session_id, owned = self.joined[0], False

@@ -264,7 +264,7 @@ class Session(PersonsWord):
         asker = self._asker(problem)
         chosen = agent or self.config.agent
         try:
-            made = make_agent(chosen, problem, self.workspace, self.config.acp_agents, asker, self.config.path)
+            made = make_agent(chosen, problem, self.workspace, self.config.acp_agents, asker, self.config.path, hidden)
         except AgentSetupError as exc:
             raise SessionRefused(str(exc)) from None
         run = AgentRun(made, problem, budget=budget_from(chosen), hidden=hidden)
