@@ -40,11 +40,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         specs = [parse_agent(text, config.acp_agents, agent.model) for text in args.agent]
         problems = suite_problems(Path(args.suite))
         into = Path(args.into) if args.into else default_into(Path(args.suite))
-        bench = Bench(into, config, specs, race=args.race, say=say)
+        bench = Bench(into, config, specs, race=args.race, say=say, minutes=args.minutes)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     settings = {"budget": args.budget, "max_cost_usd": args.max_cost, "race": args.race, "ps": list(args.p)}
+    settings["minutes"] = args.minutes
     say(f"bench of {len(specs)} agent(s) on {len(problems)} problem(s) in {bench.workspace.root}")
     run_id = bench.run(Path(args.suite).resolve(), problems, settings)
     return show(bench.workspace.root, run_id, args.p, args.json, say)
@@ -100,6 +101,7 @@ def add_parser(subparsers: Any) -> None:
         "--target-roofline", type=float, dest="target_roofline", help="an agent stops at this %% of roofline"
     )
     bench.add_argument("--race", action="store_true", help="the agents work on each problem at once")
+    bench.add_argument("--minutes", type=float, help="wall-clock minutes per agent per problem (then it is stopped)")
     bench.add_argument("--p", type=parse_ps, default=leaderboard.DEFAULT_PS, help="fast_p thresholds (default 0,1,2)")
     bench.add_argument("--pace", type=float, default=0.0, help="replay: multiply the recorded waits (default 0)")
     bench.add_argument("--into", help="the bench workspace (default: ./bench/<suite>-<time>)")

@@ -278,3 +278,20 @@ def test_an_acp_agent_in_a_bench_gets_an_mcp_server_closed_to_the_others(tmp_pat
         assert command[command.index("--hide") + 1] == "vadd--b" and "vadd--a" not in command
     finally:
         session.close()
+
+
+def test_an_agent_past_the_time_limit_is_stopped(tmp_path: Path) -> None:
+    """Versions and cost bound an agent; a wall-clock limit bounds one that spends neither."""
+    suite = make_suite(tmp_path)
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "01.py").write_text(RIGHT["scale2"])
+    steps = [{"file": "01.py", "say": "after a long think", "after_s": 600}]
+    (slow / "session.json").write_text(json.dumps({"problem": "scale2", "model": "m", "steps": steps}))
+    started = time.monotonic()
+    args = ["bench-agents", str(suite / "scale2"), "--agent", f"replay:{slow}", "--pace", "1", "--minutes", "0.05"]
+    done = kerneltui(*args, "--into", str(tmp_path / "into"), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert time.monotonic() - started < 120
+    entry = json.loads(done.stdout)["problems"][0]
+    assert entry["stop_reason"].startswith("the bench's time limit (0.05 min)") and entry["versions"] == 0, entry

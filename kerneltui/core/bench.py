@@ -14,12 +14,14 @@ import re
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kerneltui.core import leaderboard
+from kerneltui.core.agent_host import AgentRun
 from kerneltui.core.config import AgentConfig, Config
 from kerneltui.core.session import AgentEnded, Session, SessionEvent, SessionRefused
 from kerneltui.core.workspace import VERSION_RE, Workspace, is_problem_dir
@@ -147,6 +149,7 @@ class Bench:
         specs: list[AgentSpec],
         race: bool = False,
         say: Callable[[str], None] = print,
+        minutes: float | None = None,
     ) -> None:
         labels = [s.label for s in specs]
         if len(set(labels)) != len(labels):
@@ -154,6 +157,7 @@ class Bench:
         into.mkdir(parents=True, exist_ok=True)
         self.workspace = Workspace(into.resolve())
         self.config, self.specs, self.race, self.say = config, specs, race, say
+        self.minutes = minutes  # each (problem, agent)'s wall-clock limit, from its start
         self.session = Session(self.workspace, config, self._heard)
         self.ended: dict[str, threading.Event] = {}
 
@@ -201,10 +205,11 @@ class Bench:
         for _, _, thread in threads:
             thread.start()
         try:
+            deadline = None if self.minutes is None else time.monotonic() + 60 * self.minutes
             for pair, run, _ in threads:
-                self.ended[pair.folder].wait()
+                reason = self._wait_or_stop(pair, run, deadline)
                 store.update_bench_entry(
-                    pair.entry_id, session_id=run.session_id, ended=now(), stop_reason=run.reason or "", error=None
+                    pair.entry_id, session_id=run.session_id, ended=now(), stop_reason=reason, error=None
                 )
         except KeyboardInterrupt:
             for _, run, _ in threads:
@@ -214,6 +219,16 @@ class Bench:
                 ended = {"session_id": run.session_id, "ended": now(), "stop_reason": "interrupted"}
                 store.update_bench_entry(pair.entry_id, **ended)
             raise
+
+    def _wait_or_stop(self, pair: Pair, run: AgentRun, deadline: float | None) -> str:
+        """Why the pair's agent ended; past the deadline it is asked to stop and the limit is the reason."""
+        ended = self.ended[pair.folder]
+        if deadline is None or ended.wait(max(0.0, deadline - time.monotonic())):
+            ended.wait()
+            return run.reason or ""
+        run.request_stop()
+        ended.wait()
+        return f"the bench's time limit ({self.minutes:g} min); the agent said: {run.reason or 'nothing'}"
 
     def _drain(self) -> None:
         """Waits (bounded) for versions still queued: the figures are taken once every verdict is in."""
