@@ -29,7 +29,7 @@ def connect(address: str) -> Any:
         target = None if address == "ray" else address if address.startswith("ray://") else address[len("ray:") :]
         ray.init(
             address=target,
-            runtime_env={"py_modules": [str(HARNESS)]},
+            runtime_env={"py_modules": [str(HARNESS)], "excludes": ["__pycache__"]},
             ignore_reinit_error=True,
             log_to_driver=False,
             include_dashboard=False,
