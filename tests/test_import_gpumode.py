@@ -96,7 +96,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], P
     )
     paths = [vadd / "v001.py", vadd / "v002.py", vadd / "v003.py", hist / "v001.py", hist / "v002.py"]
     paths += [native / "v001.py", native / "v002.py", broken / "v001.py"]
-    results = judge_many(paths, timeout=20, rungs=["load", "correctness"], seeds=1)
+    # timeout: seconds per call into a version; generous, as a loaded 2-core machine runs the interpreter slowly
+    results = judge_many(paths, timeout=60, rungs=["load", "correctness"], seeds=1)
     return {str(p.relative_to(ws)): results[str(p)] for p in paths}, ws
 
 
