@@ -65,7 +65,7 @@ def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
     workspace, _, _ = for_version(Path(args.version))
     if args.workspace and Path(args.workspace).resolve() != workspace.root:
         print(f"note: {args.version} belongs to workspace {workspace.root}; recording it there", file=sys.stderr)
-    config = config_mod.load(args.config)
+    config = load_config(args)
     try:  # the config file's [ladder] options, then the command line's
         options = config.ladder.options.updated(ladder_options.given(args), "kerneltui eval")
     except ValueError as exc:
@@ -77,7 +77,9 @@ def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
             print(rung_line(rung), flush=True)
 
     try:
-        outcome = runner.evaluate(store, workspace, Path(args.version), options, config.ladder.python, show, kind)
+        outcome = runner.evaluate(
+            store, workspace, Path(args.version), options, config.ladder.python, show, kind, config.ladder
+        )
     except VersionTooLarge as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -441,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--config", help=CONFIG_HELP + "; its [ladder] options apply, flags win")
     ladder_options.add_arguments(ev, leave_out=ladder_options.PER_RUN)  # the history gives both
+    add_executor_argument(ev)
     ev.set_defaults(func=cmd_eval)
 
     prof = sub.add_parser("profile", help="profile a version's kernels with Nsight Compute and record it")
@@ -448,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
     prof.add_argument("--json", action="store_true", help="print one JSON object")
     prof.add_argument("--config", help=CONFIG_HELP)
+    add_executor_argument(prof)
     prof.set_defaults(func=cmd_profile)
 
     agents = sub.add_parser("agents", help="the coding agents this box can run, and what each needs")

@@ -236,3 +236,33 @@ def test_a_remote_python_without_torch_is_said(sshd: tuple[int, list[str]], tmp_
         assert "No module named 'torch'" in message, message
     finally:
         scheduler.stop()
+
+
+def test_kerneltui_eval_judges_on_the_executor_given(sshd: tuple[int, list[str]], tmp_path: Path) -> None:
+    """`kerneltui eval VERSION --executor ssh://...`: one version judged on the GPU box, recorded here."""
+    import json
+
+    from tests.conftest import kerneltui
+
+    port, options = sshd
+    folder = make_workspace(tmp_path / "ws")
+    version = add_version(folder, "good", "v001.py")
+    config = tmp_path / "config.toml"
+    config.write_text(f"[ladder]\nssh_options = {json.dumps(options)}\ntimeout = 60\n")
+    target = f"ssh://127.0.0.1:{port}?python={sys.executable}&root={tmp_path / 'remote'}"
+    done = kerneltui(
+        "eval",
+        str(version),
+        "--config",
+        str(config),
+        "--executor",
+        target,
+        "--json",
+        "--rungs",
+        "compile,correctness,dumps",
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["status"] == "pass" and {"correctness", "dumps"} <= {r["name"] for r in result["rungs"]}
+    dumps = next(r for r in result["rungs"] if r["name"] == "dumps")["metrics"]
+    assert dumps["dir"].startswith(str(folder.parent / ".kerneltui")) and Path(dumps["dir"]).is_dir(), dumps

@@ -9,11 +9,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness import protocol, source
 from harness.options import PER_RUN, Options
 from harness.results import Evaluation, RungResult
+from kerneltui.core.config import LadderConfig
 from kerneltui.core.judge import JudgeProcess, harness_python, record_event
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
@@ -84,9 +85,12 @@ def evaluate(
     python: str | None = None,
     on_rung: Callable[[RungResult], None] | None = None,
     kind: str | None = None,
+    ladder: LadderConfig | None = None,
 ) -> Outcome:
-    """Records the file, judges it in a judge of its own (the scheduler's kind, for one request) and records
-    everything as it streams in."""
+    """Records the file, judges it in a judge of its own (the scheduler's kind, for one request; on the machine
+    `ladder.executor` names) and records everything as it streams in."""
+    if ladder is not None and ladder.executor != ["local"]:
+        return evaluate_remotely(store, workspace, path, options, ladder, on_rung, kind)
     path = path.resolve()
     version_id, digest, problem = record_version(store, workspace, path)
     best = store.best_request(problem)
@@ -139,3 +143,49 @@ def _handle_event(
     elif isinstance(event, protocol.Failed):
         outcome.problem_error = event.error
     return isinstance(event, (protocol.Finished, protocol.Failed))
+
+
+def evaluate_remotely(
+    store: Store,
+    workspace: Workspace,
+    path: Path,
+    options: Options,
+    ladder: LadderConfig,
+    on_rung: Callable[[RungResult], None] | None,
+    kind: str | None,
+) -> Outcome:
+    """As evaluate, by the first judge of a remote executor (over ssh, a Ray actor)."""
+    import dataclasses
+    import queue
+
+    from kerneltui.core.scheduler import make_judges
+
+    path = path.resolve()
+    version_id, digest, problem = record_version(store, workspace, path)
+    asked = {k: v for k, v in vars(options).items() if k not in PER_RUN} | ({"kind": kind} if kind else {})
+    evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, asked)
+    outcome = Outcome(evaluation_id)
+    inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+    judge = make_judges(dataclasses.replace(ladder, options=options), workspace, inbox)[0]
+    judge.start()
+    try:
+        while True:
+            what, _, payload = inbox.get(timeout=options.timeout * 20 + 600)
+            if what != "line":
+                outcome.error = f"the judge on {judge.where} was lost: {payload}"
+                break
+            event = protocol.parse(payload)
+            if isinstance(event, protocol.Ready):
+                judge.submit(evaluation_id, path, store.best_request(problem))  # the rungs: the judge's options
+            elif _handle_event(store, outcome, event, on_rung):
+                break
+    except queue.Empty:
+        outcome.error = f"no answer from the judge on {judge.where}"
+    except BaseException:
+        store.fail_evaluation(evaluation_id, "interrupted", status="error")
+        raise
+    finally:
+        judge.stop(grace=2)
+    if outcome.error:
+        store.fail_evaluation(evaluation_id, outcome.error, status="error")
+    return outcome
