@@ -175,13 +175,20 @@ def build(run: dict[str, Any], entries: list[EntryFigures], ps: tuple[float, ...
     return Leaderboard(run["suite"], run["id"], ps, entries, summaries, run.get("started"), run.get("ended"))
 
 
-def table_text(board: Leaderboard) -> str:
-    """The leaderboard as a terminal reads it: agents by fast_p, then each problem's entries."""
-    fast_heads = [p_key(p) for p in board.ps]
-    agent_rows = [
+AGENT_HEADS = ("agent", "solved", "roofline", "versions", "min to pass", "tokens in/out", "cost")  # fast_p after agent
+PROBLEM_HEADS = (
+    "problem", "agent", "correct", "best", "speedup", "roofline", "versions", "first pass", "tokens in/out", "cost",
+    "ended",
+)  # fmt: skip
+
+
+def agent_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    """Heads and rows of the agents' table (fast_p first), as text: the CLI and the dashboard draw the same."""
+    fast = [p_key(p) for p in board.ps]
+    rows = [
         [
             s.agent,
-            *(share(s.fast[k]) for k in fast_heads),
+            *(share(s.fast[k]) for k in fast),
             f"{s.solved}/{s.problems}",
             pct(s.mean_roofline_pct),
             str(s.versions),
@@ -191,8 +198,12 @@ def table_text(board: Leaderboard) -> str:
         ]
         for s in board.agents
     ]
-    heads = ["agent", *fast_heads, "solved", "roofline", "versions", "min to pass", "tokens in/out", "cost"]
-    problem_rows = [
+    return [AGENT_HEADS[0], *fast, *AGENT_HEADS[1:]], rows
+
+
+def problem_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    """Heads and rows of each problem's entries; "correct" reads yes, no or running."""
+    rows = [
         [
             e.problem,
             e.agent,
@@ -204,16 +215,23 @@ def table_text(board: Leaderboard) -> str:
             f"{e.first_pass} ({number(e.minutes_to_pass, '{:.1f}')} min)" if e.first_pass else "—",
             tokens(e.tokens_in or 0, e.tokens_out or 0),
             money(e.cost_usd),
-            (e.error or e.stop_reason or "")[:60],
+            e.error or e.stop_reason or "",
         ]
         for e in board.entries
     ]
-    problem_heads = ["problem", "agent", "correct", "best", "speedup", "roofline", "versions", "first pass"]
-    problem_heads += ["tokens in/out", "cost", "ended"]
-    lines = [f"suite {board.suite} · run {board.run_id}", "", *aligned(heads, agent_rows), ""]
-    lines += aligned(problem_heads, problem_rows)
+    return list(PROBLEM_HEADS), rows
+
+
+UNTIMED = "no GPU timings in this run: fast_p above 0 is unknown (—), not 0"
+
+
+def table_text(board: Leaderboard) -> str:
+    """The leaderboard as a terminal reads it: agents by fast_p, then each problem's entries."""
+    heads, rows = problem_rows(board)
+    cut = [[*row[:-1], row[-1][:60]] for row in rows]  # why it ended, cut to a line
+    lines = [f"suite {board.suite} · run {board.run_id}", "", *aligned(*agent_rows(board)), "", *aligned(heads, cut)]
     if not any(e.timed for e in board.entries):
-        lines += ["", "no GPU timings in this run: fast_p above 0 is unknown (—), not 0"]
+        lines += ["", UNTIMED]
     return "\n".join(lines)
 
 

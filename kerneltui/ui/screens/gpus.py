@@ -8,13 +8,10 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from kerneltui.core.session import Session
+from kerneltui.ui.screens.panel import PanelScreen
 
 REFRESH_S = 1.0
 
@@ -45,20 +42,14 @@ def judging_said(session: Session, deferred_to: int | None) -> Text | None:
     return None
 
 
-class JudgesScreen(ModalScreen[None]):
+class JudgesScreen(PanelScreen):
     BINDINGS = [Binding("escape,q,w", "close", "close")]
-    DEFAULT_CSS = """
-    JudgesScreen { align: center middle; }
-    JudgesScreen > VerticalScroll { width: 100%; height: 100%; background: $surface; padding: 0 1; }
-    """
+    PANEL_ID = "judges"
+    WAITING = "reading the judges…"
 
     def __init__(self, session: Session, deferred_to: int | None = None) -> None:
         super().__init__()
         self.session, self.deferred_to = session, deferred_to
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(Text("reading the judges…", style="dim"), id="judges")
 
     def on_mount(self) -> None:
         self.show()
@@ -69,13 +60,10 @@ class JudgesScreen(ModalScreen[None]):
         said = judging_said(self.session, self.deferred_to)
         scheduler = self.session.scheduler
         if said is not None or scheduler is None:
-            self.query_one("#judges", Static).update(said or Text(""))
+            self.draw(said or Text(""))
             return
         states = scheduler.judge_states()
         busy = sum(1 for s in states if s.get("busy"))
         queued = max(0, scheduler.pending - busy)
         summary = Text(f"{busy} of {len(states)} busy · {queued} waiting in the queue", style="bold")
-        self.query_one("#judges", Static).update(Group(summary, Text(""), judges_table(states)))
-
-    def action_close(self) -> None:
-        self.dismiss(None)
+        self.draw(Group(summary, Text(""), judges_table(states)))

@@ -3,76 +3,51 @@ problem's entries; read in a thread, again every few seconds while an agent stil
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from kerneltui.core import leaderboard
 from kerneltui.core.bench import read_board
 from kerneltui.core.leaderboard import Leaderboard
 from kerneltui.core.workspace import Workspace
+from kerneltui.ui.screens.panel import PanelScreen
 
 REFRESH_S = 3.0
 
 
 def board_tables(board: Leaderboard) -> list[Table | Text]:
-    fast = [leaderboard.p_key(p) for p in board.ps]
+    """leaderboard's rows as tables; "correct" marked in colour."""
+    heads, rows = leaderboard.agent_rows(board)
     agents = Table(title=f"agents · suite {board.suite} · run {board.run_id}", title_justify="left", expand=True)
-    for head in ("agent", *fast, "solved", "roofline", "versions", "min to pass", "tokens in/out", "cost"):
+    for head in heads:
         agents.add_column(head, no_wrap=True)
-    for s in board.agents:
-        agents.add_row(
-            s.agent,
-            *(leaderboard.share(s.fast[k]) for k in fast),
-            f"{s.solved}/{s.problems}",
-            leaderboard.pct(s.mean_roofline_pct),
-            str(s.versions),
-            leaderboard.number(s.mean_minutes_to_pass, "{:.1f}"),
-            leaderboard.tokens(s.tokens_in, s.tokens_out),
-            leaderboard.money(s.cost_usd),
-        )
+    for row in rows:
+        agents.add_row(*row)
+    heads, rows = leaderboard.problem_rows(board)
     problems = Table(title="per problem: each agent's best", title_justify="left", expand=True)
-    for head in ("problem", "agent", "correct", "best", "speedup", "roofline", "versions", "first pass", "cost", "why"):
-        problems.add_column(head, no_wrap=head != "why")
-    for e in board.entries:
-        mark = Text("running", style="yellow") if e.running else Text("✓", "green") if e.correct else Text("✗", "red")
-        problems.add_row(
-            e.problem,
-            e.agent,
-            mark,
-            e.best_version or "—",
-            leaderboard.number(e.best_speedup, "{:.2f}×"),
-            leaderboard.pct(e.best_roofline_pct),
-            str(e.versions),
-            f"{e.first_pass} ({leaderboard.number(e.minutes_to_pass, '{:.1f}')} min)" if e.first_pass else "—",
-            leaderboard.money(e.cost_usd),
-            e.error or e.stop_reason or "",
-        )
+    for head in heads:
+        problems.add_column(head, no_wrap=head != "ended")
+    marks = {"running": Text("running", style="yellow"), "yes": Text("✓", "green"), "no": Text("✗", "red")}
+    correct = heads.index("correct")
+    for row in rows:
+        problems.add_row(*row[:correct], marks[row[correct]], *row[correct + 1 :])
     shown: list[Table | Text] = [agents, Text(""), problems]
     if not any(e.timed for e in board.entries):
-        shown.append(Text("no GPU timings in this run: fast_p above 0 is unknown (—), not 0", style="dim"))
+        shown.append(Text(leaderboard.UNTIMED, style="dim"))
     return shown
 
 
-class LeaderboardScreen(ModalScreen[None]):
+class LeaderboardScreen(PanelScreen):
     BINDINGS = [Binding("escape,q,L", "close", "close")]
-    DEFAULT_CSS = """
-    LeaderboardScreen { align: center middle; }
-    LeaderboardScreen > VerticalScroll { width: 100%; height: 100%; background: $surface; padding: 0 1; }
-    """
+    PANEL_ID = "board"
+    WAITING = "reading the bench…"
 
     def __init__(self, workspace: Workspace) -> None:
         super().__init__()
         self.workspace = workspace
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(Text("reading the bench…", style="dim"), id="board")
 
     def on_mount(self) -> None:
         self.load()
@@ -83,18 +58,10 @@ class LeaderboardScreen(ModalScreen[None]):
         self.app.call_from_thread(self.show, board)
 
     def show(self, board: Leaderboard | None) -> None:
-        if not self.is_mounted:
-            return
-        target = self.query_one("#board", Static)
         if board is None:
             said = "no bench in this workspace: `kerneltui bench-agents SUITE --agent ... --into DIR` makes one"
-            target.update(Text(said, style="dim"))
+            self.draw(Text(said, style="dim"))
             return
-        from rich.console import Group
-
-        target.update(Group(*board_tables(board)))
-        if any(e.running for e in board.entries):
+        self.draw(Group(*board_tables(board)))
+        if self.is_mounted and any(e.running for e in board.entries):
             self.set_timer(REFRESH_S, self.load)
-
-    def action_close(self) -> None:
-        self.dismiss(None)
