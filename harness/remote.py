@@ -103,8 +103,9 @@ class RemoteServe:
         try:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
-        except OSError:
-            pass  # it died: said below, as its output ends
+        except OSError:  # it died before the request reached it
+            yield json.dumps({"event": "error", "id": request.get("id"), "error": self._stopped_text()})
+            return
         while True:
             line = self._next_line()
             if line is None:

@@ -13,6 +13,7 @@ import base64
 import json
 import queue
 import threading
+from abc import ABCMeta, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def bundle_for(root: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"request": request, "files": files}
 
 
-class RemoteJudge(Judge):
+class RemoteJudge(Judge, metaclass=ABCMeta):
     """A judge elsewhere, as the scheduler drives a local one: start, submit, its lines into the inbox."""
 
     def __init__(
@@ -101,8 +102,9 @@ class RemoteJudge(Judge):
             return
         self.send(bundle)
 
+    @abstractmethod
     def send(self, bundle: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Hands the bundle to the remote judge; its answer comes back through relay."""
 
     def relay(self, line: str) -> None:
         """One line of the remote judge: its paths made this machine's, its files written here, then passed on."""

@@ -129,8 +129,8 @@ class SshJudge(RemoteJudge):
         try:
             proc.stdin.write(harness_head(self.target.root) + "\n")
             proc.stdin.flush()
-        except OSError:
-            pass  # the connection failed: said below, as ssh ends
+        except OSError as exc:  # ssh ended before the harness reached it: its stderr says why
+            self.said.append(f"the harness was not sent to {self.target.host}: {exc}")
         for line in proc.stdout:
             self.relay(line)
         code = proc.wait()
