@@ -77,6 +77,16 @@ def record_refusal(store: Store, path: Path, reason: str) -> int:
     return evaluation_id
 
 
+def start_evaluation(
+    store: Store, workspace: Workspace, path: Path, options: Options, kind: str | None
+) -> tuple[int, str]:
+    """The file recorded and its evaluation started: (evaluation id, problem)."""
+    version_id, digest, problem = record_version(store, workspace, path)
+    # a profile (kind "profile") sits beside the version's evaluation rather than replacing it in the history
+    asked = {k: v for k, v in vars(options).items() if k not in PER_RUN} | ({"kind": kind} if kind else {})
+    return store.start_evaluation(version_id, problem, path.stem, digest, asked), problem
+
+
 def evaluate(
     store: Store,
     workspace: Workspace,
@@ -92,11 +102,8 @@ def evaluate(
     if ladder is not None and ladder.executor != ["local"]:
         return evaluate_remotely(store, workspace, path, options, ladder, on_rung, kind)
     path = path.resolve()
-    version_id, digest, problem = record_version(store, workspace, path)
+    evaluation_id, problem = start_evaluation(store, workspace, path, options, kind)
     best = store.best_request(problem)
-    # a profile (kind "profile") sits beside the version's evaluation rather than replacing it in the history
-    asked = {k: v for k, v in vars(options).items() if k not in PER_RUN} | ({"kind": kind} if kind else {})
-    evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, asked)
     outcome = Outcome(evaluation_id)
     errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed by _tail)
     judge = JudgeProcess(python or harness_python(), options, workspace.state, errors, once=True)
@@ -161,9 +168,7 @@ def evaluate_remotely(
     from kerneltui.core.scheduler import make_judges
 
     path = path.resolve()
-    version_id, digest, problem = record_version(store, workspace, path)
-    asked = {k: v for k, v in vars(options).items() if k not in PER_RUN} | ({"kind": kind} if kind else {})
-    evaluation_id = store.start_evaluation(version_id, problem, path.stem, digest, asked)
+    evaluation_id, problem = start_evaluation(store, workspace, path, options, kind)
     outcome = Outcome(evaluation_id)
     inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
     judge = make_judges(dataclasses.replace(ladder, options=options), workspace, inbox)[0]
