@@ -213,6 +213,43 @@ LOW_PRECISION_VERSIONS = {
 }
 
 
+# GPU MODE's way: an empty output tensor handed in with the inputs, undeclared; the reference returns a new one
+OUTPUT_SPACE = '''
+"""Cumulative sum of x; data also holds an empty tensor for the output, which the reference never reads."""
+import torch
+
+def reference(data):
+    x, out = data
+    return torch.cumsum(x, dim=0)
+
+def make_inputs(case, seed, device):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(case["n"], generator=gen, dtype=torch.float64).to(device)
+    return ((x, torch.empty_like(x)),)
+
+cases = [{"n": 1}, {"n": 300}]
+tolerance = {"atol": 1e-9, "rtol": 1e-9}
+'''
+
+OUTPUT_SPACE_VERSIONS = {
+    "writes_the_space": """
+        import torch
+
+        def custom_kernel(data):
+            x, out = data
+            torch.cumsum(x, dim=0, out=out)
+            return out
+    """,
+    "writes_x": """
+        import torch
+
+        def custom_kernel(data):
+            x, out = data
+            return torch.cumsum(x, dim=0, out=x)
+    """,
+}
+
+
 def write_problem(root: Path, name: str, text: str, versions: dict[str, str]) -> list[Path]:
     folder = root / name
     folder.mkdir(parents=True)
@@ -249,6 +286,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths += write_problem(root, "argsort", ARGSORT, ARGSORT_VERSIONS)
     paths += write_problem(root, "topk", TOPK, TOPK_VERSIONS)
     paths += write_problem(root, "bare", BARE_TENSOR, {"doubles": DOUBLE_VERSION})
+    paths += write_problem(root, "space", OUTPUT_SPACE, OUTPUT_SPACE_VERSIONS)
     if hasattr(torch, "float4_e2m1fn_x2") and hasattr(torch, "float8_e4m3fnuz"):
         paths += write_problem(root, "lowp", LOW_PRECISION, LOW_PRECISION_VERSIONS)
     return judge_many(paths, timeout=30, rungs=RUNGS, max_file_mb=16)
@@ -271,6 +309,13 @@ def test_a_tensor_changed_inside_a_dict_s_tuple_is_caught(judged: dict[str, dict
 
 
 @pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="this torch has no fp4")
+def test_an_input_the_reference_never_reads_may_be_written(judged: dict[str, dict]) -> None:
+    # GPU MODE's matmul and prefix-sum solutions write the empty output tensor in data: failed as modifying an input
+    assert judged["writes_the_space"]["status"] == "pass", correctness_err(judged["writes_the_space"])
+    err = correctness_err(judged["writes_x"])
+    assert err is not None and "modified its input 0[0] in place" in err
+
+
 def test_fp8_and_fp4_inputs_cross_to_the_worker_as_their_bytes(judged: dict[str, dict]) -> None:
     assert judged["fp8_honest"]["status"] == "pass", correctness_err(judged["fp8_honest"])
     err = correctness_err(judged["fp4_scribbles"])
