@@ -163,40 +163,51 @@ SPIN_CYCLES_PER_US = 2600
 
 def settled_calls(
     fn: Callable[[], Any], flush: torch.Tensor, reps: int = 30, budget_s: float = 0.5, min_reps: int = 3
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float], list[float]]:
     """Times fn until the whole device is idle (ms), not just until the caller's stream is.
 
     A version can launch work on a stream of its own that the caller's stream never waits for: the
     events of time_calls then stop early. Here the end event is recorded after a device-wide
     synchronize, so that work counts, and so does the synchronize's wake-up latency: each call is
     paired with one of nothing, timed the same way, to subtract it. Ahead of the begin event the flush
-    and then a spin on the GPU outlast fn's host launch path (1.5 times the slowest seen, CuTeDSL's takes
-    ~0.2 ms), so the time the host takes to launch is not counted as work. Up to `reps` pairs, fewer (not
-    under min_reps) past budget_s: a slow kernel's minimum needs few. Returns (fn's, nothing's).
+    and then a spin on the GPU outlast fn's host launch path (1.5 times what the first call took, CuTeDSL's
+    takes ~0.2 ms), so the time the host takes to launch is not counted as work. Each call also gives its
+    tail: from an event on the caller's stream right after fn to the end, i.e. how long the device stayed busy
+    once the caller's stream was done (plus that latency), the same for a version that waits on the device
+    inside its call (a .item(), a copy from pageable memory), whose begin-to-end time holds host time too.
+    Up to `reps` pairs, fewer (not under min_reps) past budget_s: a slow kernel's minimum needs few.
+    Returns (fn's, nothing's) begin-to-end times, then (fn's, nothing's) tails.
     """
     launch_s = [0.0]
 
-    def settle(call: Callable[[], Any]) -> float:
-        begin, end = _new_event(), _new_event()
+    def settle(call: Callable[[], Any], learn: bool = False) -> tuple[float, float]:
+        begin, stream_end, end = _new_event(), _new_event(), _new_event()
         stream = caller_stream()
         _sum(flush)
         _spin(int(SPIN_CYCLES_PER_US * (1.5e6 * launch_s[0] + 10)))
         _record(begin, stream)
         called = _perf_counter()
         call()
-        launch_s[0] = max(launch_s[0], _perf_counter() - called)
+        _record(stream_end, stream)
+        if learn:  # once: a call that waits on the device inside would otherwise lengthen every later spin
+            launch_s[0] = _perf_counter() - called
         _synchronize()
         _record(end, stream)
         _synchronize()
-        return float(_elapsed(begin, end))
+        return float(_elapsed(begin, end)), float(_elapsed(stream_end, end))
 
     _synchronize()
-    settle(fn)  # learns the launch path's time
-    pairs: list[tuple[float, float]] = []
+    settle(fn, learn=True)
+    pairs: list[tuple[tuple[float, float], tuple[float, float]]] = []
     start = _perf_counter()
     while len(pairs) < reps and (len(pairs) < min_reps or _perf_counter() - start < budget_s):
         pairs.append((settle(fn), settle(do_nothing)))
-    return [work for work, _ in pairs], [idle for _, idle in pairs]
+    return (
+        [work[0] for work, _ in pairs],
+        [idle[0] for _, idle in pairs],
+        [work[1] for work, _ in pairs],
+        [idle[1] for _, idle in pairs],
+    )
 
 
 def synchronize() -> None:

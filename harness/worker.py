@@ -279,7 +279,8 @@ class Worker:
                 samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
             if not header.get("race"):
                 with phases("settled calls"):
-                    extra["settled_ms"], extra["idle_ms"] = timer.settled_calls(call, self.flush)
+                    settled = timer.settled_calls(call, self.flush)
+                    extra.update(zip(("settled_ms", "idle_ms", "tail_ms", "idle_tail_ms"), settled, strict=True))
         except BaseException as exc:
             self.reply_error(exc, "bench")
             return

@@ -33,6 +33,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths.append(add_version(folder, "launches_past_hooks"))
     paths.append(add_version(folder, "fakes_timing_slow_kernel"))
     paths.append(add_version(folder, "slow_launch"))
+    paths.append(add_version(folder, "waits_inside"))
     paths.append(add_version(folder, "good", "good_again.py"))
     return judge_many(paths, timeout=10)
 
@@ -68,6 +69,13 @@ def test_patching_the_timers_does_not_make_a_version_faster(judged: dict[str, di
     ratio = bench["median_us"] / bench["ref_median_us"]
     assert ratio > 0.9, f"the patched timers were believed: {ratio:.2f}x the reference's median"
     assert "uses-library" in {f["name"] for f in evaluation["flags"]}  # and torch computed it
+
+
+def test_waiting_on_the_device_inside_the_call_is_not_work_left_behind(judged: dict[str, dict]) -> None:
+    # GPU MODE's grayscale and histogram reference solutions (a pageable copy, bincount's .item()) were failed as
+    # leaving work on another stream: their time until the device was idle held host time the stream's did not
+    evaluation = judged["waits_inside"]
+    assert evaluation["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
 
 
 def test_honest_version_has_no_flag_and_is_confirmed(judged: dict[str, dict]) -> None:
