@@ -267,8 +267,9 @@ def probe_output_buffers(target: Path) -> tuple[list[tuple[int | str, ...]], str
     if alike and len(list(_leaves(data, ()))) > 1:  # a buffer the reference leaves alone, perhaps: asked, not guessed
         named = " or ".join(".".join(str(step) for step in path) for path in alike)
         return found, (
-            f"ref_kernel returns a new tensor, and data holds tensors of its shape ({named}): if submissions write "
-            f"their output into one, import again with --output-buffer {named.split(' or ')[-1]} (or the one it is)"
+            f"ref_kernel returns a new tensor, and data holds tensors of its shape ({named}): submissions may write "
+            "their output into one ref_kernel never reads and return it; for ones that return None, import again "
+            f"with --output-buffer {named.split(' or ')[-1]} (or the one it is)"
         )
     return found, None
 
