@@ -1,0 +1,60 @@
+"""LayerNorm over the last three dims in two Triton kernels: partial sums per (row, chunk), then normalise with the
+layer's weight and bias. ModelNew keeps Model's nn.LayerNorm so the reference's weights load (a wrong solution:
+the mean and variance of the first chunk alone)."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+CHUNK = 16384
+
+
+@triton.jit
+def partial_sums(x_ptr, sums_ptr, n, chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
+    s = tl.zeros((BLOCK,), tl.float32)
+    sq = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, CHUNK, BLOCK):
+        offs = chunk * CHUNK + start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+        s += x
+        sq += x * x
+    tl.store(sums_ptr + (row * chunks + chunk) * 2, tl.sum(s, 0))
+    tl.store(sums_ptr + (row * chunks + chunk) * 2 + 1, tl.sum(sq, 0))
+
+
+@triton.jit
+def normalise(x_ptr, w_ptr, b_ptr, stats_ptr, out_ptr, n, CHUNK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
+    mask = offs < n
+    mean = tl.load(stats_ptr + row * 2)
+    rstd = tl.load(stats_ptr + row * 2 + 1)
+    x = tl.load(x_ptr + row * n + offs, mask=mask)
+    w = tl.load(w_ptr + offs, mask=mask)
+    b = tl.load(b_ptr + offs, mask=mask)
+    tl.store(out_ptr + row * n + offs, (x - mean) * rstd * w + b, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+
+    def forward(self, x):
+        n = self.ln.weight.numel()
+        x = x.contiguous()
+        rows = x.numel() // n
+        chunks = triton.cdiv(n, CHUNK)
+        sums = torch.empty((rows, chunks, 2), device=x.device, dtype=torch.float32)
+        partial_sums[(rows, chunks)](x, sums, n, chunks, CHUNK=CHUNK, BLOCK=1024)
+        total = sums.double()[:, 0]
+        m = min(n, CHUNK)
+        mean = total[:, 0] / m
+        var = total[:, 1] / m - mean * mean
+        stats = torch.stack([mean, torch.rsqrt(var + self.ln.eps)], dim=1).float().contiguous()
+        out = torch.empty_like(x)
+        normalise[(rows, chunks)](x, self.ln.weight, self.ln.bias, stats, out, n, CHUNK=CHUNK)
+        return out

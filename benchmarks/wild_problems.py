@@ -1,0 +1,116 @@
+"""Public problems imported as they are and their solutions judged: does each verdict match what the solution is?
+
+    python benchmarks/wild_problems.py [--gpumode DIR] [--kernelbench DIR] [--into W] [--no-confirm] [--json OUT]
+
+--gpumode: a reference-kernels problem set (e.g. problems/pmpp_v2): every folder with a task.yml is imported with
+`kerneltui import gpumode`, its solutions/correct and solutions/wrong becoming versions. --kernelbench: a
+KernelBench level folder (e.g. KernelBench/level1): each problem that benchmarks/kernelbench_solutions holds
+solutions for (a folder named after the problem's file, with import.json's --set values for small correctness
+cases) is imported with `kerneltui import kernelbench` and given those versions. Every version says in its
+docstring whether it is "a correct solution" or "a wrong solution"; all are judged by one judge (the whole
+ladder: a wrong solution may only show at the bench sizes) and a table says, per version, what it is, the
+verdict, where it failed, and whether the two agree. Needs kerneltui installed (the import) and a GPU for the
+problems that make their inputs on one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from examples import judge
+
+SOLUTIONS = Path(__file__).resolve().parent / "kernelbench_solutions"
+
+
+def kerneltui(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "kerneltui", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"kerneltui {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def import_gpumode(folder: Path, into: Path) -> None:
+    for problem in sorted(p for p in folder.iterdir() if (p / "task.yml").is_file()):
+        kerneltui("import", "gpumode", str(problem), "--into", str(into))
+
+
+def import_kernelbench(folder: Path, into: Path) -> None:
+    for solutions in sorted(p for p in SOLUTIONS.iterdir() if p.is_dir()):
+        source = folder / f"{solutions.name}.py"
+        if not source.is_file():
+            print(f"skipped {solutions.name}: no {source}", file=sys.stderr)
+            continue
+        sets = json.loads((solutions / "import.json").read_text()).get("set", [])
+        said = kerneltui(
+            "import",
+            "kernelbench",
+            str(source),
+            "--into",
+            str(into),
+            "--name",
+            f"kb_{solutions.name}",
+            "--force",
+            *[arg for value in sets for arg in ("--set", value)],
+        )
+        made = Path(said.strip().splitlines()[-1].split(" -> ")[-1])  # the import names the folder it made
+        for version in sorted(solutions.glob("v*.py")):
+            shutil.copy(version, made / version.name)
+
+
+def expected(path: Path) -> str:
+    """ "pass" or "fail", from the version's docstring; "?" where it says neither."""
+    head = path.read_text()[:600]
+    return "pass" if "a correct solution" in head else "fail" if "a wrong solution" in head else "?"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpumode", type=Path, help="a reference-kernels problem set folder")
+    parser.add_argument("--kernelbench", type=Path, help="a KernelBench level folder")
+    parser.add_argument("--into", type=Path, help="the workspace to import into (default: a new temporary one)")
+    parser.add_argument("--no-confirm", action="store_true", help="no fresh worker or Nsight Compute (quicker)")
+    parser.add_argument("--json", type=Path, help="write every evaluation here")
+    args = parser.parse_args()
+    if not args.gpumode and not args.kernelbench:
+        parser.error("name --gpumode DIR, --kernelbench DIR or both")
+    into = (args.into or Path(tempfile.mkdtemp(prefix="wild-"))).resolve()
+    start = time.perf_counter()
+    if args.gpumode:
+        import_gpumode(args.gpumode, into)
+    if args.kernelbench:
+        import_kernelbench(args.kernelbench, into)
+    paths = sorted(into.glob("*/v*.py"))
+    print(f"{len(paths)} versions imported into {into} in {time.perf_counter() - start:.0f} s", flush=True)
+    print(f"{'problem':<32} {'ver':<5} {'is':<5} {'judged':<7} {'agree':<6} {'median µs':>10}  failed at / flags")
+    evaluations, disagree = [], 0
+    for ev in judge(paths, None, into / ".kerneltui", not args.no_confirm):
+        evaluations.append(ev)
+        path = Path(ev["path"])
+        want, got = expected(path), "pass" if ev["ok"] else "fail"
+        agree = "yes" if want == got else "NO" if want != "?" else "?"
+        disagree += agree == "NO"
+        bench = next((r["metrics"] for r in ev["rungs"] if r["name"] == "benchmark" and r["ok"]), {})
+        failed = next((f"{r['name']}: {(r['err'] or '')[:90]}" for r in ev["rungs"] if r["ok"] is False), "")
+        flags = " ".join(f"⚑ {f['name']}" for f in ev.get("flags", []))
+        median = f"{bench['median_us']:>10.1f}" if bench.get("median_us") else f"{'—':>10}"
+        print(f"{ev['problem']:<32} {ev['version']:<5} {want:<5} {got:<7} {agree:<6} {median}  {failed} {flags}")
+        if args.json:
+            args.json.write_text(json.dumps(evaluations, indent=1, default=str))
+    device = evaluations[0]["device"].get("name") if evaluations else None
+    print(
+        f"{len(evaluations)} of {len(paths)} judged on {device} in {time.perf_counter() - start:.0f} s; "
+        f"{disagree} verdict(s) disagree with what the solution is"
+    )
+    return 0 if len(evaluations) == len(paths) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
