@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from examples import judge
@@ -97,7 +98,7 @@ def main() -> int:
         want, got = expected(path), "pass" if ev["ok"] else "fail"
         agree = "yes" if want == got else "NO" if want != "?" else "?"
         disagree += agree == "NO"
-        bench = next((r["metrics"] for r in ev["rungs"] if r["name"] == "benchmark" and r["ok"]), {})
+        bench: dict[str, Any] = next((r["metrics"] for r in ev["rungs"] if r["name"] == "benchmark" and r["ok"]), {})
         failed = next((f"{r['name']}: {(r['err'] or '')[:90]}" for r in ev["rungs"] if r["ok"] is False), "")
         flags = " ".join(f"⚑ {f['name']}" for f in ev.get("flags", []))
         median = f"{bench['median_us']:>10.1f}" if bench.get("median_us") else f"{'—':>10}"
