@@ -78,6 +78,21 @@ def test_the_judge_gets_no_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert env["TRITON_CACHE_DIR"] == "/tmp/t" and env["PATH"] == os.environ["PATH"]
 
 
+def test_the_judge_finds_the_harness_without_an_install(tmp_path: Path) -> None:
+    # kerneltui run from a checkout it was not installed from found harness through its working folder; the judge,
+    # started in its state folder, did not ("No module named harness"). -S: no site-packages, no editable install.
+    env = judge.harness_env(sys.executable, tmp_path)
+    found = subprocess.run(
+        [sys.executable, "-S", "-c", "import harness.options, sys; print(sys.modules['harness'].__file__)"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).resolve() == (Path(judge.__file__).parents[2] / "harness" / "__init__.py")
+
+
 def test_no_agent_tool_opens_the_history(tmp_path: Path) -> None:
     workspace = dashboard_fixtures.build(tmp_path / "ws")
     store = Store(workspace.db_path)

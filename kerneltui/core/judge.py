@@ -32,18 +32,19 @@ def harness_python() -> str:
 
 def harness_env(python: str, state: Path) -> dict[str, str]:
     """Environment for the judge: no secret (API keys live only in the agent's process), only what the
-    ladder and CUDA read; another Python gets a path holding only our harness package."""
+    ladder and CUDA read, and a path holding only our harness package: another Python (the GPU box's) has none,
+    and this one may have found it only through its working folder (kerneltui run from a checkout it was not
+    installed from), which the judge, started in its state folder, does not share."""
     env = dict(judge_env(), PYTHONUNBUFFERED="1", KERNELTUI_WATCH_PARENT="1")
-    if Path(python).resolve() != Path(sys.executable).resolve():
-        link_dir = state / "runtime"
-        link_dir.mkdir(parents=True, exist_ok=True)
-        link = link_dir / "harness"
-        target = Path(__file__).resolve().parent.parent.parent / "harness"
-        if link.is_symlink() and link.resolve() != target:
-            link.unlink()
-        if not link.exists():
-            link.symlink_to(target, target_is_directory=True)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(link_dir), os.environ.get("PYTHONPATH")) if p)
+    link_dir = state / "runtime"
+    link_dir.mkdir(parents=True, exist_ok=True)
+    link = link_dir / "harness"
+    target = Path(__file__).resolve().parent.parent.parent / "harness"
+    if link.is_symlink() and link.resolve() != target:
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(target, target_is_directory=True)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(link_dir), os.environ.get("PYTHONPATH")) if p)
     return env
 
 
