@@ -67,15 +67,23 @@ def row(ev: dict) -> str:
     nsight = (bench.get("confirmed") or {}).get("nsight_us")
     return (
         f"{ev['problem']:<9} {ev['version']:<5} {ev['status']:<10} "
-        f"{first.get('median_us', float('nan')):>10.1f} {first.get('min_us', float('nan')):>8.1f} "
-        f"{first.get('device_median_us') or float('nan'):>8.1f} {nsight or float('nan'):>8.1f} "
-        f"{apart_pct(first.get('device_median_us'), nsight):>+7.1f}% "
-        f"{first.get('settled_us', float('nan')):>8.1f} {first.get('ref_median_us', float('nan')):>10.1f} "
-        f"{bench.get('speedup') or float('nan'):>7.2f} {roof_row.get('gbps', float('nan')):>8.0f} "
-        f"{roof_row.get('tflops', float('nan')):>8.1f} {roof_row.get('pct', float('nan')):>6.0f}% "
+        f"{num(first.get('median_us'), '.1f', 10)} {num(first.get('min_us'), '.1f', 8)} "
+        f"{num(first.get('device_median_us'), '.1f', 8)} {num(nsight, '.1f', 8)} "
+        f"{num(apart_pct(first.get('device_median_us'), nsight), '+.1f', 7, '%')} "
+        f"{num(first.get('settled_us'), '.1f', 8)} {num(first.get('ref_median_us'), '.1f', 10)} "
+        f"{num(bench.get('speedup'), '.2f', 7)} {num(roof_row.get('gbps'), '.0f', 8)} "
+        f"{num(roof_row.get('tflops'), '.1f', 8)} {num(roof_row.get('pct'), '.0f', 6, '%')} "
         f"{regs:>5} {ev['seconds']:>6.1f}  {first.get('case', '')} {failed}"
         + "".join(f"  ⚑ {f['name']}: {f['reason'][:80]}" for f in ev.get("flags", []))
     )
+
+
+def num(value: float | None, spec: str, width: int, unit: str = "") -> str:
+    """A figure in its column, or a dash where there is none (no GPU, a rung that did not run)."""
+    if value is None or value != value:
+        return f"{'—':>{width + len(unit)}}"
+    sign, spec = ("+", spec[1:]) if spec.startswith("+") else ("", spec)
+    return f"{value:>{sign}{width}{spec}}{unit}"
 
 
 def apart_pct(device_us: float | None, nsight_us: float | None) -> float:
