@@ -219,9 +219,9 @@ def test_a_problem_folder_too_big_to_send_is_the_problems_error(
 def test_a_remote_python_without_torch_is_said(sshd: tuple[int, list[str]], tmp_path: Path) -> None:
     """A remote judge that could not start (no torch in that Python) left the judge never ready, and nothing said."""
     port, options = sshd
-    bare = shutil.which("python3", path="/usr/bin")
-    if bare is None or subprocess.run([bare, "-c", "import torch"], capture_output=True).returncode == 0:
-        pytest.skip("needs a Python without torch at /usr/bin/python3")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")  # a venv of its own: no site-packages, so no torch
+    assert subprocess.run([bare, "-c", "import torch"], capture_output=True).returncode != 0
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "good", "v001.py")
     scheduler, events = ssh_scheduler(folder.parent, port, options, tmp_path / "remote")
