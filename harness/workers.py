@@ -69,9 +69,11 @@ def link_harness(folder: Path) -> str:
     torch) in front of the worker Python's own, and would let the worker read kerneltui's checkout.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    link = folder / "harness"
+    link, target = folder / "harness", Path(__file__).resolve().parent
+    if link.is_symlink() and link.resolve() != target:  # left by another checkout or install
+        link.unlink()
     if not link.exists():
-        link.symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
+        link.symlink_to(target, target_is_directory=True)
     return str(folder)
 
 

@@ -423,7 +423,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     python = harness_python()
     with tempfile.TemporaryDirectory() as state:
         argv = [python, "-m", "harness", "doctor", *(["--json"] if args.json else [])]
-        done = subprocess.run(argv, env=harness_env(python, Path(state)), cwd=state)
+        done = subprocess.run(argv, env=harness_env(Path(state)), cwd=state)
     return done.returncode
 
 

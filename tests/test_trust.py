@@ -73,7 +73,7 @@ def test_the_judge_gets_no_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         monkeypatch.setenv(name, "sk-secret")
     monkeypatch.setenv("DATABASE_URL", "postgres://me:pw@db/x")  # no marker in its name: not passed either
     monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/t")
-    env = judge.harness_env(sys.executable, tmp_path)
+    env = judge.harness_env(tmp_path)
     assert "sk-secret" not in env.values() and "DATABASE_URL" not in env
     assert env["TRITON_CACHE_DIR"] == "/tmp/t" and env["PATH"] == os.environ["PATH"]
 
@@ -81,7 +81,7 @@ def test_the_judge_gets_no_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 def test_the_judge_finds_the_harness_without_an_install(tmp_path: Path) -> None:
     # kerneltui run from a checkout it was not installed from found harness through its working folder; the judge,
     # started in its state folder, did not ("No module named harness"). -S: no site-packages, no editable install.
-    env = judge.harness_env(sys.executable, tmp_path)
+    env = judge.harness_env(tmp_path)
     found = subprocess.run(
         [sys.executable, "-S", "-c", "import harness.options, sys; print(sys.modules['harness'].__file__)"],
         env=env,

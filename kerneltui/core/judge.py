@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from harness import protocol
 from harness.options import Options
-from harness.workers import judge_env
+from harness.workers import judge_env, link_harness
 from kerneltui.history.store import Store
 
 
@@ -30,21 +30,13 @@ def harness_python() -> str:
     return os.environ.get("KERNELTUI_PYTHON") or sys.executable
 
 
-def harness_env(python: str, state: Path) -> dict[str, str]:
+def harness_env(state: Path) -> dict[str, str]:
     """Environment for the judge: no secret (API keys live only in the agent's process), only what the
     ladder and CUDA read, and a path holding only our harness package: another Python (the GPU box's) has none,
     and this one may have found it only through its working folder (kerneltui run from a checkout it was not
     installed from), which the judge, started in its state folder, does not share."""
     env = dict(judge_env(), PYTHONUNBUFFERED="1", KERNELTUI_WATCH_PARENT="1")
-    link_dir = state / "runtime"
-    link_dir.mkdir(parents=True, exist_ok=True)
-    link = link_dir / "harness"
-    target = Path(__file__).resolve().parent.parent.parent / "harness"
-    if link.is_symlink() and link.resolve() != target:
-        link.unlink()
-    if not link.exists():
-        link.symlink_to(target, target_is_directory=True)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(link_dir), os.environ.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (link_harness(state / "runtime"), os.environ.get("PYTHONPATH")) if p)
     return env
 
 
@@ -62,7 +54,7 @@ class JudgeProcess:
     ) -> None:
         options = dataclasses.replace(options, state_dir=state, best_us=None, race_with=None)  # sent per request
         self.argv = [python, "-m", "harness", "serve", *options.to_argv(), *(["--once"] if once else [])]
-        self.env = harness_env(python, state)
+        self.env = harness_env(state)
         if gpu is not None:
             self.env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         self.state, self.stderr = state, stderr
