@@ -10,7 +10,8 @@ another comment (a new version, the same kernel), each sent as the dashboard sen
 and file to race). Every version is compiled afresh: each worker has a Triton cache of its own. It prints,
 per problem, p50 and p95 of: the correctness verdict (request to the correctness rung's result) and the
 whole ladder, the median seconds of each rung, and, per kind of request to a worker (from the judge's
-KERNELTUI_TRACE), how many per version and their median seconds, with the worker's own phases.
+KERNELTUI_TRACE), how many per version, their median seconds and their total a version (where a few slow calls,
+a JIT compile, show), with the worker's own phases.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def requests_breakdown(requests: list[dict[str, Any]], versions: int) -> dict[st
         out[kind] = {
             "per_version": len(found) / max(versions, 1),
             "median_s": statistics.median(r["s"] for r in found),
+            "total_s_per_version": sum(r["s"] for r in found) / max(versions, 1),  # a few slow ones (JIT) show here
             "phases_median_s": {name: statistics.median(s) for name, s in phases.items()},
         }
     return out
@@ -196,7 +198,9 @@ def main() -> int:
         for kind, figures in found["requests"].items():
             phases = " ".join(f"{k} {v:.3f}" for k, v in figures["phases_median_s"].items())
             print(
-                f"    {kind:<16} x{figures['per_version']:<4.1f} {figures['median_s']:.3f} s each  {phases}", flush=True
+                f"    {kind:<16} x{figures['per_version']:<4.1f} {figures['median_s']:.3f} s each, "
+                f"{figures['total_s_per_version']:.2f} s a version  {phases}",
+                flush=True,
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -3,7 +3,8 @@
 Medians taken hours apart differ by more than two versions do: clocks drift with load and temperature,
 another process held the GPU, the driver changed. So a passing version is timed against the current best
 in the same minute, on the same inputs, in two workers side by side, in the order new, best, best, new
-(a drift that is linear in time then weighs on both alike), and labelled:
+(a drift that is linear in time then weighs on both alike; the first round is the benchmark's own timing of
+the bench case, on the inputs the new version's worker keeps), and labelled:
 
 - faster / slower: both pairs of rounds (first new against first best, last new against last best) agree,
   each beyond the tolerance: the larger of SAME_PCT and how far either version's own two rounds differ;
@@ -15,26 +16,34 @@ from __future__ import annotations
 
 import hashlib
 import math
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import scratch, source, timing
-from harness.problem import case_label
-from harness.rungs.benchmark import checked_samples, device_figures, timed_calls
+from harness.rungs.benchmark import BenchInputs, checked_samples, device_figures, timed_calls
 from harness.workers import WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
 
 ROUNDS = ("new", "best", "best", "new")
+FIGURES = ("median_us", "noise_pct", "n", "device_median_us")  # a round's figures, as _figures gives them
 # Two processes timing the very same kernel on the same inputs differ steadily by up to ~1.6% (an H200, vecadd
 # on 16M floats: each process's buffers sit in other pages): below that, no race can tell two versions apart.
 SAME_PCT = 2.0
 
 
-def race(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any]) -> dict[str, Any] | None:
-    """The race against the best on this device (None: no best to race, or it is this very file)."""
+def race(
+    ladder: Ladder,
+    run: VersionRun,
+    worker: WorkerProcess,
+    bench: BenchInputs,
+    first: dict[str, Any],
+) -> dict[str, Any] | None:
+    """The race against the best on this device (None: no best to race, or it is this very file). It follows
+    the benchmark's timing of one bench case in `worker` (on `bench`, whose inputs the worker keeps), which is
+    its first round (`first`: that timing's figures); the rest are timed here, the best's in a worker of its
+    own."""
     target = ladder.options.race_for(str(ladder.device_info.get("name")))
     if target is None or target["hash"] == run.ev.hash:
         return None
@@ -42,20 +51,17 @@ def race(ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str,
     rival, note = _rival(ladder, run, target)
     if rival is None:
         return {**against, "label": None, "note": note}
-    seed = secrets.randbelow(2**31)
-    inputs = run.problem.inputs_for(case, seed, ladder.device)
-    label = case_label(case)
     budget = ladder.options.bench_budget_s / 2
-    rounds: list[dict[str, Any]] = []
-    for i, who in enumerate(ROUNDS):
-        sent = who in ROUNDS[:i]  # each worker keeps the inputs of its first round
-        reply, err = timed_calls(ladder, run, worker if who == "new" else rival, inputs, label, budget, sent, race=True)
+    rounds: list[dict[str, Any]] = [{"who": "new", **{k: first[k] for k in FIGURES if first.get(k) is not None}}]
+    for i, who in enumerate(ROUNDS[1:], start=1):
+        sent = who in ROUNDS[:i]  # each worker keeps the inputs of its first round (the new one, the benchmark's)
+        reply, err = timed_calls(ladder, run, worker if who == "new" else rival, bench, budget, sent, race=True)
         if err is not None:
             if who == "new":
                 raise WorkerFailure(f"while racing the best: {err}")
             return {**against, "label": None, "note": f"the best failed in the race: {err}"[:300]}
         rounds.append({"who": who, **_figures(reply)})
-    return {**against, "case": label, **decide(rounds), "rounds": rounds}
+    return {**against, "case": bench.label, **decide(rounds), "rounds": rounds}
 
 
 def _rival(ladder: Ladder, run: VersionRun, target: dict[str, str]) -> tuple[WorkerProcess | None, str | None]:

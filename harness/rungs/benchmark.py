@@ -7,6 +7,7 @@ import functools
 import math
 import secrets
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -41,13 +42,19 @@ def benchmark(ladder: Ladder, run: VersionRun) -> RungResult:
         )
     if not run.problem.bench_cases:
         return RungResult.skip("benchmark", "the problem has no bench_cases")
+    from harness import race  # it times with this module's calls
+
     worker = run.workers["run"]
     cases: list[dict[str, Any]] = []
-    for case in run.problem.bench_cases:
-        entry, err = bench_case(ladder, run, worker, case)
+    raced: dict[str, Any] | None = None
+    for index, case in enumerate(run.problem.bench_cases):
+        bench = BenchInputs.fresh(ladder, run.problem, case)
+        entry, err = bench_case(ladder, run, worker, case, bench=bench)
         if err is not None:
             return RungResult(name="benchmark", ok=False, err=err, metrics={"cases": cases})
         cases.append(entry)
+        if index == 0:  # raced now, on these inputs (the worker keeps them): this timing is the race's first round
+            raced = race.race(ladder, run, worker, bench, entry)
     bound = confirm.outside_bound_us(worker, ladder.options.timeout)  # on the last case's inputs
     flag = confirm.outside_flag(cases[-1]["median_us"], bound, cases[-1]["case"])
     run.ev.flags += [flag] if flag else []
@@ -59,9 +66,6 @@ def benchmark(ladder: Ladder, run: VersionRun) -> RungResult:
         "ref_median_us": cases[0]["ref_median_us"],
         "outside_bound_us": bound,
     }
-    from harness import race  # it times with this module's calls
-
-    raced = race.race(ladder, run, worker, run.problem.bench_cases[0])
     if raced is not None:
         metrics["race"] = raced
     if ladder.options.confirm and would_be_best(ladder, raced, cases[0]["median_us"]):
@@ -99,21 +103,50 @@ def would_be_best(ladder: Ladder, raced: dict[str, Any] | None, median_us: float
     return median_us < best
 
 
+@dataclass
+class BenchInputs:
+    """One bench case's inputs, and the reference's answer on them once the first outputs on them came back:
+    computed once, not again for every round timed on the same inputs (a reference may take seconds)."""
+
+    case: dict[str, Any]
+    values: tuple[Any, ...]
+    answer: Any = None
+
+    @classmethod
+    def fresh(cls, ladder: Ladder, problem: Problem, case: dict[str, Any]) -> BenchInputs:
+        """Inputs of a fresh secret seed."""
+        return cls(case, problem.inputs_for(case, secrets.randbelow(2**31), ladder.device))
+
+    @property
+    def label(self) -> str:
+        return case_label(self.case)
+
+    def expected(self, problem: Problem) -> Any:
+        if self.answer is None:
+            self.answer = problem.reference(*self.values)
+        return self.answer
+
+
 def bench_case(
-    ladder: Ladder, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], reference: bool = True
+    ladder: Ladder,
+    run: VersionRun,
+    worker: WorkerProcess,
+    case: dict[str, Any],
+    reference: bool = True,
+    bench: BenchInputs | None = None,
 ) -> tuple[dict[str, Any], str | None]:
-    """Times one bench case in `worker` (fresh seed), checks the timed calls' output, times the reference
-    (unless `reference` is False: a case timed again needs only the version's median)."""
+    """Times one bench case in `worker` (on `bench`, else on inputs of a fresh seed), checks the timed calls'
+    output, times the reference (unless `reference` is False: a case timed again needs only the version's
+    median)."""
     from harness import timing
 
-    seed = secrets.randbelow(2**31)
-    inputs = run.problem.inputs_for(case, seed, ladder.device)
-    label = case_label(case)
+    bench = bench or BenchInputs.fresh(ladder, run.problem, case)
+    inputs, label = bench.values, bench.label
     if ladder.clocks is None:
         ladder.clocks = ClockSampler.for_current_device()
     ladder.clocks.start()
     try:
-        reply, err = timed_calls(ladder, run, worker, inputs, label, ladder.options.bench_budget_s)
+        reply, err = timed_calls(ladder, run, worker, bench, ladder.options.bench_budget_s)
     finally:
         clocks = ladder.clocks.stop()
     if err is not None:
@@ -160,17 +193,17 @@ def timed_calls(
     ladder: Ladder,
     run: VersionRun,
     worker: WorkerProcess,
-    inputs: tuple[Any, ...],
-    label: str,
+    bench: BenchInputs,
     budget_s: float,
     sent: bool = False,
     race: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
-    """Calls timed in `worker` on `inputs` for about `budget_s`, their output checked against the reference:
+    """Calls timed in `worker` on `bench`'s inputs for about `budget_s`, their output checked against the reference:
     the worker's reply, or the error. `sent`: the worker's last bench request had these inputs, which it kept
     (not sent again: a bench case of gigabytes takes seconds through the socket; whatever the version did to
     them in between shows in the output, checked against the reference of the judge's own copy). `race`: a
     round of a race, timed calls only (no recorded call, no time to an idle device: the benchmark had them)."""
+    inputs, label = bench.values, bench.label
     tensors: list[torch.Tensor] = []
     header: dict[str, Any] = {"op": "bench", "budget_s": budget_s, "race": race}
     if sent:
@@ -185,7 +218,7 @@ def timed_calls(
     if not outputs and run.problem.output_buffers and "inputs_after" in reply:
         outputs = buffers_of(run.problem, wire.decode_tree(reply["inputs_after"], got))
     pristine = clone_inputs(inputs) if run.problem.check else None  # the check gets the inputs as sent
-    expected = run.problem.reference(*inputs)
+    expected = bench.expected(run.problem)
     devices_seen = [s.get("device") for s in reply.get("tensors", [])]
     err, _ = judge_outputs(run, outputs, expected, devices_seen, inputs=pristine)
     if err:
