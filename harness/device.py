@@ -36,7 +36,7 @@ DATASHEETS: dict[str, dict[str, float]] = {
     "B200": {"bandwidth_gbps": 8000, "fp8_tflops": 4500, "bf16_tflops": 2250, "fp16_tflops": 2250,
              "tf32_tflops": 1100, "fp32_tflops": 80},
 }  # fmt: skip
-PEAKS_SCHEMA = 3  # measured ceilings cached under an older schema are measured again
+PEAKS_SCHEMA = 4  # measured ceilings cached under an older schema (4: timed rested) are measured again
 BANDWIDTHS = ("copy", "stream", "read")  # 1 read : 1 write, 2 reads : 1 write, reads only
 # The matrix units a problem's precision may use: the highest measured of them is its ceiling (an fp32 problem
 # may be computed with TF32 where its tolerance allows: Triton's tl.dot does by default).

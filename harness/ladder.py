@@ -35,7 +35,7 @@ from harness.sandbox import make_undumpable
 from harness.source import read_version
 from harness.text import printable, printable_tree
 from harness.trust import Observed
-from harness.workers import Spawn, WorkerFailure, WorkerPool, WorkerProcess
+from harness.workers import Spawn, WorkerFailure, WorkerPool, WorkerProcess, trace_judge
 
 
 @dataclass
@@ -100,10 +100,12 @@ class Ladder:
                 if on_rung:
                     on_rung(result)
         finally:
+            released = time.perf_counter()
             for worker in run.workers.values():
                 self.pool.release(worker)
             shutil.rmtree(run.private, ignore_errors=True)
             escaped = self.pool.sweep()
+            trace_judge("release", time.perf_counter() - released)
             if escaped:
                 ev.flags.append(
                     Flag("escaped-process", f"{escaped} process(es) it started left its worker (daemons): killed")

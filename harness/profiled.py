@@ -129,7 +129,8 @@ def device_times(
     """Each call's device time (ms) from CUPTI's kernel records: the sum of its kernels' durations, on any
     stream, the quantity Nsight Compute's gpu__time_duration sums (no launch gaps, no events).
 
-    Each call runs alone between device-wide synchronizes, after an L2 eviction, inside a block named for it;
+    Each call runs alone between device-wide synchronizes, after `evict` (an L2 eviction and the rest the timed
+    calls get), inside a block named for it;
     a kernel belongs to the call whose block was open when it started (the profiler puts CUPTI's GPU
     timestamps on the host's clock). Memory copies and sets are not kernels and are left out, as ncu does."""
     marks = [f"kerneltui.timed.{secrets.token_hex(6)}.{i}" for i in range(reps)]

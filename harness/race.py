@@ -59,6 +59,7 @@ def race(
         if err is not None:
             if who == "new":
                 raise WorkerFailure(f"while racing the best: {err}")
+            ladder.pool.drop(rival)
             return {**against, "label": None, "note": f"the best failed in the race: {err}"[:300]}
         rounds.append({"who": who, **_figures(reply)})
     return {**against, "case": bench.label, **decide(rounds), "rounds": rounds}
@@ -75,11 +76,16 @@ def _rival(ladder: Ladder, run: VersionRun, target: dict[str, str]) -> tuple[Wor
         return None, f"the best's file could not be read: {exc}"[:300]
     if hashlib.sha256(data).hexdigest() != target["hash"]:
         return None, "the best's file changed since it was judged"
+    key = f"{target['hash']}|{run.problem.hash}"
+    held = ladder.pool.held_for(key)
+    if held is not None:  # loaded for an earlier race: started and loaded again, it kept the next verdict waiting
+        return held, None
     rival = ladder.pool.take("run")
-    run.workers["race"] = rival  # released with the others when the evaluation ends
     loaded = ladder.load_source(rival, data, path.name, source.dsls(data.decode(errors="replace")), run.problem)
     if not loaded.get("ok"):
+        run.workers["race"] = rival  # released with the others when the evaluation ends
         return None, f"the best did not load: {loaded.get('err')}"[:300]
+    ladder.pool.hold(key, rival)
     return rival, None
 
 

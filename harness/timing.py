@@ -1,4 +1,4 @@
-"""GPU timing: CUDA events around each call, an L2 flush before it, and a stop on a noise criterion.
+"""GPU timing: CUDA events around each call, an L2 flush and a rest before it, and a stop on a noise criterion.
 
 The flush reads a buffer twice the L2's size rather than writing it: a write leaves the L2 full of dirty
 lines whose write-back lands inside the next timed call (+5-10% on a 60 µs kernel against Nsight
@@ -94,37 +94,43 @@ def median_ci_halfwidth(samples: list[float]) -> float:
     return (hi - lo) / 2 / med if med > 0 else math.inf
 
 
-def warm_up(fn: Callable[[], Any], seconds: float = 0.05, min_calls: int = 2, settle_s: float = 0.5) -> None:
-    """Calls fn for `seconds` (at least min_calls), then on in windows of about WINDOW_S until its time per call
-    holds steady (steady()) or settle_s has passed: a long compute-bound kernel lowers the SM clock as the
-    GPU nears its power limit, and the samples are to be taken at the clock it holds, not on the way down."""
+# Cycles a GPU-side spin takes per µs: above any boost clock, so a spin lasts at least as long as asked.
+SPIN_CYCLES_PER_US = 2600
+
+
+def warm_up(fn: Callable[[], Any], seconds: float = 0.01, min_calls: int = 3) -> float:
+    """Calls fn (its first call compiles, tunes and fills caches), then for `seconds` (at least min_calls) more:
+    the time a call takes (ms) from those, host overhead included. Briefly: a long run of back-to-back calls is
+    what pulls a tensor-core-bound kernel's clock down (see IDLE_RATIO)."""
+    fn()
+    _synchronize()
     start = _perf_counter()
     calls = 0
     while calls < min_calls or _perf_counter() - start < seconds:
         fn()
         calls += 1
     _synchronize()
-    per_call_s = (_perf_counter() - start) / calls
-    batch = max(1, min(1000, int(WINDOW_S / max(per_call_s, 1e-6))))
-    windows: list[float] = []
-    while not steady(windows) and _perf_counter() - start < settle_s:
-        begin, end = _new_event(), _new_event()
-        stream = caller_stream()
-        _record(begin, stream)
-        for _ in range(batch):
-            fn()
-        _record(end, stream)
-        _synchronize()
-        windows.append(float(_elapsed(begin, end)) / batch)
+    return (_perf_counter() - start) * 1000.0 / calls
 
 
-WINDOW_S = 0.02
-STEADY = 0.01  # the last three windows' times per call within 1% of each other
+# Before each timed call the device rests IDLE_RATIO times the call's time (at most MAX_IDLE_US), on a one-block
+# spin that draws next to no power. Back to back, a tensor-core-bound kernel pulls the GPU to its power cap and
+# its SM clock drops by how warm the GPU already was: an H200's bf16 4096³ matmul read 200-210 µs at ~1545 MHz
+# (and 10% apart across evaluations), but 180 µs at ~1965 MHz, five runs within 0.4%, with this rest, where
+# Nsight Compute (which times each kernel alone) reads 175-177 µs. Memory-bound kernels read the same either way.
+IDLE_RATIO, MAX_IDLE_US = 10.0, 5000.0
 
 
-def steady(windows: list[float]) -> bool:
-    last = windows[-3:]
-    return len(last) == 3 and min(last) > 0 and max(last) / min(last) - 1 <= STEADY
+def idle_us(per_call_ms: float) -> float:
+    """How long the device rests before each timed call of one that takes per_call_ms."""
+    return min(IDLE_RATIO * max(per_call_ms, 0.0) * 1000.0, MAX_IDLE_US)
+
+
+def rest(flush: torch.Tensor, rest_us: float) -> None:
+    """Evicts the L2 (evict_l2), then lets the device idle `rest_us` before the next call (on a one-block spin)."""
+    _sum(flush)
+    if rest_us > 0 and _spin is not None:
+        _spin(int(SPIN_CYCLES_PER_US * rest_us))
 
 
 def time_calls(
@@ -135,8 +141,9 @@ def time_calls(
     max_reps: int = 5000,
     noise_target: float = 0.005,
 ) -> list[float]:
-    """Times fn once per sample (ms), flushing the L2 first; stops once the median is known to noise_target."""
-    warm_up(fn)
+    """Times fn once per sample (ms), after an L2 eviction and a rest (idle_us); stops once the median is known to
+    noise_target."""
+    resting = idle_us(warm_up(fn))
     samples: list[float] = []
     batch = 5
     start = _perf_counter()
@@ -144,7 +151,7 @@ def time_calls(
         events = [(_new_event(), _new_event()) for _ in range(batch)]
         stream = caller_stream()
         for begin, end in events:
-            _sum(flush)
+            rest(flush, resting)
             _record(begin, stream)
             fn()
             _record(end, stream)
@@ -155,10 +162,6 @@ def time_calls(
             break
         batch = min(max(batch * 2, 5), 100, max_reps - len(samples))
     return samples
-
-
-# Cycles a GPU-side spin takes per µs: above any boost clock, so a spin lasts at least as long as asked.
-SPIN_CYCLES_PER_US = 2600
 
 
 def settled_calls(

@@ -366,6 +366,7 @@ class WorkerPool:
         self.spares: dict[str, list[WorkerProcess]] = {}
         self.spares_lock = threading.Lock()  # the judge's idle timer retires spares from a thread of its own
         self.watcher = containment.Watcher(reap=reap)
+        self.held: tuple[str, WorkerProcess] | None = None  # see hold()
 
     def modes(self) -> list[str]:
         """GPU: one worker runs everything. No GPU: one interprets, another compiles ahead of time."""
@@ -399,11 +400,42 @@ class WorkerPool:
                     ready.append(self._spawn(mode))
         return worker
 
+    def hold(self, key: str, worker: WorkerProcess) -> None:
+        """Keeps `worker` across evaluations under `key` (the best version's worker, loaded once for every race
+        against it, not started and loaded again for each), in place of the one held before."""
+        with self.spares_lock:
+            before, self.held = self.held, (key, worker)
+        if before is not None and before[1] is not worker:
+            self.release(before[1])
+
+    def held_for(self, key: str) -> WorkerProcess | None:
+        """The worker held under `key`, if it is still running; one that exited is released."""
+        with self.spares_lock:
+            held = self.held
+            if held is None:
+                return None
+            if held[1].proc.poll() is None:  # running
+                return held[1] if held[0] == key else None
+            self.held = None
+        self.release(held[1])
+        return None
+
+    def drop(self, worker: WorkerProcess) -> None:
+        """Stops holding `worker` (it failed), and releases it."""
+        with self.spares_lock:
+            if self.held is None or self.held[1] is not worker:
+                return
+            self.held = None
+        self.release(worker)
+
     def retire_spares(self) -> int:
-        """Ends the spares (each holds torch and Triton, ~300 MB): an idle judge keeps none. How many ended."""
+        """Ends the spares and the held worker (each holds torch and Triton, ~300 MB): an idle judge keeps none.
+        How many ended."""
         with self.spares_lock:
             retired = [w for ready in self.spares.values() for w in ready]
+            retired += [self.held[1]] if self.held is not None else []
             self.spares.clear()
+            self.held = None
         for worker in retired:
             self.release(worker)
         return len(retired)
@@ -433,12 +465,20 @@ class WorkerPool:
     def close(self) -> None:
         with self.spares_lock:
             spares = [w for ready in self.spares.values() for w in ready]
+            spares += [self.held[1]] if self.held is not None else []
             self.spares.clear()
+            self.held = None
         for worker in spares:
             worker.close(grace=0.5)
             self.watcher.remove(worker.watch)
             worker.remove_scratch()
         self.watcher.stop()
+
+
+def trace_judge(step: str, seconds: float) -> None:
+    """A line in the KERNELTUI_TRACE file for the judge's own work between requests (mode "judge")."""
+    if TRACE:
+        _trace("judge", {"op": step}, {}, step, seconds)
 
 
 def _trace(mode: str, header: dict[str, Any], reply: dict[str, Any], what: str, seconds: float) -> None:
