@@ -7,6 +7,8 @@ import functools
 import math
 import secrets
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,14 +49,14 @@ def benchmark(ladder: Ladder, run: VersionRun) -> RungResult:
     worker = run.workers["run"]
     cases: list[dict[str, Any]] = []
     raced: dict[str, Any] | None = None
-    for index, case in enumerate(run.problem.bench_cases):
-        bench = BenchInputs.fresh(ladder, run.problem, case)
-        entry, err = bench_case(ladder, run, worker, case, bench=bench)
-        if err is not None:
-            return RungResult(name="benchmark", ok=False, err=err, metrics={"cases": cases})
-        cases.append(entry)
-        if index == 0:  # raced now, on these inputs (the worker keeps them): this timing is the race's first round
-            raced = race.race(ladder, run, worker, bench, entry)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerneltui-inputs") as maker:
+        for index, bench in enumerate(_bench_inputs(ladder, run.problem, maker)):
+            entry, err = bench_case(ladder, run, worker, bench.case, bench=bench)
+            if err is not None:
+                return RungResult(name="benchmark", ok=False, err=err, metrics={"cases": cases})
+            cases.append(entry)
+            if index == 0:  # raced now, on these inputs (the worker keeps them): this timing is its first round
+                raced = race.race(ladder, run, worker, bench, entry)
     bound = confirm.outside_bound_us(worker, ladder.options.timeout)  # on the last case's inputs
     flag = confirm.outside_flag(cases[-1]["median_us"], bound, cases[-1]["case"])
     run.ev.flags += [flag] if flag else []
@@ -125,6 +127,28 @@ class BenchInputs:
         if self.answer is None:
             self.answer = problem.reference(*self.values)
         return self.answer
+
+
+def _bench_inputs(ladder: Ladder, problem: Problem, maker: ThreadPoolExecutor) -> Iterator[BenchInputs]:
+    """Each bench case's inputs (fresh seeds), the next made in `maker` while the one before is timed: a case's
+    inputs take make_inputs ~0.5 s (a CPU generator for 67M values), the next verdict's wait. Not where two
+    sets would take more than a quarter of the device's free memory."""
+    cases = problem.bench_cases
+    upcoming: Future[BenchInputs] | None = maker.submit(BenchInputs.fresh, ladder, problem, cases[0])
+    for index, case in enumerate(cases):
+        bench = upcoming.result() if upcoming is not None else BenchInputs.fresh(ladder, problem, case)
+        upcoming = None
+        if index + 1 < len(cases) and _room_for_another(bench.values, ladder.device):
+            upcoming = maker.submit(BenchInputs.fresh, ladder, problem, cases[index + 1])
+        yield bench
+
+
+def _room_for_another(inputs: tuple[Any, ...], device: torch.device) -> bool:
+    size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return 2 * size < free / 4
 
 
 def bench_case(
