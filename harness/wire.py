@@ -131,11 +131,24 @@ def _describe(t: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def send(sock: socket.socket, header: dict[str, Any], tensors: list[torch.Tensor] | None = None) -> None:
+def send(
+    sock: socket.socket, header: dict[str, Any], tensors: list[torch.Tensor] | None = None, share: Any = None
+) -> None:
+    """One frame. With `share` (a harness.shared_block Placement), the large tensors that fit go through the
+    block both processes map instead of the socket."""
     tensors = tensors or []
-    header = dict(header, tensors=[_describe(t) for t in tensors])
+    specs = [_describe(t) for t in tensors]
+    payload = []
+    for t, spec in zip(tensors, specs, strict=True):
+        offset = share.place(t) if share is not None and t.device.type != "meta" else None
+        if offset is None:
+            payload.append(_tensor_bytes(t))
+        else:
+            spec["shared"] = offset
+    if share is not None:
+        share.done()
+    header = dict(header, tensors=specs)
     head = json.dumps(header).encode()
-    payload = [_tensor_bytes(t) for t in tensors]
     total = sum(p.nbytes for p in payload)
     sock.sendall(_PREFIX.pack(MAGIC, len(head), total) + head)
     for part in payload:
@@ -160,9 +173,10 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearra
 
 
 def recv(
-    sock: socket.socket, timeout: float | None = None, max_payload: int = 1 << 36
+    sock: socket.socket, timeout: float | None = None, max_payload: int = 1 << 36, block: Any = None
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
-    """Reads one frame; tensors come back as CPU tensors with the declared dtype, shape and stride."""
+    """Reads one frame; tensors come back as CPU tensors with the declared dtype, shape and stride, but those
+    sent through `block` (a harness.shared_block block this process maps), copied out of it onto its device."""
     deadline = None if timeout is None else time.monotonic() + timeout
     magic, head_len, total = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size, deadline))
     if magic != MAGIC or head_len > MAX_HEADER_BYTES or total > max_payload:
@@ -174,9 +188,11 @@ def recv(
     if not isinstance(header, dict):
         raise ChannelError("malformed frame header: not an object")
     specs = header.get("tensors", [])
-    if not isinstance(specs, list) or sum(_checked_nbytes(s) for s in specs) != total:
+    if not isinstance(specs, list) or sum(_checked_nbytes(s) for s in specs if not _is_shared(s)) != total:
         raise ChannelError("frame's tensor sizes do not add up to its payload")
-    tensors = [_read_tensor(sock, spec, deadline) for spec in specs]
+    tensors = [
+        _shared_tensor(block, spec) if _is_shared(spec) else _read_tensor(sock, spec, deadline) for spec in specs
+    ]
     return header, tensors
 
 
@@ -201,7 +217,27 @@ def _read_tensor(sock: socket.socket, spec: dict[str, Any], deadline: float | No
         return torch.empty_strided(shape, stride or _contiguous_stride(shape), dtype=dtype, device="meta")
     raw = _recv_exact(sock, spec["nbytes"], deadline)
     flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
-    tensor = flat.view(dtype).reshape(shape)
+    return _shaped(flat, spec)
+
+
+def _is_shared(spec: Any) -> bool:
+    return isinstance(spec, dict) and "shared" in spec
+
+
+def _shared_tensor(block: Any, spec: dict[str, Any]) -> torch.Tensor:
+    """A tensor the other side put in the shared block: checked to lie inside it, then copied out."""
+    offset, nbytes = spec["shared"], _checked_nbytes(spec)
+    if block is None or spec.get("device") == "meta" or type(offset) is not int:
+        raise ChannelError("a tensor said to be in shared memory when none is shared, or with no place in it")
+    if offset < 0 or offset + nbytes > block.size:
+        raise ChannelError("a tensor said to be in shared memory lies outside it")
+    return _shaped(block.view[offset : offset + nbytes].clone(), spec)
+
+
+def _shaped(flat: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
+    """Bytes as the tensor `spec` describes: its dtype, shape and (where it can be kept) stride."""
+    shape = spec["shape"]
+    tensor = flat.view(DTYPES[spec["dtype"]]).reshape(shape)
     stride = spec.get("stride")
     if isinstance(stride, list) and len(stride) == len(shape) and list(tensor.stride()) != stride:
         tensor = _restride(tensor, stride)
@@ -221,7 +257,7 @@ def _restride(tensor: torch.Tensor, stride: list[Any]) -> torch.Tensor:
     if not all(isinstance(s, int) and s >= 0 for s in stride):
         return tensor
     try:
-        out = torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype)
+        out = torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device)
     except RuntimeError:
         return tensor
     dense = out.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()

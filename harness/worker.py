@@ -31,7 +31,7 @@ import torch
 if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
-from harness import kernelbench, profiled, timing, wire
+from harness import kernelbench, profiled, shared_block, timing, wire
 from harness.recorder import Recorder, kernel_sources
 from harness.sandbox import FILE_LIMIT_HINT
 
@@ -90,6 +90,7 @@ class Worker:
         self.flush: torch.Tensor | None = None
         self.bench_inputs: tuple[Any, ...] = ()
         self.profiler: str | None = None  # why recorded calls run without torch's profiler, if they do
+        self.block: shared_block.Block | None = None  # memory the judge shares: large tensors both ways
 
     def serve(self) -> None:
         from harness.sandbox import APPLIED  # what harness.sandbox did before this module ran
@@ -103,7 +104,7 @@ class Worker:
         wire.send(self.sock, ready)
         while True:
             try:
-                header, tensors = wire.recv(self.sock)
+                header, tensors = wire.recv(self.sock, block=self.block)
             except wire.ChannelClosed:
                 return
             op = header.get("op")
@@ -198,6 +199,26 @@ class Worker:
             return
         recorded = RECORDER.report(())
         wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start, "recorded": recorded})
+
+    def do_share(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
+        """The judge's block of shared memory (its descriptor follows the frame): from now on the large tensors
+        of requests and replies lie in it. Answers the bytes the judge wrote at its start, as this side sees them."""
+        try:
+            fd = shared_block.receive_fd(self.sock)
+        except (OSError, shared_block.ShareError) as exc:
+            wire.send(self.sock, {"ok": False, "err": str(exc)})
+            return
+        try:
+            block = shared_block.adopt(str(header.get("kind")), fd, int(header.get("size", -1)))
+        except (shared_block.ShareError, RuntimeError, ValueError, TypeError) as exc:
+            wire.send(self.sock, {"ok": False, "err": f"{type(exc).__name__}: {str(exc)[:300]}"})
+            return
+        finally:
+            os.close(fd)
+        if self.block is not None:
+            self.block.close()
+        self.block = block
+        wire.send(self.sock, {"ok": True, "probe": shared_block.read_probe(block)})
 
     def do_ping(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
         wire.send(self.sock, {"ok": True})
@@ -332,7 +353,7 @@ class Worker:
         if inputs is not None:
             header["inputs_after"] = wire.encode_tree(list(inputs), tensors)
         try:
-            wire.send(self.sock, header, tensors)
+            wire.send(self.sock, header, tensors, share=shared_block.Placement(self.block) if self.block else None)
         except BaseException as exc:
             wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, "output")})
 

@@ -193,6 +193,8 @@ class WorkerProcess:
         self.ready: dict[str, Any] | None = None
         self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
         self.started = time.monotonic()
+        self.block: Any = None  # a harness.shared_block block the worker maps too, once a request needs one
+        self.share_note: str | None = None  # why large tensors go through the socket, where sharing failed
 
     def wait_ready(self) -> dict[str, Any]:
         if self.ready is None:
@@ -232,8 +234,9 @@ class WorkerProcess:
 
         self.wait_ready()
         sent = time.perf_counter()
+        share = self._placement(tensors or [], timeout)
         try:
-            wire.send(self.sock, header, tensors)
+            wire.send(self.sock, header, tensors, share=share)
         except OSError:
             raise WorkerFailure(self.death_reason(what)) from None
         reply = self._recv(timeout, what, max_payload)
@@ -241,11 +244,65 @@ class WorkerProcess:
             _trace(self.mode, header, reply[0], what, time.perf_counter() - sent)
         return reply
 
+    def _placement(self, tensors: list[torch.Tensor], timeout: float) -> Any:
+        """Where this request's large tensors go in the block shared with the worker (offered now, or a larger
+        one, where the request needs it); None where they go through the socket."""
+        from harness import shared_block
+
+        wanted = shared_block.bytes_to_share(tensors) if self.mode == "run" and not self.share_note else None
+        if wanted is None:
+            return None
+        kind, size = wanted
+        if self.block is None or self.block.kind != kind or self.block.size < size:
+            self._drop_block()
+            if shared_block.fits(kind, size):
+                self._offer_block(kind, size, timeout)
+        return shared_block.Placement(self.block) if self.block is not None else None
+
+    def _offer_block(self, kind: str, size: int, timeout: float) -> None:
+        from harness import shared_block, wire
+
+        try:
+            block = shared_block.allocate(kind, size)
+        except shared_block.ShareError as exc:
+            self.share_note = str(exc)
+            return
+        header, sent = {"op": "share", "kind": kind, "size": block.size}, time.perf_counter()
+        try:
+            probe = shared_block.write_probe(block)
+            fd = block.export()
+            try:
+                wire.send(self.sock, header)
+                shared_block.send_fd(self.sock, fd)
+            finally:
+                os.close(fd)
+            reply, _ = self._recv(timeout, "while sharing memory with it")
+            if TRACE:
+                _trace(self.mode, header, reply, kind, time.perf_counter() - sent)
+        except BaseException as exc:
+            block.close()
+            if isinstance(exc, OSError):
+                raise WorkerFailure(self.death_reason("while sharing memory with it")) from None
+            if isinstance(exc, shared_block.ShareError):
+                self.share_note = str(exc)
+                return
+            raise
+        if reply.get("ok") and reply.get("probe") == probe:
+            self.block = block
+            return
+        block.close()
+        self.share_note = str(reply.get("err") or "the worker does not see the judge's bytes in the shared block")[:300]
+
+    def _drop_block(self) -> None:
+        if self.block is not None:
+            self.block.close()
+            self.block = None
+
     def _recv(self, timeout: float, what: str, max_payload: int = 1 << 36) -> tuple[dict[str, Any], list[torch.Tensor]]:
         from harness import wire
 
         try:
-            return wire.recv(self.sock, timeout=timeout, max_payload=max_payload)
+            return wire.recv(self.sock, timeout=timeout, max_payload=max_payload, block=self.block)
         except wire.ChannelTimeout:
             self.kill()
             raise WorkerFailure(_joined(f"timed out after {timeout:g} s", what)) from None
@@ -318,6 +375,7 @@ class WorkerProcess:
         self.watch.close()
         self.sock.close()
         self.log.close()
+        self._drop_block()
 
     def remove_scratch(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

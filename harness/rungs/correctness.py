@@ -211,8 +211,8 @@ def _changed(before: Any, now: Any, where: str, path: tuple[Any, ...] = (), skip
     if isinstance(before, torch.Tensor):
         if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
             return f"custom_kernel changed {where}'s shape or dtype"
-        a = before.detach().cpu().contiguous().view(-1).view(torch.uint8)
-        b = now.detach().cpu().contiguous().view(-1).view(torch.uint8)
+        b = now.detach().contiguous().view(-1).view(torch.uint8)  # on the device the reply left it on
+        a = before.detach().to(b.device).contiguous().view(-1).view(torch.uint8)
         if torch.equal(a, b):
             return None
         size = before.element_size()  # elements compared as their bytes: fp4 and fp8 have no != of their own

@@ -1,0 +1,142 @@
+"""Large tensors through memory the judge shares with its worker (harness.shared_block): on the CPU a sealed
+memfd, the path the GPU's device block takes too; frames that lie about it, and a worker that attacks it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import shared_block, wire
+from harness.shared_block import MIN_BYTES, HostBlock, Placement
+from tests.conftest import add_version, judge_many, make_workspace, rung
+
+LARGE = MIN_BYTES // 4  # float32 elements: a tensor of exactly the size that goes through the block
+
+
+def send_beside(sock: socket.socket, tensors: list[torch.Tensor], share: Placement) -> threading.Thread:
+    """wire.send in a thread: what goes through the socket waits for the other side to read it."""
+    thread = threading.Thread(target=wire.send, args=(sock, {"op": "x"}, tensors), kwargs={"share": share})
+    thread.start()
+    return thread
+
+
+def test_large_tensors_go_through_the_block_and_small_ones_through_the_socket() -> None:
+    a, b = socket.socketpair()
+    sender = HostBlock.allocate(4 * MIN_BYTES)
+    receiver = HostBlock.adopt(sender.fd, sender.size)  # the same memory, mapped again
+    big, small = torch.randn(2 * LARGE).reshape(-1, 8).t(), torch.randn(5)
+    wire.send(a, {"op": "x"}, [big, small], share=Placement(sender))
+    header, got = wire.recv(b, timeout=5, block=receiver)
+    assert [("shared" in spec) for spec in header["tensors"]] == [True, False]
+    assert torch.equal(got[0], big) and got[0].stride() == big.stride() and torch.equal(got[1], small)
+    receiver.view.fill_(7)  # what arrived is a copy: the block is the other side's to write next
+    assert torch.equal(got[0], big)
+    sender.close()
+    receiver.close()
+
+
+def test_tensors_that_do_not_fit_go_through_the_socket() -> None:
+    a, b = socket.socketpair()
+    block = HostBlock.allocate(MIN_BYTES + 1024)
+    tensors = [torch.randn(LARGE), torch.randn(LARGE)]
+    sending = send_beside(a, tensors, Placement(block))
+    header, got = wire.recv(b, timeout=30, block=block)
+    sending.join()
+    assert [("shared" in spec) for spec in header["tensors"]] == [True, False]
+    assert all(torch.equal(x, y) for x, y in zip(got, tensors, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("offset", "with_block"),
+    [(-512, True), (1 << 40, True), (2 * MIN_BYTES - 16, True), ("0", True), (1.0, True), (0, False)],
+)
+def test_a_tensor_said_to_lie_outside_the_block_is_refused(offset: object, with_block: bool) -> None:
+    a, b = socket.socketpair()
+    block = HostBlock.allocate(2 * MIN_BYTES)
+    spec = {"dtype": "float32", "shape": [LARGE], "stride": [1], "device": "cpu", "nbytes": MIN_BYTES}
+    wire.send(a, {"op": "x", "tensors": []}, [])  # a frame, then one whose header lies
+    wire.recv(b, timeout=5, block=block)
+    forged = wire._PREFIX.pack(wire.MAGIC, 0, 0)
+    head = wire.json.dumps({"ok": True, "tensors": [{**spec, "shared": offset}]}).encode()
+    a.sendall(forged[:4] + wire._PREFIX.pack(wire.MAGIC, len(head), 0)[4:] + head)
+    with pytest.raises(wire.ChannelError, match="shared memory"):
+        wire.recv(b, timeout=5, block=block if with_block else None)
+
+
+def test_the_worker_cannot_shrink_or_grow_the_block_under_the_judge() -> None:
+    """A block the worker truncated would make the judge's next read of its mapping a SIGBUS."""
+    block = HostBlock.allocate(MIN_BYTES)
+    theirs = block.export()
+    for size in (0, block.size // 2, 2 * block.size):
+        with pytest.raises(PermissionError):
+            os.ftruncate(theirs, size)
+    assert int(block.view[-1]) == 0
+    with pytest.raises(shared_block.ShareError, match="size"):
+        HostBlock.adopt(theirs, block.size + 4096)
+    os.close(theirs)
+    block.close()
+    block.close()
+
+
+def test_a_descriptor_travels_with_its_byte_and_its_absence_is_an_error(tmp_path: Path) -> None:
+    a, b = socket.socketpair()
+    path = tmp_path / "f"
+    path.write_text("shared")
+    fd = os.open(path, os.O_RDONLY)
+    shared_block.send_fd(a, fd)
+    got = shared_block.receive_fd(b)
+    assert got != fd and os.read(got, 6) == b"shared"
+    os.close(got)
+    a.sendall(b"F")
+    with pytest.raises(shared_block.ShareError, match="no descriptor"):
+        shared_block.receive_fd(b)
+
+
+def test_no_block_is_asked_for_small_tensors_and_one_kind_is_chosen() -> None:
+    assert shared_block.bytes_to_share([torch.zeros(10), torch.zeros(LARGE - 1)]) is None
+    assert shared_block.bytes_to_share([torch.zeros(LARGE, device="meta")]) is None
+    kind, size = shared_block.bytes_to_share([torch.zeros(LARGE), torch.zeros(3), torch.zeros(LARGE)]) or ("", 0)
+    assert kind == "cpu" and size >= 4 * MIN_BYTES  # room for the reply's outputs and inputs as well
+
+
+SCRIBBLES = '''"""Truncates every large file it can reach (the shared block among them) and scribbles on mappings."""
+import os
+import stat
+
+import torch
+
+
+def custom_kernel(a, b):
+    for fd in range(3, 1024):
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and os.fstat(fd).st_size >= 1 << 20:
+                os.ftruncate(fd, 0)
+        except OSError:
+            pass
+    return a + b
+'''
+
+
+def test_a_worker_judges_large_inputs_through_the_block_and_cannot_pull_it_from_under_the_judge(
+    tmp_path: Path,
+) -> None:
+    """Inputs of 2 MiB each go to the worker, and outputs and inputs back, through the block; a version that
+    truncates it leaves the judge standing and its verdict right; one that writes its input is caught."""
+    folder = make_workspace(tmp_path / "ws")
+    source = (folder / "problem.py").read_text()
+    (folder / "problem.py").write_text(source.replace('cases = [{"n": 1},', f'cases = [{{"n": {2 * LARGE}}},'))
+    (folder / "scribbles.py").write_text(SCRIBBLES)
+    paths = [add_version(folder, "good"), folder / "scribbles.py", add_version(folder, "modifies_inputs")]
+    trace = tmp_path / "trace.jsonl"
+    results = judge_many(paths, env={"KERNELTUI_TRACE": str(trace)}, rungs=["load", "compile", "correctness"])
+    assert results["good"]["status"] == "pass", rung(results["good"], "correctness")
+    assert results["scribbles"]["status"] == "pass", rung(results["scribbles"], "correctness")
+    err = rung(results["modifies_inputs"], "correctness")["err"] or ""
+    assert "modified its input 0" in err and f"{2 * LARGE} of {2 * LARGE}" in err
+    shares = [line for line in trace.read_text().splitlines() if '"share"' in line]
+    assert len(shares) >= 3 and all('"ok": true' in line for line in shares), shares
