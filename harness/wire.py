@@ -190,6 +190,8 @@ def recv(
     specs = header.get("tensors", [])
     if not isinstance(specs, list) or sum(_checked_nbytes(s) for s in specs if not _is_shared(s)) != total:
         raise ChannelError("frame's tensor sizes do not add up to its payload")
+    if sum(_checked_nbytes(s) for s in specs if _is_shared(s)) > (block.size if block is not None else 0):
+        raise ChannelError("a frame's tensors in shared memory add up to more than the block")  # each is copied out
     tensors = [
         _shared_tensor(block, spec) if _is_shared(spec) else _read_tensor(sock, spec, deadline) for spec in specs
     ]

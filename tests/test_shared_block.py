@@ -61,11 +61,24 @@ def test_a_tensor_said_to_lie_outside_the_block_is_refused(offset: object, with_
     spec = {"dtype": "float32", "shape": [LARGE], "stride": [1], "device": "cpu", "nbytes": MIN_BYTES}
     wire.send(a, {"op": "x", "tensors": []}, [])  # a frame, then one whose header lies
     wire.recv(b, timeout=5, block=block)
-    forged = wire._PREFIX.pack(wire.MAGIC, 0, 0)
     head = wire.json.dumps({"ok": True, "tensors": [{**spec, "shared": offset}]}).encode()
-    a.sendall(forged[:4] + wire._PREFIX.pack(wire.MAGIC, len(head), 0)[4:] + head)
+    a.sendall(wire._PREFIX.pack(wire.MAGIC, len(head), 0) + head)
     with pytest.raises(wire.ChannelError, match="shared memory"):
         wire.recv(b, timeout=5, block=block if with_block else None)
+
+
+def test_a_frame_cannot_name_the_same_bytes_over_and_over() -> None:
+    """Each tensor in the block is copied out: a reply naming the whole block ten thousand times would make the
+    judge copy it that many times over, and run out of memory."""
+    a, b = socket.socketpair()
+    block = HostBlock.allocate(MIN_BYTES)
+    spec = {"dtype": "uint8", "shape": [block.size], "stride": [1], "device": "cpu", "nbytes": block.size}
+    head = wire.json.dumps({"ok": True, "tensors": [{**spec, "shared": 0}] * 10_000}).encode()
+    sending = threading.Thread(target=a.sendall, args=(wire._PREFIX.pack(wire.MAGIC, len(head), 0) + head,))
+    sending.start()
+    with pytest.raises(wire.ChannelError, match="more than the block"):
+        wire.recv(b, timeout=30, block=block)
+    sending.join()
 
 
 def test_the_worker_cannot_shrink_or_grow_the_block_under_the_judge() -> None:
