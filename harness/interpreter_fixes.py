@@ -6,6 +6,8 @@ machine with no GPU (triton issue #11584). Here every such operation widens bf16
 float32, computes, and rounds back to bf16 (nearest even), as the GPU does. Only operands whose
 Triton dtype is bf16 are touched; everything else runs the interpreter's own code.
 
+Proton's region marks (in-kernel timing) become no-ops: the interpreter cannot run them.
+
 `tl.dot` on fp32 operands runs at TF32 on the GPU unless input_precision says otherwise; the interpreter
 computed it in full fp32, so a version whose error holds only at fp32 passed with no GPU. Its operands now
 lose what a tensor core's TF32 read loses.
@@ -106,7 +108,24 @@ def install() -> bool:
         builder.create_fma = create_fma
     if reduce_ops is not None:
         _patch_reductions(reduce_ops, tl)
+    _proton_marks_as_no_ops()
     return True
+
+
+def _proton_marks_as_no_ops() -> None:
+    """Region marks for proton's in-kernel timing (pl.scope, pl.enter_scope, harness.in_kernel) need the
+    compiler, which the interpreter has not: they time nothing here, so a version that marks regions still runs."""
+    try:
+        import triton.profiler.language as pl
+    except ImportError:
+        return
+
+    def unmarked(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    for name in ("enter_scope", "exit_scope"):
+        if hasattr(pl, name):
+            setattr(pl, name, unmarked)
 
 
 def _patch_reductions(reduce_ops: Any, tl: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from harness.in_kernel import region_text
 from harness.results import Evaluation, RungResult
 
 MARKS = {True: "✓", False: "✗", None: "·"}
@@ -168,7 +169,11 @@ def _short_path(path: str) -> str:
 
 
 def _profile_detail(m: dict[str, Any]) -> str:
-    """Nsight Compute's view of the call: time, DRAM traffic and rate, the main kernel's throughput and occupancy."""
+    """Nsight Compute's view of the call: time, DRAM traffic and rate, the main kernel's throughput and occupancy;
+    then how many in-kernel regions proton timed."""
+    timed = f"; {len(m['regions'])} in-kernel region(s) (proton)" if m.get("regions") else ""
+    if "whole" not in m:
+        return f"no Nsight Compute figures ({m.get('ncu_note')}){timed}"
     w = m["whole"]
     parts = [f"{len(m['kernels'])} kernel(s) {duration_us(w['time_us'])}"]
     if w.get("dram_bytes") is not None:
@@ -179,7 +184,7 @@ def _profile_detail(m: dict[str, Any]) -> str:
             parts.append(f"{label} {w[key]:.0f}%")
     if w.get("registers"):
         parts.append(f"{w['registers']:.0f} regs")
-    return " · ".join(parts) + f"  (ncu, {m['case']})"
+    return " · ".join(parts) + f"  (ncu, {m['case']}){timed}"
 
 
 def profile_text(rung: RungResult) -> str:
@@ -189,7 +194,13 @@ def profile_text(rung: RungResult) -> str:
     m = rung.metrics
     lines = [f"profile: {_profile_detail(m)}"]
     lines += [f"  {_kernel_text(k)}" for k in m.get("kernels") or []]
-    lines.append(f"report (Nsight Compute's own UI opens it): {m.get('report')}")
+    if m.get("report"):
+        lines.append(f"report (Nsight Compute's own UI opens it): {m.get('report')}")
+    if m.get("regions"):
+        lines.append("in-kernel regions (proton, one call):")
+        lines += [f"  {region_text(r)}" for r in m["regions"]]
+    elif m.get("regions_note"):
+        lines.append(f"in-kernel regions: {m['regions_note']}")
     return "\n".join(lines)
 
 

@@ -275,6 +275,21 @@ class Worker:
             return
         wire.send(self.sock, {"ok": True})
 
+    def do_regions(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
+        """One call with proton instrumenting the regions the version marks in its kernels (harness.in_kernel),
+        after one plain call (its compile and autotuning stay out of the instrumented one)."""
+        from harness import in_kernel
+
+        inputs = self.materialize(header["inputs"], tensors)
+        try:
+            self.entry(*inputs)
+            timer.synchronize()
+            regions = in_kernel.record(lambda: self.entry(*inputs), timer.synchronize, Path("proton-regions"))
+        except BaseException as exc:
+            self.reply_error(exc, "regions")
+            return
+        wire.send(self.sock, {"ok": True, "regions": regions})
+
     def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
         phases = Phases()
         with phases("inputs"):

@@ -157,6 +157,17 @@ def test_profile_reads_nsight_computes_report(tmp_path: Path) -> None:
     assert Path(profile["metrics"]["report"]).is_file()
 
 
+def test_profile_times_the_regions_a_version_marks_in_its_kernel(tmp_path: Path) -> None:
+    folder = make_workspace(tmp_path / "ws")
+    path = add_version(folder, "marks_regions", "v001.py")
+    evaluation = judge_many([path], timeout=10, rungs=["load", "compile", "correctness", "profile"])["v001"]
+    profile = rung(evaluation, "profile")
+    assert profile["ok"] is True, profile
+    regions = {r["region"]: r["figures"] for r in profile["metrics"].get("regions", [])}
+    assert {"load", "store"} <= set(regions), profile["metrics"].get("regions_note")
+    assert all(max(figures.values()) > 0 for figures in regions.values()), regions
+
+
 def test_a_version_is_raced_against_the_best_back_to_back(tmp_path: Path) -> None:
     import hashlib
 

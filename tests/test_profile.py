@@ -242,3 +242,94 @@ def test_the_report_module_beside_a_real_ncu_comes_first(tmp_path: Path) -> None
     (install / "ncu").write_text("")
     assert report_module_dir(str(install / "ncu"), tmp_path / "none") == beside
     assert report_module_dir(str(tmp_path / "elsewhere" / "ncu"), tmp_path / "none") is None
+
+
+# proton's tree, as its instrumentation writes it (one root; kernels below; regions nested as in the source)
+PROTON_TREE = [
+    {
+        "frame": {"name": "ROOT", "type": "function"},
+        "metrics": {},
+        "children": [
+            {
+                "frame": {"name": "matmul_kernel", "type": "function"},
+                "metrics": {"time (ns)": 41_000},
+                "children": [
+                    {
+                        "frame": {"name": "mainloop", "type": "function"},
+                        "metrics": {"cycles": 52_000, "normalized_cycles": 0.81},
+                        "children": [{"frame": {"name": "wgmma"}, "metrics": {"cycles": 30_500}, "children": []}],
+                    },
+                    {"frame": {"name": "epilogue"}, "metrics": {"cycles": 6_100.0}, "children": []},
+                ],
+            }
+        ],
+    }
+]
+
+
+def test_proton_regions_are_read_from_its_tree_with_their_kernel_and_path() -> None:
+    from harness.in_kernel import regions_in
+
+    assert regions_in(PROTON_TREE) == [
+        {"kernel": "matmul_kernel", "region": "mainloop", "figures": {"cycles": 52_000.0, "normalized_cycles": 0.81}},
+        {"kernel": "matmul_kernel", "region": "mainloop/wgmma", "figures": {"cycles": 30_500.0}},
+        {"kernel": "matmul_kernel", "region": "epilogue", "figures": {"cycles": 6_100.0}},
+    ]
+
+
+def test_regions_a_worker_claims_are_kept_only_where_well_formed() -> None:
+    from harness.in_kernel import MAX_REGIONS, regions_from
+
+    good = {"kernel": "k", "region": "load", "figures": {"cycles": 10}}
+    claimed = [
+        good,
+        {"kernel": "k\x1b[2J", "region": "x" * 500, "figures": {"cycles": 5, "bad": float("nan"), "flag": True}},
+        {"kernel": "k", "region": "none", "figures": {"cycles": "many"}},
+        "not a region",
+        {"kernel": "k", "region": "no figures"},
+    ] + [good] * (2 * MAX_REGIONS)
+    kept = regions_from(claimed)
+    assert len(kept) == MAX_REGIONS and kept[0] == {"kernel": "k", "region": "load", "figures": {"cycles": 10.0}}
+    assert kept[1]["kernel"] == "k\\x1b[2J" and len(kept[1]["region"]) == 120 and kept[1]["figures"] == {"cycles": 5.0}
+    assert regions_from({"not": "a list"}) == [] and regions_from(None) == []
+
+
+def test_a_version_marks_regions_when_it_uses_protons_scopes() -> None:
+    from harness.in_kernel import marks_regions
+
+    marked = (Path(__file__).parent / "fixtures" / "versions" / "marks_regions.py").read_text()
+    assert marks_regions(marked)
+    assert not marks_regions((Path(__file__).parent / "fixtures" / "versions" / "good.py").read_text())
+    assert not marks_regions("with torch.profiler.record_function('x'):\n    pass\n")
+
+
+def test_the_profile_shows_in_kernel_regions_with_or_without_nsight_compute() -> None:
+    from harness.in_kernel import regions_in
+    from harness.report import profile_text
+    from kerneltui.ui.widgets.profile import profile_lines
+
+    regions = regions_in(PROTON_TREE)
+    alone = RungResult(
+        name="profile", ok=True, metrics={"case": "n=4096", "ncu_note": "ncu not found", "regions": regions}
+    )
+    text = profile_text(alone)
+    assert "no Nsight Compute figures (ncu not found); 3 in-kernel region(s)" in text
+    assert "matmul_kernel / mainloop/wgmma: cycles 30,500" in text
+    shown = "\n".join(line.plain for line in profile_lines({"name": "v001"}, [alone][0]))
+    assert "ncu not found" in shown and "matmul_kernel / epilogue: cycles 6,100" in shown
+    assert "normalized_cycles 0.81" in shown
+    noted = RungResult(name="profile", ok=True, metrics={"case": "n", "ncu_note": "x", "regions_note": "proton: boom"})
+    assert "in-kernel regions: proton: boom" in profile_text(noted)
+
+
+def test_a_version_that_marks_regions_still_runs_with_no_gpu(tmp_path: Path) -> None:
+    """The interpreter cannot run proton's region marks (ValueError: `_semantic` argument must be provided): a
+    version that marks regions for the GPU's profile failed its correctness on every machine with no GPU."""
+    from tests.conftest import judge_many, make_workspace
+    from tests.conftest import rung as rung_of
+
+    folder = make_workspace(tmp_path / "ws")
+    path = add_version(folder, "marks_regions")
+    evaluation = judge_many([path], rungs=["load", "compile", "correctness"])["marks_regions"]
+    assert evaluation["status"] == "pass", rung_of(evaluation, "correctness")
+    assert [k["name"] for k in rung_of(evaluation, "compile")["metrics"]["kernels"]][:1] == ["add_kernel"]

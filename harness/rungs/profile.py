@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import functools
 import json
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import nsight
+import torch
+
+from harness import in_kernel, nsight, wire
 from harness import scratch as scratch_mod
+from harness.problem import case_label
 from harness.results import RungResult
 from harness.rungs import rung
-from harness.workers import Wrapper
+from harness.workers import WorkerFailure, Wrapper
 
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
@@ -58,20 +62,52 @@ PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 def profile(ladder: Ladder, run: VersionRun) -> RungResult:
     if not ladder.cuda:
         return RungResult.skip("profile", "no GPU: Nsight Compute profiles kernels as they run")
+    case = (run.problem.bench_cases or run.problem.cases)[0]
+    regions = _regions(ladder, run, case)
+    figures, why = _nsight_figures(ladder, run, case)
+    if figures is None and "regions" not in regions:
+        return RungResult.skip("profile", why or "Nsight Compute wrote no report")
+    return RungResult(
+        name="profile", ok=True, metrics={**(figures or {"case": case_label(case), "ncu_note": why}), **regions}
+    )
+
+
+def _nsight_figures(ladder: Ladder, run: VersionRun, case: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     ncu = nsight.ncu_path()
     if ncu is None:
-        return RungResult.skip("profile", "Nsight Compute (ncu) not found: install it or set KERNELTUI_NCU")
-    case = (run.problem.bench_cases or run.problem.cases)[0]
+        return None, "Nsight Compute (ncu) not found: install it or set KERNELTUI_NCU"
     report, why = _profile_into(ladder, run, ncu, case)
     if report is None:
-        return RungResult.skip("profile", why or "Nsight Compute wrote no report")
+        return None, why or "Nsight Compute wrote no report"
     try:
         kernels = read_report(report, ncu)
     except Exception as exc:  # the report could not be read here: keep it, say so
-        return RungResult.skip("profile", f"{report} could not be read: {type(exc).__name__}: {str(exc)[:200]}")
+        return None, f"{report} could not be read: {type(exc).__name__}: {str(exc)[:200]}"
     if not kernels:
-        return RungResult.skip("profile", "Nsight Compute profiled no kernel inside the judge's call")
-    return RungResult(name="profile", ok=True, metrics=summarize(kernels, report, case))
+        return None, "Nsight Compute profiled no kernel inside the judge's call"
+    return summarize(kernels, report, case), None
+
+
+def _regions(ladder: Ladder, run: VersionRun, case: dict[str, Any]) -> dict[str, Any]:
+    """{"regions": [...]} the version marks in its kernels, timed by proton in a fresh worker of their own (the
+    kernels are compiled again, instrumented), or {"regions_note": why not}; {} where it marks none."""
+    if "triton" not in run.dsls or not in_kernel.marks_regions(run.text):
+        return {}
+    worker = ladder.pool.take("run")
+    run.workers["regions"] = worker  # released with the others when the evaluation ends
+    try:
+        loaded = ladder.load_into(worker, run)
+        if not loaded.get("ok"):
+            return {"regions_note": f"it did not load for proton: {loaded.get('err')}"}
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(run.problem.inputs_for(case, secrets.randbelow(2**31), ladder.device)), tensors)
+        reply, _ = worker.request({"op": "regions", "inputs": tree}, tensors, ladder.options.timeout, "under proton")
+    except WorkerFailure as exc:
+        return {"regions_note": f"proton: {str(exc).splitlines()[0][:300]}"}
+    if not reply.get("ok"):
+        return {"regions_note": f"proton: {str(reply.get('err'))[:300]}"}
+    regions = in_kernel.regions_from(reply.get("regions"))
+    return {"regions": regions} if regions else {"regions_note": "proton recorded no region in its kernels"}
 
 
 def _profile_into(ladder: Ladder, run: VersionRun, ncu: str, case: dict[str, Any]) -> tuple[Path | None, str | None]:
@@ -168,8 +204,6 @@ def _bytes(word: str) -> float | None:
 def summarize(kernels: list[dict[str, Any]], report: Path, case: dict[str, Any]) -> dict[str, Any]:
     """Per kernel as read, and the call's whole: time and DRAM bytes summed, rates over that time, the
     percentages and occupancy of the kernel that took longest."""
-    from harness.problem import case_label
-
     total_us = sum(k.get("time_us") or 0.0 for k in kernels)
     dram = sum(k.get("dram_bytes") or 0.0 for k in kernels)
     main = max(kernels, key=lambda k: k.get("time_us") or 0.0)

@@ -1,5 +1,6 @@
 """The selected version's Nsight Compute profile (the profile rung, asked for with `p`): the call as a whole,
-then each kernel's throughput, occupancy and launch, and where the .ncu-rep report lies."""
+then each kernel's throughput, occupancy and launch, where the .ncu-rep report lies, and the in-kernel regions
+proton timed where the version marks them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
+from harness.in_kernel import region_text
 from harness.report import duration_us
 from harness.results import RungResult
 from kerneltui.ui.widgets.text_view import TextView
@@ -37,7 +39,13 @@ def profile_lines(version: dict[str, Any] | None, profile: RungResult | None) ->
         why = profile.skipped or profile.err or "no figures"
         return [Text(f"{name}: not profiled: {why}", style="red" if profile.ok is False else "dim")]
     m = profile.metrics
-    whole = m.get("whole") or {}
+    return [*_nsight_lines(name, m), *_region_lines(m)]
+
+
+def _nsight_lines(name: str, m: dict[str, Any]) -> list[Text]:
+    if "whole" not in m:
+        return [Text(f"{name}: no Nsight Compute figures: {m.get('ncu_note')}", style="dim")]
+    whole = m["whole"]
     lines = [_whole_line(name, m, whole), Text("")]
     header = Text(f"{'kernel':<28}", style="bold")
     for _, title, width, _ in COLUMNS:
@@ -47,6 +55,16 @@ def profile_lines(version: dict[str, Any] | None, profile: RungResult | None) ->
         lines.append(_kernel_line(kernel, kernel.get("name") == whole.get("main_kernel")))
     lines += [Text(""), Text(f"report {m.get('report')}  (open it with: ncu-ui {m.get('report')})", style="dim")]
     return lines
+
+
+def _region_lines(m: dict[str, Any]) -> list[Text]:
+    """The regions the version marks in its kernels (pl.scope), as proton timed them in one call."""
+    if m.get("regions"):
+        lines = [Text(""), Text("in-kernel regions (proton, one call)", style="bold")]
+        return lines + [Text(f"  {region_text(r)}") for r in m["regions"]]
+    if m.get("regions_note"):
+        return [Text(""), Text(f"in-kernel regions: {m['regions_note']}", style="dim")]
+    return []
 
 
 def _whole_line(name: str, m: dict[str, Any], whole: dict[str, Any]) -> Text:
