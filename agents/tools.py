@@ -129,8 +129,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         "profile",
         "Profile a version's kernels under Nsight Compute on the first bench case and wait for it (tens of "
         "seconds): per kernel its time, DRAM bytes and bandwidth, SM and memory throughput as % of peak, "
-        "achieved and theoretical occupancy, registers, shared memory, block and grid. Needs a GPU with ncu; "
-        "otherwise it says why not.",
+        "achieved and theoretical occupancy, registers, shared memory, block and grid; and, for a Triton "
+        "version that marks regions in its kernel (import triton.profiler.language as pl; "
+        "pl.enable_semantic('triton'); `with pl.scope('load'):` in the kernel), each region's cycles from "
+        "proton. Needs a GPU with ncu; otherwise it says why not.",
         ProfileArgs,
     ),
 )
