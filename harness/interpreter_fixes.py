@@ -15,6 +15,7 @@ lose what a tensor core's TF32 read loses.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -126,6 +127,15 @@ def _proton_marks_as_no_ops() -> None:
     for name in ("enter_scope", "exit_scope"):
         if hasattr(pl, name):
             setattr(pl, name, unmarked)
+    if hasattr(pl, "scope"):
+        pl.scope = _UnmarkedScope
+
+
+class _UnmarkedScope(contextlib.nullcontext[None]):
+    """`with pl.scope("name"):` in an interpreted kernel: nothing to time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
 
 
 def _patch_reductions(reduce_ops: Any, tl: Any) -> None:
