@@ -91,6 +91,7 @@ class Worker:
         self.bench_inputs: tuple[Any, ...] = ()
         self.profiler: str | None = None  # why recorded calls run without torch's profiler, if they do
         self.block: shared_block.Block | None = None  # memory the judge shares: large tensors both ways
+        self.shared_reply = False  # whether the judge, on this request, takes the reply's through the block
 
     def serve(self) -> None:
         from harness.sandbox import APPLIED  # what harness.sandbox did before this module ran
@@ -108,6 +109,7 @@ class Worker:
             except wire.ChannelClosed:
                 return
             op = header.get("op")
+            self.shared_reply = header.get("shared_reply") is True and self.block is not None
             if op == "exit":
                 return
             handler = getattr(self, f"do_{op}", None)
@@ -368,7 +370,8 @@ class Worker:
         if inputs is not None:
             header["inputs_after"] = wire.encode_tree(list(inputs), tensors)
         try:
-            wire.send(self.sock, header, tensors, share=shared_block.Placement(self.block) if self.block else None)
+            share = shared_block.Placement(self.block) if self.block and self.shared_reply else None
+            wire.send(self.sock, header, tensors, share=share)
         except BaseException as exc:
             wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, "output")})
 

@@ -235,6 +235,8 @@ class WorkerProcess:
         self.wait_ready()
         sent = time.perf_counter()
         share = self._placement(tensors or [], timeout)
+        if self.block is not None:  # the reply's large tensors may come back through it too
+            header = {**header, "shared_reply": True}
         try:
             wire.send(self.sock, header, tensors, share=share)
         except OSError:
@@ -260,38 +262,42 @@ class WorkerProcess:
         return shared_block.Placement(self.block) if self.block is not None else None
 
     def _offer_block(self, kind: str, size: int, timeout: float) -> None:
+        sent = time.perf_counter()
+        self.share_note = self._new_block(kind, size, timeout)
+        if TRACE:
+            ok = self.share_note is None
+            what = kind if ok else f"{kind}: {self.share_note}"
+            _trace(self.mode, {"op": "share"}, {"ok": ok}, what, time.perf_counter() - sent)
+
+    def _new_block(self, kind: str, size: int, timeout: float) -> str | None:
+        """Offers the worker a new block: None once it maps the same bytes (self.block), else why not."""
         from harness import shared_block, wire
 
         try:
             block = shared_block.allocate(kind, size)
         except shared_block.ShareError as exc:
-            self.share_note = str(exc)
-            return
-        header, sent = {"op": "share", "kind": kind, "size": block.size}, time.perf_counter()
+            return str(exc)
         try:
             probe = shared_block.write_probe(block)
             fd = block.export()
             try:
-                wire.send(self.sock, header)
+                wire.send(self.sock, {"op": "share", "kind": kind, "size": block.size})
                 shared_block.send_fd(self.sock, fd)
             finally:
                 os.close(fd)
             reply, _ = self._recv(timeout, "while sharing memory with it")
-            if TRACE:
-                _trace(self.mode, header, reply, kind, time.perf_counter() - sent)
         except BaseException as exc:
             block.close()
             if isinstance(exc, OSError):
                 raise WorkerFailure(self.death_reason("while sharing memory with it")) from None
             if isinstance(exc, shared_block.ShareError):
-                self.share_note = str(exc)
-                return
+                return str(exc)
             raise
         if reply.get("ok") and reply.get("probe") == probe:
             self.block = block
-            return
+            return None
         block.close()
-        self.share_note = str(reply.get("err") or "the worker does not see the judge's bytes in the shared block")[:300]
+        return str(reply.get("err") or "the worker does not see the judge's bytes in the shared block")[:300]
 
     def _drop_block(self) -> None:
         if self.block is not None:

@@ -153,3 +153,54 @@ def test_a_worker_judges_large_inputs_through_the_block_and_cannot_pull_it_from_
     assert "modified its input 0" in err and f"{2 * LARGE} of {2 * LARGE}" in err
     shares = [line for line in trace.read_text().splitlines() if '"share"' in line]
     assert len(shares) >= 3 and all('"ok": true' in line for line in shares), shares
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_gpu_worker_maps_the_judges_device_memory_for_bench_inputs(tmp_path: Path) -> None:
+    """On a GPU the block is device memory (CUDA's virtual memory API, a POSIX descriptor): the bench case's
+    64 MiB inputs and the output reach the worker and come back through it, and the verdict stands."""
+    import json
+
+    folder = make_workspace(tmp_path / "ws")
+    trace = tmp_path / "trace.jsonl"
+    rungs = ["load", "compile", "correctness", "benchmark"]
+    results = judge_many([add_version(folder, "good")], env={"KERNELTUI_TRACE": str(trace)}, rungs=rungs, confirm=False)
+    assert results["good"]["status"] == "pass", [(r["name"], r["err"]) for r in results["good"]["rungs"]]
+    shares = [json.loads(line) for line in trace.read_text().splitlines() if '"share"' in line]
+    assert shares and all(s["ok"] and s["what"] == "cuda" for s in shares), shares
+
+
+def call_in_a_worker(inputs: list[torch.Tensor]) -> tuple[object, str | None, dict]:
+    """One `call` of `a + b` in a real worker: (its block, its share_note, the reply's header)."""
+    from harness.workers import WorkerPool
+
+    pool = WorkerPool()
+    worker = pool.take("run")
+    try:
+        worker.wait_ready()
+        version = worker.copy_in(b"def custom_kernel(a, b):\n    return a + b\n", "v001.py")
+        loaded, _ = worker.request({"op": "load", "path": str(version), "dsls": []}, None, 120, "loading")
+        assert loaded.get("ok"), loaded
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(inputs, tensors)
+        reply, got = worker.request({"op": "call", "inputs": tree}, tensors, 120, "calling")
+        assert reply.get("ok") and torch.equal(wire.decode_tree(reply["outputs"], got)[0], inputs[0] + inputs[1])
+        return worker.block, worker.share_note, reply
+    finally:
+        pool.release(worker)
+        pool.close()
+
+
+def test_a_worker_takes_a_call_and_answers_it_through_the_block() -> None:
+    block, note, reply = call_in_a_worker([torch.randn(LARGE), torch.randn(LARGE)])
+    assert block is not None and note is None
+    assert [("shared" in spec) for spec in reply["tensors"]] == [True, True, True]  # the output, the inputs after
+
+
+def test_a_block_the_worker_does_not_see_as_written_is_dropped_for_the_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the worker's mapping not hold the judge's bytes (a driver that maps something else), the block is
+    not used, either way: the request and its reply go through the socket, and share_note says why."""
+    monkeypatch.setattr(shared_block, "write_probe", lambda block: "ff" * shared_block.PROBE_BYTES)
+    block, note, reply = call_in_a_worker([torch.randn(LARGE), torch.randn(LARGE)])
+    assert block is None and "does not see the judge's bytes" in (note or "")
+    assert not any("shared" in spec for spec in reply["tensors"])
