@@ -63,6 +63,22 @@ def adopt(kind: str, fd: int, size: int) -> Block:
     raise ShareError(f"unknown kind of block {kind!r}")
 
 
+def accept(sock: socket.socket, kind: str, size: Any) -> Block:
+    """The worker's side of the handshake: the descriptor that follows the judge's frame, mapped."""
+    try:
+        fd = receive_fd(sock)
+    except OSError as exc:
+        raise ShareError(f"no descriptor: {exc}") from None
+    try:
+        if type(size) is not int or size <= 0:
+            raise ShareError(f"a block of {str(size)[:40]} bytes")
+        return adopt(kind, fd, size)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise ShareError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+    finally:
+        os.close(fd)
+
+
 def bytes_to_share(tensors: list[torch.Tensor]) -> tuple[str, int] | None:
     """The kind and size of block that would take `tensors`' large ones, with as much again for the reply's
     outputs; None when none is large enough to be worth it."""

@@ -206,17 +206,10 @@ class Worker:
         """The judge's block of shared memory (its descriptor follows the frame): from now on the large tensors
         of requests and replies lie in it. Answers the bytes the judge wrote at its start, as this side sees them."""
         try:
-            fd = shared_block.receive_fd(self.sock)
-        except (OSError, shared_block.ShareError) as exc:
+            block = shared_block.accept(self.sock, str(header.get("kind")), header.get("size"))
+        except shared_block.ShareError as exc:
             wire.send(self.sock, {"ok": False, "err": str(exc)})
             return
-        try:
-            block = shared_block.adopt(str(header.get("kind")), fd, int(header.get("size", -1)))
-        except (shared_block.ShareError, RuntimeError, ValueError, TypeError) as exc:
-            wire.send(self.sock, {"ok": False, "err": f"{type(exc).__name__}: {str(exc)[:300]}"})
-            return
-        finally:
-            os.close(fd)
         if self.block is not None:
             self.block.close()
         self.block = block

@@ -110,6 +110,21 @@ def test_a_descriptor_travels_with_its_byte_and_its_absence_is_an_error(tmp_path
         shared_block.receive_fd(b)
 
 
+def test_a_worker_maps_a_block_only_of_the_size_it_was_told() -> None:
+    a, b = socket.socketpair()
+    block = HostBlock.allocate(MIN_BYTES)
+    for size, message in ((block.size + 4096, "size"), ("1e9", "bytes"), (-1, "bytes")):
+        theirs = block.export()
+        shared_block.send_fd(a, theirs)
+        os.close(theirs)
+        with pytest.raises(shared_block.ShareError, match=message):
+            shared_block.accept(b, "cpu", size)
+    shared_block.send_fd(a, block.fd)
+    mapped = shared_block.accept(b, "cpu", block.size)
+    block.view[:4].fill_(9)
+    assert mapped.view[:4].tolist() == [9, 9, 9, 9]
+
+
 def test_no_block_is_asked_for_small_tensors_and_one_kind_is_chosen() -> None:
     assert shared_block.bytes_to_share([torch.zeros(10), torch.zeros(LARGE - 1)]) is None
     assert shared_block.bytes_to_share([torch.zeros(LARGE, device="meta")]) is None
