@@ -165,7 +165,9 @@ def test_a_worker_judges_large_inputs_through_the_block_and_cannot_pull_it_from_
     assert results["good"]["status"] == "pass", rung(results["good"], "correctness")
     assert results["scribbles"]["status"] == "pass", rung(results["scribbles"], "correctness")
     err = rung(results["modifies_inputs"], "correctness")["err"] or ""
-    assert "modified its input 0" in err and f"{2 * LARGE} of {2 * LARGE}" in err
+    assert "modified its input 0" in err and f"of {2 * LARGE} elements changed" in err
+    changed = int(err.split("(")[-1].split(" of ")[0])  # a + b == a where b is below a's precision
+    assert changed > 0.99 * 2 * LARGE, err
     shares = [line for line in trace.read_text().splitlines() if '"share"' in line]
     assert len(shares) >= 3 and all('"ok": true' in line for line in shares), shares
 
