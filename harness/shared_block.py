@@ -94,7 +94,8 @@ def bytes_to_share(tensors: list[torch.Tensor]) -> tuple[str, int] | None:
 
 
 def fits(kind: str, size: int) -> bool:
-    """Whether a block of `size` bytes would take at most a quarter of the free memory where it would lie."""
+    """Whether `size` bytes would take at most a quarter of the free memory of `kind` (the device's, or the
+    host's): a block, or the next bench case's inputs made ahead."""
     try:
         if kind == "cuda":
             free, _ = torch.cuda.mem_get_info()

@@ -144,12 +144,17 @@ def test_kernel_dumps_from_the_jit(judged: dict[str, dict]) -> None:
     assert all(Path(f["path"]).is_file() for f in files)
 
 
-def test_profile_reads_nsight_computes_report(tmp_path: Path) -> None:
-    folder = make_workspace(tmp_path / "ws")
-    path = add_version(folder, "good", "v001.py")
+def profile_of(tmp_path: Path, fixture: str) -> dict:
+    """The profile rung of one fixture version, judged up to it; it must have figures."""
+    path = add_version(make_workspace(tmp_path / "ws"), fixture, "v001.py")
     evaluation = judge_many([path], timeout=10, rungs=["load", "compile", "correctness", "profile"])["v001"]
     profile = rung(evaluation, "profile")
     assert profile["ok"] is True, profile
+    return profile
+
+
+def test_profile_reads_nsight_computes_report(tmp_path: Path) -> None:
+    profile = profile_of(tmp_path, "good")
     whole = profile["metrics"]["whole"]
     # 16M floats: 201 MB moved in some tens of µs, at a rate an H100/H200-class part can reach (units checked)
     assert 100e6 < whole["dram_bytes"] < 400e6 and 100 < whole["dram_gbps"] < 6000 and 5 < whole["time_us"] < 5000
@@ -158,11 +163,7 @@ def test_profile_reads_nsight_computes_report(tmp_path: Path) -> None:
 
 
 def test_profile_times_the_regions_a_version_marks_in_its_kernel(tmp_path: Path) -> None:
-    folder = make_workspace(tmp_path / "ws")
-    path = add_version(folder, "marks_regions", "v001.py")
-    evaluation = judge_many([path], timeout=10, rungs=["load", "compile", "correctness", "profile"])["v001"]
-    profile = rung(evaluation, "profile")
-    assert profile["ok"] is True, profile
+    profile = profile_of(tmp_path, "marks_regions")
     regions = {r["region"]: r["figures"] for r in profile["metrics"].get("regions", [])}
     assert {"load", "store"} <= set(regions), profile["metrics"].get("regions_note")
     assert all(max(figures.values()) > 0 for figures in regions.values()), regions

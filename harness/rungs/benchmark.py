@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness import confirm, wire
+from harness import confirm, shared_block, wire
 from harness.clocks import ClockSampler
 from harness.device import MATMULS
 from harness.problem import Problem, case_label
@@ -145,10 +145,7 @@ def _bench_inputs(ladder: Ladder, problem: Problem, maker: ThreadPoolExecutor) -
 
 def _room_for_another(inputs: tuple[Any, ...], device: torch.device) -> bool:
     size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
-    if device.type != "cuda":
-        return True
-    free, _ = torch.cuda.mem_get_info(device)
-    return 2 * size < free / 4
+    return device.type != "cuda" or shared_block.fits("cuda", 2 * size)
 
 
 def bench_case(
