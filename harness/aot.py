@@ -56,10 +56,16 @@ def install_triton(capability: int) -> None:
             raise NoGPUError(f"no GPU: triton driver.{name} is unavailable when compiling ahead of time")
 
     driver.set_active(CompileOnlyDriver())
-    original_run = JITFunction.run
+    JITFunction.run, Autotuner.run = compile_only_methods(JITFunction.run)
+
+
+def compile_only_methods(run: Any) -> tuple[Any, Any]:
+    """Stand-ins for JITFunction.run (given as `run`) and Autotuner.run under which a launch compiles its kernel
+    (with the launch's real signature and constexprs) and returns it without running, and an autotuned kernel
+    compiles each of its configs (up to MAX_AUTOTUNE_CONFIGS) instead of timing them."""
 
     def compile_only(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-        return original_run(self, *args, grid=grid, warmup=True, **kwargs)
+        return run(self, *args, grid=grid, warmup=True, **kwargs)
 
     def compile_every_config(self: Any, *args: Any, **kwargs: Any) -> Any:
         kernel = None
@@ -68,8 +74,7 @@ def install_triton(capability: int) -> None:
             kernel = self.fn.run(*args, **merged)
         return kernel
 
-    JITFunction.run = compile_only
-    Autotuner.run = compile_every_config
+    return compile_only, compile_every_config
 
 
 def install_cutedsl() -> None:

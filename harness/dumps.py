@@ -41,6 +41,7 @@ class Kernel:
     case: str = ""
     constexprs: dict[str, Any] = field(default_factory=dict)  # as the launch that compiled it passed them
     label: str = ""  # its name in the dumps folder (name-2 for a second specialisation of name)
+    group: str = ""  # its Triton cache group (the cache key), as the worker named it
 
     def summary(self) -> dict[str, Any]:
         keep = ("num_warps", "num_stages", "shared", "target")
@@ -120,7 +121,8 @@ def collect_triton(scratch: Path, into: Path, subdir: str = "triton", skip: Set[
             files = _copy_artifacts(scratch, f"{subdir}/{group.name}/{stem}", local, TRITON_KINDS)
             if "cubin" in files:
                 name = scratch_mod.safe_name(meta["name"])
-                kernels.append((item.mtime_ns, Kernel(name=name, dsl="triton", files=files, meta=meta)))
+                kernel = Kernel(name=name, dsl="triton", files=files, meta=meta, group=group.name)
+                kernels.append((item.mtime_ns, kernel))
     return [kernel for _, kernel in sorted(kernels, key=lambda pair: (pair[1].name, pair[0]))]
 
 

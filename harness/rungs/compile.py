@@ -15,10 +15,15 @@ from harness import wire
 from harness.problem import Problem, case_label
 from harness.results import RungResult
 from harness.rungs import rung
+from harness.text import printable
 from harness.workers import WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
+
+# Compiling ahead is only a head start: a version still at it after this long (a hang on outputs its kernels
+# never wrote, say) loses its worker to a fresh one, and its calls compile as they go.
+PRECOMPILE_BUDGET_S = 30.0
 
 
 @rung("compile", after=("load",))
@@ -42,7 +47,9 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
     metrics: dict[str, Any] = {"mode": mode, "arch": arch}
     if mode == "aot":
         metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
+    labels = _precompile(ladder, run, worker, plan, metrics)
     failures: list[dict[str, Any]] = []
+    worker = run.workers[worker.mode]  # a new one where the one before died compiling ahead
     for case, where in plan:
         inputs = _make_inputs(run.problem, case, where)
         if inputs is None:
@@ -51,7 +58,7 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
         tree = wire.encode_tree(list(inputs), tensors)
         what = "in the first call (JIT compile)" if mode == "jit" else "while compiling ahead of time"
         reply = _compile_call(ladder, worker, {"op": op, "inputs": tree}, tensors, what)
-        collect_kernels(run, worker, case_label(case))
+        collect_kernels(run, worker, case_label(case), labels)
         if reply.get("ok"):
             if op == "compile":
                 run.observed.add(reply.get("recorded"), "compile", case_label(case))
@@ -67,8 +74,9 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
     return _verdict(run, metrics, failures, mode, arch)
 
 
-def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str) -> None:
-    """Adds kernels compiled since the last look, each labelled with the case that compiled it."""
+def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str, labels: dict[str, str] | None = None) -> None:
+    """Adds kernels compiled since the last look, each labelled with the case that compiled it: `labels`'s by
+    Triton cache group where it names one (kernels compiled ahead for every case), else `label`."""
     known = {_identity(k) for k in run.kernels}
     into = run.private / worker.mode
     found = dumps_mod.collect_triton(worker.scratch, into, skip=worker.compiled_before_version)
@@ -76,9 +84,76 @@ def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str) -> None:
     found += dumps_mod.collect_tilelang(worker.scratch, into)
     for kernel in found:
         if _identity(kernel) not in known:
-            kernel.case = label
+            kernel.case = (labels or {}).get(kernel.group, label)
             dumps_mod.read_resources(kernel)
             run.kernels.append(kernel)
+
+
+def _precompile(
+    ladder: Ladder,
+    run: VersionRun,
+    worker: WorkerProcess,
+    plan: list[tuple[dict[str, Any], torch.device]],
+    metrics: dict[str, Any],
+) -> dict[str, str]:
+    """A Triton version's kernels compiled for every case of the plan, and every correctness case, at once
+    (harness.precompile), before the calls that would compile them one by one. Notes what it did in `metrics`;
+    returns each compiled group's case. Should the worker die or hang at it, a fresh one takes its place."""
+    if "triton" not in run.dsls or {"cutedsl", "tilelang"} & set(run.dsls):
+        return {}
+    tensors: list[torch.Tensor] = []
+    trees, made = [], []
+    for case, where in _ahead_plan(run.problem, plan):
+        try:
+            inputs = run.problem.inputs_for(case, secrets.randbelow(2**31), where)
+        except Exception:  # a problem whose inputs need the GPU: that case compiles in its call
+            continue
+        else:
+            trees.append(wire.encode_tree(list(inputs), tensors))
+            made.append(case)
+    timeout = min(ladder.options.timeout, PRECOMPILE_BUDGET_S)
+    try:
+        reply, _ = worker.request({"op": "precompile", "cases": trees}, tensors, timeout, "while compiling ahead")
+    except WorkerFailure as exc:
+        metrics["precompile"] = {"ok": False, "why": str(exc).split("\n")[0]}
+        _replace_worker(ladder, run, worker)
+        return {}
+    keys = reply.get("keys")
+    if not reply.get("ok") or not isinstance(keys, list) or len(keys) != len(made):
+        metrics["precompile"] = {"ok": False, "why": printable(str(reply.get("why") or "malformed reply"))[:200]}
+        return {}
+    metrics["precompile"] = {
+        k: reply[k] for k in ("seconds", "kernels", "threads", "failed_calls") if isinstance(reply.get(k), (int, float))
+    }
+    return {
+        str(key): case_label(case)
+        for case, found in zip(made, keys, strict=True)
+        if isinstance(found, list)
+        for key in found[:256]
+    }
+
+
+def _ahead_plan(
+    problem: Problem, plan: list[tuple[dict[str, Any], torch.device]]
+) -> list[tuple[dict[str, Any], torch.device]]:
+    """The plan's cases, then every correctness case, then the bench cases by shape alone: inputs on the CPU
+    (no kernel runs) or the meta device, each case once."""
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    ahead = [(case, meta if where.type == "meta" else cpu) for case, where in plan]
+    ahead += [(case, cpu) for case in problem.cases]
+    ahead += [(case, meta) for case in problem.bench_cases]
+    unique: list[tuple[dict[str, Any], torch.device]] = []
+    for case, where in ahead:
+        if all(case is not seen for seen, _ in unique):
+            unique.append((case, where))
+    return unique
+
+
+def _replace_worker(ladder: Ladder, run: VersionRun, worker: WorkerProcess) -> None:
+    ladder.pool.release(worker)
+    del run.workers[worker.mode]
+    fresh = ladder.worker(run, worker.mode)
+    ladder.load_into(fresh, run)
 
 
 def _identity(kernel: dumps_mod.Kernel) -> dumps_mod.Path | None:

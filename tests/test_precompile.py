@@ -1,0 +1,34 @@
+"""A Triton version's kernels compiled for every case at once before its first call (harness.precompile), and
+versions that behave otherwise while they are: the verdict still comes from their real calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import add_version, judge_many, rung
+
+RUNGS = ["load", "compile", "correctness", "dumps"]
+
+
+def test_every_case_compiles_ahead_and_each_kernel_names_the_case_that_launched_it(workspace: Path) -> None:
+    """raises_when_compiled_ahead launches BLOCK=1 for n=1 and BLOCK=1024 for the larger cases; each kernel is
+    listed under the first case that launched its specialisation, not all under the case compiled first."""
+    path = add_version(workspace, "raises_when_compiled_ahead", "v001.py")
+    evaluation = judge_many([path], rungs=RUNGS)["v001"]
+    compiled = rung(evaluation, "compile")
+    ahead = compiled["metrics"]["precompile"]
+    assert compiled["ok"] and ahead["kernels"] >= 2 and ahead["failed_calls"] >= 1, compiled
+    by_block = {k["constexprs"]["BLOCK"]: k["case"] for k in rung(evaluation, "dumps")["metrics"]["kernels"]}
+    assert by_block[1] == "n=1" and by_block[1024] in ("n=1000", "n=16777216"), by_block  # GPU; CPU: bench first
+    assert rung(evaluation, "correctness")["ok"] and evaluation["status"] != "failed", evaluation
+
+
+def test_a_version_that_hangs_only_while_compiled_ahead_is_judged_by_its_calls(workspace: Path) -> None:
+    """The worker that hung is replaced; the version's real calls compile and pass."""
+    path = add_version(workspace, "hangs_when_compiled_ahead", "v001.py")
+    evaluation = judge_many([path], ("--timeout", "5"), rungs=RUNGS)["v001"]
+    compiled = rung(evaluation, "compile")
+    assert compiled["ok"] and compiled["metrics"]["precompile"]["ok"] is False, compiled
+    assert "timed out" in compiled["metrics"]["precompile"]["why"], compiled
+    assert compiled["metrics"]["kernels"], compiled
+    assert rung(evaluation, "correctness")["ok"], evaluation
