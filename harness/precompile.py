@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness import aot
+import torch
+
+from harness import aot, wire
 
 MAX_THREADS = 8
 
@@ -30,6 +32,16 @@ MAX_THREADS = 8
 def threads() -> int:
     """As many compiles at once as this process may run on CPUs, up to MAX_THREADS."""
     return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
+
+
+def compile_cases(entry: Callable[..., Any], trees: list[Any], tensors: list[torch.Tensor]) -> dict[str, Any]:
+    """compile_ahead on the input sets a `precompile` request encodes (harness.wire), its tensors on the CPU."""
+    on_cpu = [t if t.device.type == "meta" else t.cpu() for t in tensors]
+    input_sets = []
+    for tree in trees:
+        inputs = wire.decode_tree(tree, on_cpu)
+        input_sets.append(tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,))
+    return compile_ahead(entry, input_sets, threads())
 
 
 def compile_ahead(entry: Callable[..., Any], input_sets: Sequence[tuple[Any, ...]], workers: int) -> dict[str, Any]:

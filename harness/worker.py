@@ -203,19 +203,13 @@ class Worker:
         wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start, "recorded": recorded})
 
     def do_precompile(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
-        """Compiles the Triton kernels the version launches on each set of inputs in `cases`, in parallel,
-        before the calls that need them (harness.precompile). The inputs stay on the CPU."""
-        if triton is None or isinstance(self.entry, kernelbench.ModelCall):
-            wire.send(self.sock, {"ok": False, "why": "not a Triton version"})
-            return
-        on_cpu = [t if t.device.type == "meta" else t.cpu() for t in tensors]
-        input_sets = []
-        for tree in header.get("cases", []):
-            inputs = wire.decode_tree(tree, on_cpu)
-            input_sets.append(tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,))
+        """Compiles, at once, the Triton kernels the version launches on each set of inputs (harness.precompile)."""
         from harness import precompile
 
-        wire.send(self.sock, precompile.compile_ahead(self.entry, input_sets, precompile.threads()))
+        if triton is None or isinstance(self.entry, kernelbench.ModelCall):
+            wire.send(self.sock, {"ok": False, "why": "not a Triton version"})
+        else:
+            wire.send(self.sock, precompile.compile_cases(self.entry, header.get("cases", []), tensors))
 
     def do_share(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
         """The judge's block of shared memory (its descriptor follows the frame): from now on the large tensors
