@@ -5,6 +5,7 @@ Registers, spills and shared memory come from each kernel's cubin."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +48,11 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
     metrics: dict[str, Any] = {"mode": mode, "arch": arch}
     if mode == "aot":
         metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
-    labels = _precompile(ladder, run, worker, plan, metrics)
+    planned = [(case, where, _make_inputs(run.problem, case, where)) for case, where in plan]
+    labels = _precompile(ladder, run, worker, planned, metrics)
     failures: list[dict[str, Any]] = []
     worker = run.workers[worker.mode]  # a new one where the one before died compiling ahead
-    for case, where in plan:
-        inputs = _make_inputs(run.problem, case, where)
+    for case, where, inputs in planned:
         if inputs is None:
             continue  # make_inputs cannot build this case on the meta device: the CPU cases still compile
         tensors: list[torch.Tensor] = []
@@ -93,7 +94,7 @@ def _precompile(
     ladder: Ladder,
     run: VersionRun,
     worker: WorkerProcess,
-    plan: list[tuple[dict[str, Any], torch.device]],
+    planned: list[tuple[dict[str, Any], torch.device, tuple[Any, ...] | None]],
     metrics: dict[str, Any],
 ) -> dict[str, str]:
     """A Triton version's kernels compiled for every case of the plan, and every correctness case, at once
@@ -101,16 +102,13 @@ def _precompile(
     returns each compiled group's case. Should the worker die or hang at it, a fresh one takes its place."""
     if "triton" not in run.dsls or {"cutedsl", "tilelang"} & set(run.dsls):
         return {}
+    ahead = [(case, inputs) for case, _, inputs in planned if inputs is not None]
+    for case in run.problem.cases:  # not the bench cases: the verdict would wait for their inputs to be made
+        if all(case is not seen for seen, _, _ in planned):
+            with contextlib.suppress(Exception):  # inputs that need the GPU: that case compiles in its call
+                ahead.append((case, run.problem.inputs_for(case, secrets.randbelow(2**31), torch.device("cpu"))))
     tensors: list[torch.Tensor] = []
-    trees, made = [], []
-    for case, where in _ahead_plan(run.problem, plan):
-        try:
-            inputs = run.problem.inputs_for(case, secrets.randbelow(2**31), where)
-        except Exception:  # a problem whose inputs need the GPU: that case compiles in its call
-            continue
-        else:
-            trees.append(wire.encode_tree(list(inputs), tensors))
-            made.append(case)
+    trees = [wire.encode_tree(list(inputs), tensors) for _, inputs in ahead]
     timeout = min(ladder.options.timeout, PRECOMPILE_BUDGET_S)
     try:
         reply, _ = worker.request({"op": "precompile", "cases": trees}, tensors, timeout, "while compiling ahead")
@@ -119,34 +117,14 @@ def _precompile(
         _replace_worker(ladder, run, worker)
         return {}
     keys = reply.get("keys")
-    if not reply.get("ok") or not isinstance(keys, list) or len(keys) != len(made):
+    if not reply.get("ok") or not isinstance(keys, list) or len(keys) != len(ahead):
         metrics["precompile"] = {"ok": False, "why": printable(str(reply.get("why") or "malformed reply"))[:200]}
         return {}
     metrics["precompile"] = {
         k: reply[k] for k in ("seconds", "kernels", "threads", "failed_calls") if isinstance(reply.get(k), (int, float))
     }
-    return {
-        str(key): case_label(case)
-        for case, found in zip(made, keys, strict=True)
-        if isinstance(found, list)
-        for key in found[:256]
-    }
-
-
-def _ahead_plan(
-    problem: Problem, plan: list[tuple[dict[str, Any], torch.device]]
-) -> list[tuple[dict[str, Any], torch.device]]:
-    """The plan's cases, then every correctness case, then the bench cases by shape alone: inputs on the CPU
-    (no kernel runs) or the meta device, each case once."""
-    cpu, meta = torch.device("cpu"), torch.device("meta")
-    ahead = [(case, meta if where.type == "meta" else cpu) for case, where in plan]
-    ahead += [(case, cpu) for case in problem.cases]
-    ahead += [(case, meta) for case in problem.bench_cases]
-    unique: list[tuple[dict[str, Any], torch.device]] = []
-    for case, where in ahead:
-        if all(case is not seen for seen, _ in unique):
-            unique.append((case, where))
-    return unique
+    found_by_case = zip([case for case, _ in ahead], keys, strict=True)
+    return {str(k): case_label(case) for case, found in found_by_case if isinstance(found, list) for k in found[:256]}
 
 
 def _replace_worker(ladder: Ladder, run: VersionRun, worker: WorkerProcess) -> None:
