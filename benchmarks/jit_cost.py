@@ -5,9 +5,9 @@
 For each version (default: softmax v002 and rmsnorm v002) and each way of compiling, a fresh process with
 an empty Triton cache, Triton's runtime made ready first (as a spare run worker is), then the version called
 once on each correctness case, in order, as the correctness rung calls it. "--threads 0" compiles in the
-calls (as the ladder does today); "N" first compiles every case's kernels inside Triton's AsyncCompileMode
-with N threads (launches turned into compile-only warm-ups), then makes the same calls. Prints per way: the
-seconds of the compile pass, of each case's call and their total; and, for the serial way, cProfile's
+calls; "N" first compiles every case's kernels with harness.precompile on N threads (on CPU copies of the
+inputs, as the compile rung does), then makes the same calls: a call that still compiles shows as slow.
+Prints per way: the seconds of the compile pass, of each case's call and their total; and, for the serial way, cProfile's
 largest cumulative entries (the compiler's stages, ptxas, the launcher's C compile). With no GPU it compiles
 ahead of time for sm_90 and makes no calls. Only for our own example files: a version is imported here, not
 contained.
@@ -36,6 +36,7 @@ def child(version: Path, threads: int, top: int) -> None:
     sys.path.insert(0, str(REPO))
     import torch
 
+    from harness import precompile
     from harness.problem import load_problem
 
     cuda = torch.cuda.is_available()
@@ -56,8 +57,10 @@ def child(version: Path, threads: int, top: int) -> None:
     inputs = [problem.inputs_for(case, 1, device) for case in problem.cases]
     profiler = cProfile.Profile() if threads == 0 and top else None
     start = time.perf_counter()
-    if threads:
-        precompile(module.custom_kernel, inputs, threads)
+    if threads:  # as the compile rung does it: on CPU copies of the inputs
+        cpu_inputs = [problem.inputs_for(case, 1, torch.device("cpu")) for case in problem.cases]
+        ahead = precompile.compile_ahead(module.custom_kernel, cpu_inputs, threads)
+        print(f"  compiled ahead: {ahead.get('kernels')} kernels, {ahead.get('failed_calls')} calls failed")
     compiled = time.perf_counter()
     per_call = []
     if profiler:
@@ -80,30 +83,6 @@ def child(version: Path, threads: int, top: int) -> None:
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)
         print(text.getvalue().split("\n", 7)[-1])
-
-
-def precompile(entry: object, inputs: list[tuple], threads: int) -> None:
-    """Every launch a compile-only warm-up, compiled on a thread pool; errors left to the real calls."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from triton.runtime._async_compile import AsyncCompileMode
-    from triton.runtime.jit import JITFunction
-
-    original = JITFunction.run
-
-    def compile_only(self, *args, grid, warmup, **kwargs):
-        return original(self, *args, grid=grid, warmup=True, **kwargs)
-
-    JITFunction.run = compile_only
-    try:
-        with ThreadPoolExecutor(threads) as pool, AsyncCompileMode(pool, ignore_errors=True):
-            for args in inputs:
-                try:
-                    entry(*args)  # type: ignore[operator]
-                except Exception:
-                    pass
-    finally:
-        JITFunction.run = original
 
 
 def main() -> int:
