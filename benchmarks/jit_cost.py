@@ -7,10 +7,10 @@ an empty Triton cache, Triton's runtime made ready first (as a spare run worker 
 once on each correctness case, in order, as the correctness rung calls it. "--threads 0" compiles in the
 calls; "N" first compiles every case's kernels with harness.precompile on N threads (on CPU copies of the
 inputs, as the compile rung does), then makes the same calls: a call that still compiles shows as slow.
-Prints per way: the seconds of the compile pass, of each case's call and their total; and, for the serial way, cProfile's
-largest cumulative entries (the compiler's stages, ptxas, the launcher's C compile). With no GPU it compiles
-ahead of time for sm_90 and makes no calls. Only for our own example files: a version is imported here, not
-contained.
+Prints per way: the seconds of the compile pass, of each case's call and their total; and, for the serial
+way, cProfile's largest cumulative entries (the compiler's stages, ptxas, the launcher's C compile). With no
+GPU it compiles ahead of time for sm_90 and makes no calls. Only for our own example files: a version is
+imported here, not contained.
 """
 
 from __future__ import annotations
