@@ -32,3 +32,14 @@ def test_a_version_that_hangs_only_while_compiled_ahead_is_judged_by_its_calls(w
     assert "timed out" in compiled["metrics"]["precompile"]["why"], compiled
     assert compiled["metrics"]["kernels"], compiled
     assert rung(evaluation, "correctness")["ok"], evaluation
+
+
+def test_a_bench_case_too_large_for_this_machine_still_compiles_by_its_shape(workspace: Path) -> None:
+    """Shape-only inputs are made under torch's meta device: a bench case of 2^40 floats (4 TiB) costs no memory
+    and no time, and its kernels compile ahead of time like the others (made on the CPU first, it could not)."""
+    problem = workspace / "problem.py"
+    problem.write_text(problem.read_text().replace('bench_cases = [{"n": 1 << 24}]', 'bench_cases = [{"n": 1 << 40}]'))
+    path = add_version(workspace, "raises_when_compiled_ahead", "v001.py")
+    compiled = rung(judge_many([path], rungs=["load", "compile"])["v001"], "compile")
+    assert compiled["ok"], compiled
+    assert "n=1099511627776" in {k["case"] for k in compiled["metrics"]["kernels"]}, compiled

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -80,14 +81,16 @@ def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str, labels: 
     Triton cache group where it names one (kernels compiled ahead for every case), else `label`."""
     known = {_identity(k) for k in run.kernels}
     into = run.private / worker.mode
-    found = dumps_mod.collect_triton(worker.scratch, into, skip=worker.compiled_before_version)
+    seen_groups = {k.group for k in run.kernels if k.group}  # not copied out again at every look
+    found = dumps_mod.collect_triton(worker.scratch, into, skip=worker.compiled_before_version | seen_groups)
     found += dumps_mod.collect_cutedsl(worker.scratch, into)
     found += dumps_mod.collect_tilelang(worker.scratch, into)
-    for kernel in found:
-        if _identity(kernel) not in known:
-            kernel.case = (labels or {}).get(kernel.group, label)
-            dumps_mod.read_resources(kernel)
-            run.kernels.append(kernel)
+    fresh = [kernel for kernel in found if _identity(kernel) not in known]
+    with ThreadPoolExecutor(max(1, min(8, len(fresh)))) as pool:  # a cuobjdump each: at once
+        list(pool.map(dumps_mod.read_resources, fresh))
+    for kernel in fresh:
+        kernel.case = (labels or {}).get(kernel.group, label)
+        run.kernels.append(kernel)
 
 
 def _precompile(
@@ -103,10 +106,14 @@ def _precompile(
     if "triton" not in run.dsls or {"cutedsl", "tilelang"} & set(run.dsls):
         return {}
     ahead = [(case, inputs) for case, _, inputs in planned if inputs is not None]
-    for case in run.problem.cases:  # not the bench cases: the verdict would wait for their inputs to be made
+    for case in run.problem.cases:
         if all(case is not seen for seen, _, _ in planned):
             with contextlib.suppress(Exception):  # inputs that need the GPU: that case compiles in its call
                 ahead.append((case, run.problem.inputs_for(case, secrets.randbelow(2**31), torch.device("cpu"))))
+    for case in run.problem.bench_cases:  # by shape, where that costs no data: the verdict must not wait for it
+        shapes = None if any(case is seen for seen, _, _ in planned) else _shapes_only(run.problem, case, 0, False)
+        if shapes is not None:
+            ahead.append((case, shapes))
     tensors: list[torch.Tensor] = []
     trees = [wire.encode_tree(list(inputs), tensors) for _, inputs in ahead]
     timeout = min(ladder.options.timeout, PRECOMPILE_BUDGET_S)
@@ -184,9 +191,24 @@ def _verdict(
 
 def _make_inputs(problem: Problem, case: dict[str, Any], where: torch.device) -> tuple[Any, ...] | None:
     """A case's inputs; None when shape-only (meta) inputs are what make_inputs cannot build."""
+    seed = secrets.randbelow(2**31)
+    if where.type == "meta":
+        return _shapes_only(problem, case, seed)
+    return problem.inputs_for(case, seed, where)
+
+
+def _shapes_only(problem: Problem, case: dict[str, Any], seed: int, data_first: bool = True) -> tuple[Any, ...] | None:
+    """A case's inputs as meta tensors. make_inputs runs under torch's meta device, so that its factory calls
+    make shapes without data (a bench-sized case would take a second of the CPU's time, and the verdict waits);
+    where it cannot (inputs that depend on their values), it makes them on the CPU and moves them to meta, if
+    `data_first`. None where neither works."""
+    meta = torch.device("meta")
     try:
-        return problem.inputs_for(case, secrets.randbelow(2**31), where)
+        with meta:
+            return problem.inputs_for(case, seed, meta)
     except Exception:
-        if where.type == "meta":
-            return None
-        raise
+        pass
+    try:
+        return problem.inputs_for(case, seed, meta) if data_first else None
+    except Exception:
+        return None
