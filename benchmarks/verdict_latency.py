@@ -146,6 +146,8 @@ def summarize(problem: str, warm: dict[str, Any], runs: list[dict[str, Any]]) ->
     return {
         "problem": problem,
         "first_s": warm["total_s"],
+        "correctness_each_s": correct,
+        "ladder_each_s": total,
         "correctness_p50": pct(correct, 50),
         "correctness_p95": pct(correct, 95),
         "ladder_p50": pct(total, 50),
@@ -158,7 +160,7 @@ def summarize(problem: str, warm: dict[str, Any], runs: list[dict[str, Any]]) ->
 
 
 def race_label(evaluation: dict[str, Any]) -> str:
-    bench = next((r for r in evaluation["rungs"] if r["name"] == "benchmark"), {})
+    bench: dict[str, Any] = next((r for r in evaluation["rungs"] if r["name"] == "benchmark"), {})
     return str(((bench.get("metrics") or {}).get("race") or {}).get("label"))
 
 
@@ -195,6 +197,9 @@ def main() -> int:
             f"{','.join(found['statuses'])}",
             flush=True,
         )
+        # each version's, in the order sent: an outlier shows where it came in the run
+        print("    correctness s, each: " + " ".join(f"{s:.2f}" for s in found["correctness_each_s"]), flush=True)
+        print("    ladder s, each:      " + " ".join(f"{s:.2f}" for s in found["ladder_each_s"]), flush=True)
         for kind, figures in found["requests"].items():
             phases = " ".join(f"{k} {v:.3f}" for k, v in figures["phases_median_s"].items())
             print(
@@ -202,8 +207,8 @@ def main() -> int:
                 f"{figures['total_s_per_version']:.2f} s a version  {phases}",
                 flush=True,
             )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        if args.json:  # after each problem: a run cut short keeps what it measured
+            args.json.write_text(json.dumps(results, indent=1))
     return 0
 
 
