@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness import dumps as dumps_mod
-from harness import wire
+from harness import precompile, wire
 from harness.problem import Problem, case_label
 from harness.results import RungResult
 from harness.rungs import rung
@@ -86,8 +86,9 @@ def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str, labels: 
     found += dumps_mod.collect_cutedsl(worker.scratch, into)
     found += dumps_mod.collect_tilelang(worker.scratch, into)
     fresh = [kernel for kernel in found if _identity(kernel) not in known]
-    with ThreadPoolExecutor(max(1, min(8, len(fresh)))) as pool:  # a cuobjdump each: at once
-        list(pool.map(dumps_mod.read_resources, fresh))
+    if fresh:
+        with ThreadPoolExecutor(min(precompile.threads(), len(fresh))) as pool:  # a cuobjdump each: at once
+            list(pool.map(dumps_mod.read_resources, fresh))
     for kernel in fresh:
         kernel.case = (labels or {}).get(kernel.group, label)
         run.kernels.append(kernel)
@@ -111,9 +112,10 @@ def _precompile(
             with contextlib.suppress(Exception):  # inputs that need the GPU: that case compiles in its call
                 ahead.append((case, run.problem.inputs_for(case, secrets.randbelow(2**31), torch.device("cpu"))))
     for case in run.problem.bench_cases:  # by shape, where that costs no data: the verdict must not wait for it
-        shapes = None if any(case is seen for seen, _, _ in planned) else _shapes_only(run.problem, case, 0, False)
-        if shapes is not None:
-            ahead.append((case, shapes))
+        if all(case is not seen for seen, _, _ in planned):
+            shapes = _shapes_only(run.problem, case, 0, data_first=False)
+            if shapes is not None:
+                ahead.append((case, shapes))
     tensors: list[torch.Tensor] = []
     trees = [wire.encode_tree(list(inputs), tensors) for _, inputs in ahead]
     timeout = min(ladder.options.timeout, PRECOMPILE_BUDGET_S)
