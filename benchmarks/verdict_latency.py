@@ -102,16 +102,28 @@ def measure(problem: str, base: str, count: int, root: Path, profile: Path | Non
     try:
         warm = judge.judge(first, {})
         best = best_request(warm, first, str(judge.device.get("name")))
-        warm_lines = len(trace.read_text().splitlines()) if trace.exists() else 0
         runs = []
         for i in range(count):
             path = folder / f"v{i + 2:03d}.py"
             path.write_text(f"{source}\n# variant {i + 2}: the same kernel in a new file\n")
+            seen = trace_lines(trace)
             runs.append(judge.judge(path, best))
+            runs[-1]["requests"] = trace_lines(trace)[len(seen) :]  # this version's, in the order made
     finally:
         judge.close()
-    requests = [json.loads(line) for line in trace.read_text().splitlines()[warm_lines:]] if trace.exists() else []
+    requests = [request for run in runs for request in run["requests"]]
     return {**summarize(problem, warm, runs), "requests": requests_breakdown(requests, count)}
+
+
+def trace_lines(trace: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
+
+
+def slowest(requests: list[dict[str, Any]], n: int = 3) -> str:
+    """A version's slowest requests (a worker's start waited on, a JIT compile, a confirmation under ncu)."""
+    top = sorted(requests, key=lambda r: -r["s"])[:n]
+    named = [f"{r['mode']}:{r['op']} {r['s']:.2f}" + (f" ({r['what']})" if r["op"] == "ready" else "") for r in top]
+    return ", ".join(named)
 
 
 def requests_breakdown(requests: list[dict[str, Any]], versions: int) -> dict[str, Any]:
@@ -143,6 +155,16 @@ def summarize(problem: str, warm: dict[str, Any], runs: list[dict[str, Any]]) ->
         for rung in r["evaluation"]["rungs"]:
             per_rung.setdefault(rung["name"], []).append(rung["seconds"] or 0.0)
     labels = [race_label(r["evaluation"]) for r in runs]
+    each = [
+        {
+            "correctness_s": c,
+            "ladder_s": t,
+            "race": label,
+            "confirmed": confirmed(r["evaluation"]),
+            "slowest": slowest(r["requests"]),
+        }
+        for c, t, label, r in zip(correct, total, labels, runs, strict=True)
+    ]
     return {
         "problem": problem,
         "first_s": warm["total_s"],
@@ -156,7 +178,14 @@ def summarize(problem: str, warm: dict[str, Any], runs: list[dict[str, Any]]) ->
         "statuses": sorted({r["evaluation"]["status"] for r in runs}),
         "race_labels": {label: labels.count(label) for label in set(labels)},
         "median_us": [bench_median(r["evaluation"]) for r in runs],
+        "each": each,
     }
+
+
+def confirmed(evaluation: dict[str, Any]) -> bool:
+    """Whether the version was judged again in a fresh worker (a would-be best): a worker more taken."""
+    bench: dict[str, Any] = next((r for r in evaluation["rungs"] if r["name"] == "benchmark"), {})
+    return "confirmed" in (bench.get("metrics") or {})
 
 
 def race_label(evaluation: dict[str, Any]) -> str:
@@ -200,6 +229,13 @@ def main() -> int:
         # each version's, in the order sent: an outlier shows where it came in the run
         print("    correctness s, each: " + " ".join(f"{s:.2f}" for s in found["correctness_each_s"]), flush=True)
         print("    ladder s, each:      " + " ".join(f"{s:.2f}" for s in found["ladder_each_s"]), flush=True)
+        for i, one in enumerate(found["each"]):
+            mark = " confirmed" if one["confirmed"] else ""
+            print(
+                f"    #{i + 1:<2} correct {one['correctness_s']:.2f} ladder {one['ladder_s']:.2f} race {one['race']}"
+                f"{mark}; slowest: {one['slowest']}",
+                flush=True,
+            )
         for kind, figures in found["requests"].items():
             phases = " ".join(f"{k} {v:.3f}" for k, v in figures["phases_median_s"].items())
             print(

@@ -198,7 +198,11 @@ class WorkerProcess:
 
     def wait_ready(self) -> dict[str, Any]:
         if self.ready is None:
+            waited = time.perf_counter()
             header, _ = self._recv(READY_TIMEOUT_S, "starting")
+            if TRACE:  # a verdict that waits on a worker still starting (too few spares) shows as this
+                age = time.monotonic() - self.started
+                _trace(self.mode, {"op": "ready"}, {}, f"started {age:.2f} s before", time.perf_counter() - waited)
             if header.get("op") != "ready":
                 raise WorkerFailure("the worker did not start properly")
             self.ready = header
