@@ -51,8 +51,13 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
         metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
     planned = [(case, where, _make_inputs(run.problem, case, where)) for case, where in plan]
     labels = _precompile(ladder, run, worker, planned, metrics)
+    if worker is not run.workers[worker.mode]:  # it died or hung compiling ahead: a fresh one took its place
+        worker = run.workers[worker.mode]
+        reloaded = metrics["precompile"].pop("reloaded")
+        if not reloaded.get("ok"):
+            err = f"it did not load again in a fresh worker: {reloaded.get('err')}"
+            return RungResult(name="compile", ok=False, err=err, metrics=metrics, log=reloaded.get("trace"))
     failures: list[dict[str, Any]] = []
-    worker = run.workers[worker.mode]  # a new one where the one before died compiling ahead
     for case, where, inputs in planned:
         if inputs is None:
             continue  # make_inputs cannot build this case on the meta device: the CPU cases still compile
@@ -123,7 +128,7 @@ def _precompile(
         reply, _ = worker.request({"op": "precompile", "cases": trees}, tensors, timeout, "while compiling ahead")
     except WorkerFailure as exc:
         metrics["precompile"] = {"ok": False, "why": str(exc).split("\n")[0]}
-        _replace_worker(ladder, run, worker)
+        metrics["precompile"]["reloaded"] = _replace_worker(ladder, run, worker)
         return {}
     keys = reply.get("keys")
     if not reply.get("ok") or not isinstance(keys, list) or len(keys) != len(ahead):
@@ -136,11 +141,12 @@ def _precompile(
     return {str(k): case_label(case) for case, found in found_by_case if isinstance(found, list) for k in found[:256]}
 
 
-def _replace_worker(ladder: Ladder, run: VersionRun, worker: WorkerProcess) -> None:
+def _replace_worker(ladder: Ladder, run: VersionRun, worker: WorkerProcess) -> dict[str, Any]:
+    """A fresh worker in `worker`'s place, the version loaded into it: the load's reply."""
     ladder.pool.release(worker)
     del run.workers[worker.mode]
     fresh = ladder.worker(run, worker.mode)
-    ladder.load_into(fresh, run)
+    return ladder.load_into(fresh, run)
 
 
 def _identity(kernel: dumps_mod.Kernel) -> dumps_mod.Path | None:
