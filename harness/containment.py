@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import sandbox
 
@@ -352,6 +353,7 @@ class Watch:
     def __init__(self, pid: int, scratch: Path, limits: Limits, cgroup_parent: str | None) -> None:
         self.pid, self.scratch, self.limits = pid, scratch, limits
         self.reason: str | None = None
+        self.lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()  # its Watcher's, once added
         self.cgroup: Cgroup | None = None
         if cgroup_parent:
             with contextlib.suppress(OSError):
@@ -429,6 +431,7 @@ class Watcher:
     def add(self, watch: Watch) -> None:
         with self.lock:
             self.watches[watch.pid] = watch
+            watch.lock = self.lock
         if self._thread is None:
             if self.reap:
                 become_subreaper()

@@ -6,6 +6,7 @@ it is parsed as data (JSON, then bytes of a whitelisted dtype and a checked size
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import select
@@ -132,10 +133,15 @@ def _describe(t: torch.Tensor) -> dict[str, Any]:
 
 
 def send(
-    sock: socket.socket, header: dict[str, Any], tensors: list[torch.Tensor] | None = None, share: Any = None
+    sock: socket.socket,
+    header: dict[str, Any],
+    tensors: list[torch.Tensor] | None = None,
+    share: Any = None,
+    deadline: float | None = None,
 ) -> None:
     """One frame. With `share` (a harness.shared_block Placement), the large tensors that fit go through the
-    block both processes map instead of the socket."""
+    block both processes map instead of the socket. With `deadline` (time.monotonic()), ChannelTimeout once it
+    passes with the frame not yet sent: the judge's frames to a worker, which may stop reading at any time."""
     tensors = tensors or []
     specs = [_describe(t) for t in tensors]
     payload = []
@@ -150,10 +156,25 @@ def send(
     header = dict(header, tensors=specs)
     head = json.dumps(header).encode()
     total = sum(p.nbytes for p in payload)
-    sock.sendall(_PREFIX.pack(MAGIC, len(head), total) + head)
+    send_all(sock, memoryview(_PREFIX.pack(MAGIC, len(head), total) + head), deadline)
     for part in payload:
         if part.nbytes:
-            sock.sendall(part)
+            send_all(sock, part, deadline)
+
+
+def send_all(sock: socket.socket, data: memoryview, deadline: float | None) -> None:
+    """sendall, but never past `deadline`: a full buffer the other side does not read fails in time."""
+    if deadline is None:
+        sock.sendall(data)
+        return
+    view = data.cast("B")
+    sent = 0
+    while sent < len(view):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([], [sock], [], left)[1]:
+            raise ChannelTimeout("timed out sending")
+        with contextlib.suppress(BlockingIOError):  # writable, yet no room for even a part: wait again
+            sent += sock.send(view[sent : sent + (1 << 24)], socket.MSG_DONTWAIT)
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearray:

@@ -242,7 +242,10 @@ class WorkerProcess:
         if self.block is not None:  # the reply's large tensors may come back through it too
             header = {**header, "shared_reply": True}
         try:
-            wire.send(self.sock, header, tensors, share=share)
+            wire.send(self.sock, header, tensors, share=share, deadline=time.monotonic() + timeout)
+        except wire.ChannelTimeout:  # it stopped reading: its socket's buffer is full
+            self.kill()
+            raise WorkerFailure(_joined(f"timed out after {timeout:g} s", what)) from None
         except OSError:
             raise WorkerFailure(self.death_reason(what)) from None
         reply = self._recv(timeout, what, max_payload)
@@ -285,13 +288,17 @@ class WorkerProcess:
             probe = shared_block.write_probe(block)
             fd = block.export()
             try:
-                wire.send(self.sock, {"op": "share", "kind": kind, "size": block.size})
-                shared_block.send_fd(self.sock, fd)
+                deadline = time.monotonic() + timeout
+                wire.send(self.sock, {"op": "share", "kind": kind, "size": block.size}, deadline=deadline)
+                shared_block.send_fd(self.sock, fd, deadline)
             finally:
                 os.close(fd)
             reply, _ = self._recv(timeout, "while sharing memory with it")
         except BaseException as exc:
             block.close()
+            if isinstance(exc, wire.ChannelTimeout):
+                self.kill()
+                raise WorkerFailure(f"timed out after {timeout:g} s while sharing memory with it") from None
             if isinstance(exc, OSError):
                 raise WorkerFailure(self.death_reason("while sharing memory with it")) from None
             if isinstance(exc, shared_block.ShareError):
@@ -361,10 +368,15 @@ class WorkerProcess:
         return text[-LOG_TAIL_CHARS:] if text else ""
 
     def kill(self) -> None:
-        """The worker and everything it started, wherever in its tree (its own sessions included)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.watch.kill()
+        """The worker and everything it started, wherever in its tree (its own sessions included). The tree is
+        taken whole first and ended while the watcher waits: killed from the top (bubblewrap), the processes
+        under it were orphans for a moment, and a tick took them for a daemon the version started."""
+        with self.watch.lock:
+            started = containment.tree(self.proc.pid, containment.processes())
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            containment.end_all(started)
+            self.watch.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
 
@@ -373,8 +385,8 @@ class WorkerProcess:
         if self.proc.poll() is None:
             from harness import wire
 
-            with contextlib.suppress(OSError):
-                wire.send(self.sock, {"op": "exit"})
+            with contextlib.suppress(OSError, wire.ChannelTimeout):
+                wire.send(self.sock, {"op": "exit"}, deadline=time.monotonic() + grace)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
         return self.proc.poll() is not None

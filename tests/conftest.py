@@ -67,10 +67,14 @@ def kerneltui(*args: str, cwd: Path | None = None, timeout: float = 600) -> subp
 
 
 def judge_many(
-    paths: list[Path], serve_args: tuple[str, ...] = (), env: dict[str, str] | None = None, **request: object
+    paths: list[Path],
+    serve_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    wait_s: float = 1800,
+    **request: object,
 ) -> dict[str, dict]:
     """Runs `python -m harness serve` once over many versions; returns their evaluations by path and stem
-    (a refused version: {"error": ...})."""
+    (a refused version: {"error": ...}). A judge still running after `wait_s` seconds fails the test."""
     lines = "".join(json.dumps({"path": str(p), "id": str(p), **request}) + "\n" for p in paths)
     done = subprocess.run(
         [sys.executable, "-m", "harness", "serve", *serve_args],
@@ -78,7 +82,7 @@ def judge_many(
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=1800,
+        timeout=wait_s,
         env=dict(os.environ, **(env or {})),
     )
     results: dict[str, dict] = {}

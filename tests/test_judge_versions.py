@@ -60,6 +60,17 @@ def test_rungs_after_a_failure_are_skipped_with_the_reason(judged: tuple[dict[st
     assert after_compile["skipped"] == "compile failed"
 
 
+def test_a_worker_killed_for_its_version_is_not_taken_for_one_that_escaped(
+    judged: tuple[dict[str, dict], Path],
+) -> None:
+    """A version that hangs is killed with its worker. Killed from the top (bubblewrap first), the processes
+    under it were orphans for a moment, and a tick of the watcher flagged escaped-process: a daemon it never
+    started."""
+    results, _ = judged
+    flagged = {name: [f["name"] for f in results[name].get("flags", [])] for name in [*EXPECTED_FAILURES, "good"]}
+    assert not [name for name, flags in flagged.items() if "escaped-process" in flags], flagged
+
+
 def test_the_next_evaluation_still_works(judged: tuple[dict[str, dict], Path]) -> None:
     results, _ = judged
     good = results["good"]
