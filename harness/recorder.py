@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import hashlib
 import inspect
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ from harness.profiled import CREATION, MOVEMENT, Profiled
 
 ALLOCATED = "allocated"
 INPUT = "input"
+HOST_AFTER_KERNEL = "host code after its kernel"
+REPORTING = ("report", "origins", "made_by", "intact")  # what turns the record into the report
 
 
 def _key(tensor: torch.Tensor) -> tuple[str, int] | None:
@@ -76,6 +79,9 @@ class Recorder:
         self.launches: list[dict[str, Any]] = []
         self.ops: collections.Counter[str] = collections.Counter()
         self.writers: dict[tuple[str, int], set[str]] = {}
+        # A CPU buffer's bytes as its last kernel left them (no op wrote it since): bytes changed when the
+        # report is made were written by host code (numpy, a pointer) no hook sees, over the kernel's output.
+        self.after_kernel: dict[tuple[str, int], bytes] = {}
         self.dlpacked: list[torch.Tensor] = []
         self.popped = False
         self.profiled: Profiled | None = None
@@ -86,6 +92,8 @@ class Recorder:
     def install(self) -> None:
         """Wraps Triton's launch paths (JIT, interpreter, autotuner's inner calls go through them) and CuTeDSL's
         compiled-function calls. Before any version is imported."""
+        for name in REPORTING:
+            self.installed[f"{Recorder.__module__}.Recorder.{name}"] = (Recorder, name, getattr(Recorder, name))
         try:
             from triton.runtime.jit import JITFunction
 
@@ -203,10 +211,12 @@ class Recorder:
             key = _key(tensor)
             if key:
                 self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | made_by
+                self.after_kernel.pop(key, None)
         for tensor in _tensors(out):
             key = _key(tensor)
             if key and not any(tensor is w for w in written):
                 self.writers[key] = set(made_by)
+                self.after_kernel.pop(key, None)
 
     def _triton_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any = None) -> None:
         name = str(getattr(fn, "__name__", "?"))
@@ -237,6 +247,8 @@ class Recorder:
             key = _key(tensor)
             if key:
                 self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
+                if tensor.device.type == "cpu":  # a launch there has finished when it returns
+                    self.after_kernel[key] = _fingerprint(tensor)
 
     # --- the report ------------------------------------------------------------------------------
 
@@ -246,7 +258,12 @@ class Recorder:
         if tensor is None:
             return {ALLOCATED}
         key = _key(tensor)
-        return set(self.writers.get(key, {"host code"})) if key else {ALLOCATED}
+        if key is None:
+            return {ALLOCATED}
+        left = self.after_kernel.get(key)
+        if left is not None and _fingerprint(tensor) != left:
+            return {HOST_AFTER_KERNEL}
+        return set(self.writers.get(key, {"host code"}))
 
     def origins(self, outputs: tuple[torch.Tensor, ...]) -> list[list[str]]:
         return [sorted(self.made_by(t)) for t in outputs]
@@ -259,6 +276,15 @@ class Recorder:
             "tampered": self.intact(),
             **({"profiled": self.profile_report} if self.profile_report is not None else {}),
         }
+
+
+def _fingerprint(tensor: torch.Tensor) -> bytes:
+    """A digest of the bytes of the tensor's whole storage, read in place (no torch op: none is recorded)."""
+    storage = tensor.untyped_storage()
+    size = storage.nbytes()
+    if size == 0:
+        return b""
+    return hashlib.blake2b(memoryview((ctypes.c_char * size).from_address(storage.data_ptr())), digest_size=16).digest()
 
 
 def _writes_arg(schema: Any, args: Any, tensor: torch.Tensor) -> bool:

@@ -35,8 +35,9 @@ class Observed:
         if isinstance(kernels, dict):
             self.kernel_sources[mode] = {str(k): str(v) for k, v in list(kernels.items())[:MAX_LAUNCHES]}
 
-    def add(self, recorded: Any, mode: str, where: str) -> None:
-        """One recorded call's report: {"launches", "ops", "origins", "tampered"}."""
+    def add(self, recorded: Any, mode: str, where: str, profiled: bool = False) -> None:
+        """One recorded call's report: {"launches", "ops", "origins", "tampered", "profiled"}. `profiled`: the
+        worker said, before the version was loaded, that it records its calls under torch's profiler too."""
         if not isinstance(recorded, dict):
             if mode == "run":
                 self.tampered.add("the call's record (the worker sent none)")
@@ -61,6 +62,8 @@ class Observed:
             self._check_origins(origins, where)
         if mode == "run" and "profiled" in recorded:
             self._add_profiled(recorded["profiled"])
+        elif mode == "run" and profiled:  # the worker's code always sends it: the version took it out
+            self.tampered.add("torch's profiler (the call's record came back without its part)")
 
     def _add_profiled(self, profiled: Any) -> None:
         if not isinstance(profiled, dict):
@@ -189,6 +192,8 @@ def describe_writers(writers: list[str]) -> str:
         parts.append("is (a copy of) an input")
     if "host code" in writers:
         parts.append("came from host code (numpy, a raw pointer: memory no torch op or kernel wrote)")
+    if "host code after its kernel" in writers:
+        parts.append("was changed after its kernel ran, by host code (numpy, a raw pointer) no hook sees")
     if "allocated" in writers and not parts:
         parts.append("was never written by a kernel (only allocated or filled with a constant)")
     return ", ".join(parts) + ", not by a kernel of the version"

@@ -213,6 +213,11 @@ class WorkerProcess:
         return self.ready
 
     @property
+    def profiles_calls(self) -> bool:
+        """Whether the worker said, before any version ran, that its recorded calls run under torch's profiler."""
+        return (self.ready or {}).get("profiler") == "on"
+
+    @property
     def containment(self) -> str:
         """What contains this worker: the judge's launch level and what the worker applied to itself
         before it read a version (reported in its ready message, sent before any version code ran)."""

@@ -172,7 +172,7 @@ def bench_case(
         clocks = ladder.clocks.stop()
     if err is not None:
         return {}, err
-    run.observed.add(reply.get("recorded"), "run", f"bench case {label}")
+    run.observed.add(reply.get("recorded"), "run", f"bench case {label}", profiled=worker.profiles_calls)
     kernel = timing.summarize(checked_samples(reply.get("samples_ms")))
     settled_us, unawaited = _unawaited_work(kernel, reply)
     if unawaited:

@@ -85,7 +85,7 @@ def check_case(
         outcome.update(err=reply.get("err"), log=reply.get("trace"), fatal=reply.get("kind") in ("cuda",))
         return outcome, pristine, None
     outcome["call_s"] = round(float(reply.get("seconds", 0.0)), 4)
-    run.observed.add(reply.get("recorded"), "run", f"case {case_label(case)}")
+    run.observed.add(reply.get("recorded"), "run", f"case {case_label(case)}", profiled=worker.profiles_calls)
     try:
         outputs = wire.decode_tree(reply["outputs"], got)
         after = wire.decode_tree(reply["inputs_after"], got)
