@@ -59,6 +59,7 @@ class Profiled:
         self.cuda = cuda
         self.mark = f"kerneltui.call.{secrets.token_hex(8)}"
         self.launch_label = f"kerneltui.launch.{secrets.token_hex(8)}"
+        self.version_label = f"kerneltui.version.{secrets.token_hex(8)}"  # the version's code inside a launch
         self.prof = profile(activities=activities(cuda))
 
     def start(self) -> None:
@@ -69,6 +70,9 @@ class Profiled:
 
     def launching(self) -> Any:
         return record_function(self.launch_label)
+
+    def as_version(self) -> Any:
+        return record_function(self.version_label)
 
     def stop(self) -> dict[str, Any]:
         """{"ops": {op: count}, "kernels": {name: count}} or {"lost": why}."""
@@ -92,6 +96,8 @@ class Profiled:
             return False
         parent = event.cpu_parent
         while parent is not None:
+            if parent.name == self.version_label:  # the version's grid or hook, run by the launch
+                return True
             if parent.name == self.launch_label:
                 return False
             parent = parent.cpu_parent

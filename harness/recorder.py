@@ -17,6 +17,8 @@ import contextlib
 import ctypes
 import hashlib
 import inspect
+import threading
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,10 +72,19 @@ class _Ops(TorchDispatchMode):
 
 class Recorder:
     def __init__(self) -> None:
-        self.paused = 0
+        self.local = threading.local()  # per thread: a launch in one thread sets aside none of another's ops
         self.mode: _Ops | None = None
         self.installed: dict[str, Any] = {}
         self.reset()
+
+    @property
+    def paused(self) -> int:
+        """How deep in launches this thread is: their own data movement is not the version's work."""
+        return int(getattr(self.local, "paused", 0))
+
+    @paused.setter
+    def paused(self, depth: int) -> None:
+        self.local.paused = depth
 
     def reset(self) -> None:
         self.launches: list[dict[str, Any]] = []
@@ -82,6 +93,7 @@ class Recorder:
         # A CPU buffer's bytes as its last kernel left them (no op wrote it since): bytes changed when the
         # report is made were written by host code (numpy, a pointer) no hook sees, over the kernel's output.
         self.after_kernel: dict[tuple[str, int], bytes] = {}
+        self.before_launch: dict[tuple[str, int], bytes] = {}  # the CPU buffers a launch got, as they were
         self.dlpacked: list[torch.Tensor] = []
         self.popped = False
         self.profiled: Profiled | None = None
@@ -94,6 +106,7 @@ class Recorder:
         compiled-function calls. Before any version is imported."""
         for name in REPORTING:
             self.installed[f"{Recorder.__module__}.Recorder.{name}"] = (Recorder, name, getattr(Recorder, name))
+        _record_new_threads(self)
         try:
             from triton.runtime.jit import JITFunction
 
@@ -142,12 +155,14 @@ class Recorder:
                 return original(fn_self, *args, **kwargs)
             recorder.paused += 1  # the launch's own data movement (the interpreter copies) is not the version's
             result = None
+            recorder.before_launch = _cpu_digests(_tensors([*args, *kwargs.values()]))
             try:
-                if recorder.profiled is None:
-                    result = original(fn_self, *args, **kwargs)
-                else:
-                    with recorder.profiled.launching():
-                        result = original(fn_self, *args, **kwargs)
+                with recorder._version_code_seen(fn_self, kwargs) as seen_kwargs:
+                    if recorder.profiled is None:
+                        result = original(fn_self, *args, **seen_kwargs)
+                    else:
+                        with recorder.profiled.launching():
+                            result = original(fn_self, *args, **seen_kwargs)
                 return result
             finally:
                 recorder.paused -= 1
@@ -155,6 +170,39 @@ class Recorder:
 
         setattr(cls, name, wrapper)
         self.installed[f"{cls.__module__}.{cls.__qualname__}.{name}"] = (cls, name, wrapper)
+
+    @contextlib.contextmanager
+    def _version_code_seen(self, fn: Any, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The version's own code that a launch runs (a grid callable, Triton's pre-run hooks) recorded as the
+        version's, not set aside with the launch's own data movement: torch computing the answer there went
+        unseen, and a kernel that only read the output was taken for its writer."""
+        grid = kwargs.get("grid")
+        if callable(grid):
+            kwargs = {**kwargs, "grid": self._as_version(grid)}
+        hooks = getattr(fn, "pre_run_hooks", None)
+        own: list[Any] | None = hooks if isinstance(hooks, list) and hooks else None
+        if own is not None:
+            fn.pre_run_hooks = [self._as_version(h) for h in own]
+        try:
+            yield kwargs
+        finally:
+            if own is not None:
+                fn.pre_run_hooks = own
+
+    def _as_version(self, code: Any) -> Any:
+        recorder = self
+
+        def seen(*args: Any, **kwargs: Any) -> Any:
+            recorder.paused -= 1
+            try:
+                if recorder.profiled is None:
+                    return code(*args, **kwargs)
+                with recorder.profiled.as_version():
+                    return code(*args, **kwargs)
+            finally:
+                recorder.paused += 1
+
+        return seen
 
     def intact(self) -> list[str]:
         """Hooks the version replaced or removed, by name (empty: as installed)."""
@@ -245,10 +293,14 @@ class Recorder:
         """A kernel got these buffers: it may have written any of them (which, only its code says)."""
         for tensor in tensors:
             key = _key(tensor)
-            if key:
-                self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
-                if tensor.device.type == "cpu":  # a launch there has finished when it returns
-                    self.after_kernel[key] = _fingerprint(tensor)
+            if not key:
+                continue
+            if tensor.device.type == "cpu":  # a launch there has finished when it returns
+                after = _fingerprint(tensor)
+                if self.before_launch.get(key) == after:
+                    continue  # not a byte changed: the kernel only read it (or never ran)
+                self.after_kernel[key] = after
+            self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
 
     # --- the report ------------------------------------------------------------------------------
 
@@ -276,6 +328,42 @@ class Recorder:
             "tampered": self.intact(),
             **({"profiled": self.profile_report} if self.profile_report is not None else {}),
         }
+
+
+def _record_new_threads(recorder: Recorder) -> None:
+    """Threads started during a recorded call run under an op recorder of their own: a TorchDispatchMode is
+    per thread, and torch computing the answer on another thread went unseen."""
+    import _thread
+
+    def in_thread(function: Any) -> Any:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            with _Ops(recorder):
+                return function(*args, **kwargs)
+
+        return recorded
+
+    def hooked(start: Any) -> Any:
+        def start_thread(function: Any, *args: Any, **kwargs: Any) -> Any:
+            return start(in_thread(function) if recorder.mode is not None else function, *args, **kwargs)
+
+        return start_thread
+
+    for module in (threading, _thread):  # threading keeps its own reference to _thread's
+        for name in ("_start_new_thread", "_start_joinable_thread", "start_new_thread", "start_joinable_thread"):
+            original = vars(module).get(name)
+            if callable(original):
+                wrapper = hooked(original)
+                setattr(module, name, wrapper)
+                recorder.installed[f"{module.__name__}.{name}"] = (module, name, wrapper)
+
+
+def _cpu_digests(tensors: Iterator[torch.Tensor]) -> dict[tuple[str, int], bytes]:
+    digests = {}
+    for tensor in tensors:
+        key = _key(tensor)
+        if key and tensor.device.type == "cpu" and key not in digests:
+            digests[key] = _fingerprint(tensor)
+    return digests
 
 
 def _fingerprint(tensor: torch.Tensor) -> bytes:
@@ -323,6 +411,34 @@ def source_hash(fn: Any) -> str:
     return digest
 
 
+def launched_source(fn: Any, depth: int = 4) -> str:
+    """The kernel's source hash with those of the JIT functions it calls as its globals name them now: a helper
+    rebound between the compile and the call (the interpreter looks it up as it runs) changes it. Read without
+    running any of the version's code (no getattr on its objects: this runs while the recorder looks away)."""
+    own = source_hash(fn)
+    target = getattr(fn, "fn", fn)
+    code, scope = getattr(target, "__code__", None), getattr(target, "__globals__", None)
+    if depth == 0 or not isinstance(code, types.CodeType) or type(scope) is not dict:
+        return own
+    names = code.co_names
+    found = [dict.get(scope, name) for name in names]
+    found += [dict.get(vars(mod), name) for mod in found if type(mod) is types.ModuleType for name in names]
+    called = sorted({launched_source(f, depth - 1) for f in found if _is_jit(f) and f is not fn})
+    return hashlib.sha256(" ".join([own, *called]).encode()).hexdigest()[:12] if called else own
+
+
+def _is_jit(value: Any) -> bool:
+    """A Triton JIT function exactly (a subclass of the version's could run its code when read)."""
+    from triton.runtime.jit import JITFunction
+
+    kinds: list[type] = [JITFunction]
+    with contextlib.suppress(ImportError):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        kinds.append(InterpretedFunction)
+    return type(value) in kinds
+
+
 def _triton_signature(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The kernel's identity as compiled: source hash, constexpr values, launch options."""
     target = getattr(fn, "fn", fn)
@@ -338,7 +454,7 @@ def _triton_signature(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     except (TypeError, ValueError):
         pass
     options = {k: kwargs[k] for k in ("num_warps", "num_stages", "num_ctas") if isinstance(kwargs.get(k), int)}
-    return {"source": source_hash(fn), "constexprs": constexprs, **options}
+    return {"source": launched_source(fn), "constexprs": constexprs, **options}
 
 
 def _distinct(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
