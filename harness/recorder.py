@@ -65,7 +65,8 @@ class _Ops(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if not self.recorder.paused:
+        # mode None: a thread started in a recorded call, still running after it (its ops are no call's)
+        if self.recorder.mode is not None and not self.recorder.paused:
             self.recorder.saw_op(func, args, kwargs or {}, out)
         return out
 
