@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import regex
 from pydantic import BaseModel, Field
 
 from agents.base import Host, Judged, ProblemInfo
@@ -28,6 +29,7 @@ SEARCH_HITS = 40
 INDEX_HITS = 12
 INDEX_REFRESH_S = 60.0  # a session looks for changed context files at most this often
 DUMP_WINDOW_LINES = 200
+GREP_BUDGET_S = 2.0  # an agent's grep pattern over one text, at most
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".rst", ".ptx", ".sass", ".ttir", ".ttgir", ".llir", ".ll", ".mlir", ".cu"}
 TEXT_SUFFIXES |= {".cuh", ".h", ".hpp", ".cpp", ".c", ".toml", ".json", ".yml", ".yaml", ".cfg", ".ini", ".sh"}
 SKIP_DIRS = {".git", "__pycache__", ".kerneltui", "node_modules", ".venv"}
@@ -401,11 +403,17 @@ def window(lines: list[str], offset: int, label: str, size: int | None = None) -
 
 
 def grep_lines(lines: list[str], pattern: str, around: int = 2) -> str:
+    """The lines matching `pattern`, with context. The agent's pattern runs with a time limit (the `regex`
+    module's): one that backtracks for ever, `(.|.)*!`, held the GIL and froze the whole server."""
     try:
-        regex = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
+        compiled = regex.compile(pattern, regex.IGNORECASE | regex.VERSION0)
+    except regex.error as exc:
         raise ToolError(f"grep {pattern!r} is not a regular expression: {exc}") from None
-    hits = [i for i, line in enumerate(lines) if regex.search(line)]
+    deadline = time.monotonic() + GREP_BUDGET_S
+    try:
+        hits = [i for i, line in enumerate(lines) if compiled.search(line, timeout=_left(deadline))]
+    except TimeoutError:
+        raise ToolError(f"grep {pattern!r} took over {GREP_BUDGET_S:g} s: give a simpler pattern") from None
     if not hits:
         return f"no line matches {pattern!r}"
     keep: list[int] = sorted({j for i in hits for j in range(max(0, i - around), min(len(lines), i + around + 1))})
@@ -416,6 +424,10 @@ def grep_lines(lines: list[str], pattern: str, around: int = 2) -> str:
         out.append(f"{j + 1:>5}{':' if j in hits else ' '} {lines[j]}")
         last = j
     return cut(f"{len(hits)} matching lines\n" + "\n".join(out), hint="narrow the grep")
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.0)
 
 
 def text_files(root: Path) -> list[Path]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from agents.tools import MAX_OUTPUT_CHARS, Toolbox
+from agents.tools import MAX_OUTPUT_CHARS, Toolbox, ToolError, grep_lines
 from kerneltui.core.agent_host import StoreHost, problem_info
 from kerneltui.history.store import Store
 from tests import dashboard_fixtures
@@ -186,3 +187,14 @@ def test_the_task_names_the_context_notes(tmp_path: Path) -> None:
     assert "the installed CuTeDSL (nvidia-cutlass-dsl) as site/cutlass/" in prompt  # a dependency of ours
     assert "the installed Triton as site/triton/" in prompt
     assert "no context folder" in task_prompt(problem_info(workspace, "vadd", None))
+
+
+@pytest.mark.timeout(120, method="thread")  # before the fix re's matching could not be interrupted at all
+def test_a_grep_pattern_that_backtracks_for_ever_is_refused_in_time() -> None:
+    """read_dump's grep ran the agent's pattern with re, which backtracked for hours on `(a|aa)+$` holding the
+    GIL: the whole MCP server froze, and SIGTERM could not end it."""
+    started = time.monotonic()
+    with pytest.raises(ToolError, match="took over"):
+        grep_lines(["a" * 60 + "c"] * 3, "(a|aa)+$")
+    assert time.monotonic() - started < 30
+    assert "1 matching lines" in grep_lines(["mov.u32 %r1, 0;", "add.f32 %f3, %f1, %f2;"], r"ADD\.F32")
