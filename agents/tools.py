@@ -267,7 +267,7 @@ class Toolbox:
     def tool_read_file(self, path: str, offset: int = 1) -> str:
         real = self._resolve(str(path))
         if real.is_dir():
-            raise ToolError(f"{path}: a folder ({listing(real)})")
+            raise ToolError(f"{path}: a folder ({listing(real, self.host.problem.private[1:])})")
         if not real.is_file():
             problem = self.host.problem
             raise ToolError(
@@ -384,8 +384,11 @@ def record_result(host: Host, name: str, output: str, ok: bool, judged: Judged |
     host.record("tool_result", output, tool=name, ok=ok, version=version, status=status)
 
 
-def listing(folder: Path, limit: int = 40) -> str:
-    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+def listing(folder: Path, hidden: tuple[Path, ...] = (), limit: int = 40) -> str:
+    """The folder's entries, but for `hidden` ones (in a bench, other agents' folders: even their names)."""
+    closed = {os.path.realpath(h) for h in hidden}
+    entries = [p for p in folder.iterdir() if os.path.realpath(p) not in closed]
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in entries)
     return ", ".join(names[:limit]) + (f", … {len(names) - limit} more" if len(names) > limit else "")
 
 

@@ -183,7 +183,8 @@ def build_server(session: "Session") -> "MCPServer[Any]":
     """The MCP server over `session`, whose tool calls do the work."""
     from mcp.server.mcpserver import MCPServer
 
-    problems = ", ".join(p.name for p in session.workspace.problems()) or "none yet"
+    hidden = {path.name for path in session.external.hidden}  # other agents' copies, in a bench
+    problems = ", ".join(p.name for p in session.workspace.problems() if p.name not in hidden) or "none yet"
     server: MCPServer[Any] = MCPServer(
         "kerneltui",
         version=kerneltui_version(),

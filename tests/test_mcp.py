@@ -47,6 +47,9 @@ def server_args(workspace: Path, *extra: str) -> list[str]:
     ]
 
 
+INSTRUCTIONS: dict[int, str] = {}  # each connected session's: what the server told it in its initialize reply
+
+
 @asynccontextmanager
 async def connect(workspace: Path, *extra: str) -> AsyncIterator[ClientSession]:
     env = {k: v for k, v in os.environ.items() if k != "KERNELTUI_CONTEXT"}  # the workspace's context folder is used
@@ -58,6 +61,7 @@ async def connect(workspace: Path, *extra: str) -> AsyncIterator[ClientSession]:
         ):
             initialized = await session.initialize()
             assert initialized.server_info.version not in ("", "unknown"), initialized.server_info  # it was empty
+            INSTRUCTIONS[id(session)] = initialized.instructions or ""
             yield session
 
 
@@ -267,3 +271,7 @@ async def test_problems_hidden_from_the_server_are_closed_to_its_agents(tmp_path
         assert peek.is_error and "another agent's work (vadd--other)" in text(peek), text(peek)
         lane = await session.call_tool("read_results", {"problem": "vadd--other", "version": "v001"})
         assert lane.is_error and "no problem 'vadd--other'" in text(lane), text(lane)
+        # not even its name: a folder's listing and the server's instructions named the other agents' copies
+        listed = await session.call_tool("read_file", {"problem": "vadd", "path": "."})
+        assert "vadd/" in text(listed) and "vadd--other" not in text(listed), text(listed)
+        assert "vadd" in INSTRUCTIONS[id(session)] and "vadd--other" not in INSTRUCTIONS[id(session)]
