@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import threading
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents.tools import MAX_OUTPUT_CHARS, Toolbox, ToolError, grep_lines
-from kerneltui.core.agent_host import StoreHost, problem_info
+from kerneltui.core.agent_host import StoreHost, problem_info, with_notes
 from kerneltui.history.store import Store
 from tests import dashboard_fixtures
 from tests.conftest import make_workspace
@@ -198,3 +199,10 @@ def test_a_grep_pattern_that_backtracks_for_ever_is_refused_in_time() -> None:
         grep_lines(["a" * 60 + "c"] * 3, "(a|aa)+$")
     assert time.monotonic() - started < 30
     assert "1 matching lines" in grep_lines(["mov.u32 %r1, 0;", "add.f32 %f3, %f1, %f2;"], r"ADD\.F32")
+
+
+def test_notes_with_control_characters_still_make_a_loadable_version() -> None:
+    """An agent's notes holding a NUL were pasted into the docstring as they were: the version could not even be
+    parsed ("source code string cannot contain null bytes"), failed at load, and its notes were lost."""
+    text = with_notes("def custom_kernel(a):\n    return a\n", 'faster\x00 by \u202e half\x1b[2J """ and\tmore')
+    assert ast.get_docstring(ast.parse(text), clean=False) == "faster by  half[2J ''' and\tmore"

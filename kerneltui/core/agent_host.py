@@ -63,7 +63,8 @@ def with_notes(code: str, notes: str) -> str:
         has_doc = False
     if has_doc or not notes.strip():
         return code
-    safe = notes.strip().replace("\\", "\\\\").replace('"""', "'''")  # a docstring the notes cannot end early
+    printable = "".join(ch for ch in notes if ch in "\n\t" or ch.isprintable())  # a NUL made the file unloadable
+    safe = printable.strip().replace("\\", "\\\\").replace('"""', "'''")  # a docstring the notes cannot end early
     pad = " " if safe.endswith('"') else ""  # a closing quote would run into the three that end it
     return f'"""{safe}{pad}"""\n\n{code}'
 
