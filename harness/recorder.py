@@ -26,10 +26,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.profiled import CREATION, MOVEMENT, Profiled
+from harness.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, INPUT
 
-ALLOCATED = "allocated"
-INPUT = "input"
-HOST_AFTER_KERNEL = "host code after its kernel"
 REPORTING = ("report", "origins", "made_by", "intact")  # what turns the record into the report
 
 
@@ -316,7 +314,7 @@ class Recorder:
         left = self.after_kernel.get(key)
         if left is not None and _fingerprint(tensor) != left:
             return {HOST_AFTER_KERNEL}
-        return set(self.writers.get(key, {"host code"}))
+        return set(self.writers.get(key, {HOST_CODE}))
 
     def origins(self, outputs: tuple[torch.Tensor, ...]) -> list[list[str]]:
         return [sorted(self.made_by(t)) for t in outputs]

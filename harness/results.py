@@ -6,6 +6,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# Who wrote an output's storage, as the worker's recorder reports it and the judge describes it (besides
+# "kernel:<name>" and "aten::<op>")
+ALLOCATED = "allocated"
+INPUT = "input"
+HOST_CODE = "host code"  # a buffer no op or kernel made under the recorder: numpy's, a pointer's
+HOST_AFTER_KERNEL = "host code after its kernel"  # on the CPU: bytes changed since its kernel left them
+
 # The built-in rungs (harness.rungs.builtin), in the order they climb; a problem's own rungs follow correctness.
 RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps", "profile")  # profile: when asked
 DEFAULT_RUNGS = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")

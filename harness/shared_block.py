@@ -23,9 +23,7 @@ import functools
 import mmap
 import os
 import secrets
-import select
 import socket
-import time
 from typing import Any, Protocol
 
 import torch
@@ -155,8 +153,8 @@ def send_fd(sock: socket.socket, fd: int, deadline: float | None = None) -> None
     """`fd` with one byte; with `deadline`, a ChannelTimeout where the socket has no room before it."""
     from harness import wire
 
-    if deadline is not None and not select.select([], [sock], [], max(0.0, deadline - time.monotonic()))[1]:
-        raise wire.ChannelTimeout("timed out sending")
+    if deadline is not None:
+        wire.wait_writable(sock, deadline)
     flags = socket.MSG_DONTWAIT if deadline is not None else 0
     try:
         sock.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))], flags)

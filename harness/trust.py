@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.problem import Problem
-from harness.results import Flag
+from harness.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, INPUT, Flag
 
 MAX_LAUNCHES = 256
 MAX_NOTES = 3
@@ -188,12 +188,12 @@ def describe_writers(writers: list[str]) -> str:
     parts = []
     if ops:
         parts.append(f"was computed by {', '.join(ops[:3])}")
-    if "input" in writers:
+    if INPUT in writers:
         parts.append("is (a copy of) an input")
-    if "host code" in writers:
+    if HOST_CODE in writers:
         parts.append("came from host code (numpy, a raw pointer: memory no torch op or kernel wrote)")
-    if "host code after its kernel" in writers:
+    if HOST_AFTER_KERNEL in writers:
         parts.append("was changed after its kernel ran, by host code (numpy, a raw pointer) no hook sees")
-    if "allocated" in writers and not parts:
+    if ALLOCATED in writers and not parts:
         parts.append("was never written by a kernel (only allocated or filled with a constant)")
     return ", ".join(parts) + ", not by a kernel of the version"

@@ -170,11 +170,16 @@ def send_all(sock: socket.socket, data: memoryview, deadline: float | None) -> N
     view = data.cast("B")
     sent = 0
     while sent < len(view):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([], [sock], [], left)[1]:
-            raise ChannelTimeout("timed out sending")
+        wait_writable(sock, deadline)
         with contextlib.suppress(BlockingIOError):  # writable, yet no room for even a part: wait again
             sent += sock.send(view[sent : sent + (1 << 24)], socket.MSG_DONTWAIT)
+
+
+def wait_writable(sock: socket.socket, deadline: float) -> None:
+    """Returns once the socket has room to send; ChannelTimeout where `deadline` passes first."""
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([], [sock], [], left)[1]:
+        raise ChannelTimeout("timed out sending")
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearray:

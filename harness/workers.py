@@ -249,8 +249,7 @@ class WorkerProcess:
         try:
             wire.send(self.sock, header, tensors, share=share, deadline=time.monotonic() + timeout)
         except wire.ChannelTimeout:  # it stopped reading: its socket's buffer is full
-            self.kill()
-            raise WorkerFailure(_joined(f"timed out after {timeout:g} s", what)) from None
+            raise self._timed_out(timeout, what) from None
         except OSError:
             raise WorkerFailure(self.death_reason(what)) from None
         reply = self._recv(timeout, what, max_payload)
@@ -302,8 +301,7 @@ class WorkerProcess:
         except BaseException as exc:
             block.close()
             if isinstance(exc, wire.ChannelTimeout):
-                self.kill()
-                raise WorkerFailure(f"timed out after {timeout:g} s while sharing memory with it") from None
+                raise self._timed_out(timeout, "while sharing memory with it") from None
             if isinstance(exc, OSError):
                 raise WorkerFailure(self.death_reason("while sharing memory with it")) from None
             if isinstance(exc, shared_block.ShareError):
@@ -326,8 +324,7 @@ class WorkerProcess:
         try:
             return wire.recv(self.sock, timeout=timeout, max_payload=max_payload, block=self.block)
         except wire.ChannelTimeout:
-            self.kill()
-            raise WorkerFailure(_joined(f"timed out after {timeout:g} s", what)) from None
+            raise self._timed_out(timeout, what) from None
         except wire.ChannelClosed:
             raise WorkerFailure(self.death_reason(what)) from None
         except (wire.ChannelError, OSError) as exc:
@@ -336,6 +333,11 @@ class WorkerProcess:
                 _joined("malformed reply from the kernel's process", what) + f" ({exc}); "
                 "a version that writes to inherited file descriptors looks like this"
             ) from None
+
+    def _timed_out(self, timeout: float, what: str) -> WorkerFailure:
+        """Kills the worker that did not answer, or stopped reading, in time; the failure to raise."""
+        self.kill()
+        return WorkerFailure(_joined(f"timed out after {timeout:g} s", what))
 
     def death_reason(self, what: str) -> str:
         try:
