@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.workers import WorkerPool
 
     pool = WorkerPool(spawn_for(options), reap=True)
-    pool.prestart()  # before torch is imported here, so the two imports overlap
+    pool.prestart(options.rungs)  # before torch is imported here, so the two imports overlap
 
     from harness.ladder import Ladder
     from harness.problem import ProblemError
@@ -131,7 +131,7 @@ def serve(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     pool = WorkerPool(spawn_for(base), keep_spare=not args.once, reap=True)
-    pool.prestart()
+    pool.prestart(base.rungs)
 
     from harness.ladder import Ladder
 

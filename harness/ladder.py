@@ -61,13 +61,14 @@ class VersionRun:
 class Ladder:
     def __init__(self, options: Options, pool: WorkerPool | None = None) -> None:
         make_undumpable()
+        trace_judge("start", 0.0)  # one judge: how many a run starts (the test suite counts them)
         self.options = options
         self.cuda = torch.cuda.is_available()
         self.device = torch.device("cuda" if self.cuda else "cpu")
         capability, _ = parse_arch(options.arch)
         self.aot_arch = f"sm_{capability}"
         self.pool = pool or WorkerPool(spawn_for(options))
-        self.pool.prestart()
+        self.pool.prestart(options.rungs)
         # torch's device context imports its meta kernels (about a second) the first time: the compile rung makes
         # shape-only inputs under it, and the first version's verdict should not wait for that
         threading.Thread(target=_meta_device_ready, daemon=True, name="meta-warm").start()

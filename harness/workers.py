@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -189,6 +190,8 @@ class WorkerProcess:
             cwd=self.scratch,
         )
         child.close()
+        if TRACE:  # how many workers a run starts, and when (benchmarks/verdict_latency.py, the test suite's count)
+            _trace(mode, {"op": "start"}, {}, f"pid {self.proc.pid}", 0.0)
         self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, offer.cgroup if offer else None)
         self.ready: dict[str, Any] | None = None
         self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
@@ -455,18 +458,23 @@ class WorkerPool:
         self.watcher = containment.Watcher(reap=reap)
         self.held: tuple[str, WorkerProcess] | None = None  # see hold()
 
-    def modes(self) -> list[str]:
-        """GPU: one worker runs everything. No GPU: one interprets, another compiles ahead of time."""
-        return ["run"] if self.cuda else ["run", "compile"]
+    def modes(self, rungs: Iterable[str] | None = None) -> list[str]:
+        """The workers a version judged with `rungs` (None: any) takes. GPU: one runs everything. No GPU: one
+        interprets, and the compile rung takes another that compiles ahead of time."""
+        if self.cuda or (rungs is not None and "compile" not in rungs):
+            return ["run"]
+        return ["run", "compile"]
 
     def spares_wanted(self, mode: str) -> int:
         """On a GPU an evaluation takes two run workers (the version's, and the best's it races): both are
         started ahead, or the next evaluation waits seconds for a worker to start."""
         return 2 if self.cuda and mode == "run" and self.keep_spare else 1
 
-    def prestart(self) -> None:
+    def prestart(self, rungs: Iterable[str] | None = None) -> None:
+        """Starts the workers a version judged with `rungs` will take (None: every mode); a mode asked for later
+        is started then, and kept spare from then on."""
         with self.spares_lock:
-            for mode in self.modes():
+            for mode in self.modes(rungs):
                 ready = self.spares.setdefault(mode, [])
                 while len(ready) < self.spares_wanted(mode):
                     ready.append(self._spawn(mode))

@@ -2,20 +2,91 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.judges import shared_judges, stop_shared_judges
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VERSIONS = FIXTURES / "versions"  # honest versions, and ones that break (hang, crash, do not compile)
 EXPLOITS = Path(__file__).parent / "exploits"  # versions that cheat the judge or attack its box
 REPO = Path(__file__).parent.parent
 HAS_CUDA = os.path.exists("/dev/nvidiactl")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every judge and worker the run starts writes a "start" line to the trace (KERNELTUI_TRACE), before any
+    harness module reads where it goes: counted at the end, by test."""
+    if not os.environ.get("KERNELTUI_TRACE"):
+        trace = Path(tempfile.mkdtemp(prefix="kerneltui-tests-")) / "trace.jsonl"
+        trace.touch()
+        os.environ["KERNELTUI_TRACE"] = str(trace)
+    config.stash[STARTS] = {}
+    judges = shared_judges()  # kerneltui's judges, wherever started, are relays to the run's shared ones
+    os.environ["KERNELTUI_PYTHON"] = str(judges.python)
+    os.environ["KERNELTUI_JUDGE_HUB"] = str(judges.hub.path)
+
+
+@pytest.fixture
+def own_judges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kerneltui starts judges of its own in this test, as it does for a person: the test is about them."""
+    monkeypatch.delenv("KERNELTUI_PYTHON")
+    monkeypatch.delenv("KERNELTUI_JUDGE_HUB")
+
+
+STARTS = pytest.StashKey[dict[str, Counter[str]]]()
+
+
+def starts_in(text: str) -> Counter[str]:
+    """Judges and workers (by mode) started, from trace lines."""
+    found: Counter[str] = Counter()
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("op") == "start":
+                found["judges" if entry.get("mode") == "judge" else f"{entry.get('mode')} workers"] += 1
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The starts of a test's setup, call and teardown, its scoped fixtures' included, are its own."""
+    trace = Path(os.environ["KERNELTUI_TRACE"])
+    before = trace.stat().st_size if trace.exists() else 0
+    try:
+        return (yield)
+    finally:
+        with contextlib.suppress(OSError), open(trace, "rb") as lines:
+            lines.seek(before)
+            found = starts_in(lines.read().decode(errors="replace"))
+        if found:
+            item.config.stash[STARTS][item.nodeid] = found
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_shared_judges()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    by_test = config.stash.get(STARTS, {})
+    total: Counter[str] = sum(by_test.values(), Counter())
+    terminalreporter.section("judges and workers started")
+    terminalreporter.write_line(", ".join(f"{n} {what}" for what, n in sorted(total.items())) or "none")
+    judging = [(nodeid, found) for nodeid, found in by_test.items() if found["judges"]]
+    busiest = sorted(by_test.items(), key=lambda item: -sum(item[1].values()))[:10]
+    for nodeid, found in judging + [item for item in busiest if not item[1]["judges"]]:
+        terminalreporter.write_line(f"  {', '.join(f'{n} {w}' for w, n in sorted(found.items()))}  {nodeid}")
 
 
 def make_workspace(root: Path, problem: str = "vadd") -> Path:
@@ -73,28 +144,22 @@ def judge_many(
     wait_s: float = 1800,
     **request: object,
 ) -> dict[str, dict]:
-    """Runs `python -m harness serve` once over many versions; returns their evaluations by path and stem
-    (a refused version: {"error": ...}). A judge still running after `wait_s` seconds fails the test."""
-    lines = "".join(json.dumps({"path": str(p), "id": str(p), **request}) + "\n" for p in paths)
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "serve", *serve_args],
-        input=lines,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=wait_s,
-        env=dict(os.environ, **(env or {})),
-    )
-    results: dict[str, dict] = {}
-    for line in done.stdout.splitlines():
-        event = json.loads(line)
-        if event["event"] == "done":
-            results[event["id"]] = event["evaluation"]
-        elif event["event"] == "error":
-            results[str(event.get("id"))] = {"error": event["error"]}
-    assert len(results) == len(paths), done.stderr[-3000:]
-    results.update({Path(key).stem: value for key, value in list(results.items())})
-    return results
+    """Judges versions in order by the run's shared judge for `serve_args` and `env` (tests/judges.py); returns
+    their evaluations by path and stem (a refused version: {"error": ...}). Past `wait_s` seconds the test fails."""
+    return shared_judges().get(serve_args, env).judge(paths, wait_s, **request)
+
+
+@contextlib.contextmanager
+def traced() -> Iterator[list[str]]:
+    """The lines the run's judges and workers add to the trace (KERNELTUI_TRACE) while the block runs, filled in
+    when it ends."""
+    trace = Path(os.environ["KERNELTUI_TRACE"])
+    before = trace.stat().st_size
+    lines: list[str] = []
+    yield lines
+    with open(trace, "rb") as added:
+        added.seek(before)
+        lines += added.read().decode(errors="replace").splitlines()
 
 
 def rung(evaluation: dict, name: str) -> dict:

@@ -9,7 +9,8 @@ from pathlib import Path
 from tests.conftest import add_version, kerneltui, run
 
 
-def test_eval_pass_records_and_exits_zero(workspace: Path) -> None:
+def test_eval_pass_records_and_exits_zero(workspace: Path, own_judges: None) -> None:
+    """End to end as a person runs it: `kerneltui eval` starts a judge of its own (`--once`)."""
     version = add_version(workspace, "good", "v001.py")
     done = kerneltui("eval", str(version), "--json")
     assert done.returncode == 0, done.stderr
@@ -175,7 +176,7 @@ def test_a_subset_of_rungs_skips_what_a_failed_load_leaves_nothing_for(workspace
     assert done.returncode == 0 and rungs["roofline"]["skipped"] == "needs benchmark"
 
 
-def test_eval_survives_a_judge_that_writes_much_to_stderr(workspace: Path) -> None:
+def test_eval_survives_a_judge_that_writes_much_to_stderr(workspace: Path, own_judges: None) -> None:
     """The judge's stderr is drained while its events are read: 200 KB printed by problem.py (it runs in the
     judge) filled the pipe and deadlocked `kerneltui eval`."""
     problem = workspace / "problem.py"

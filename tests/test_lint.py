@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
-import subprocess
-import sys
-import sysconfig
+import tomllib
 from pathlib import Path
 
 from tests.conftest import REPO, run
@@ -33,23 +32,41 @@ def test_import_contracts() -> None:
     assert done.returncode == 0, done.stdout[-4000:]
 
 
-def test_mypy_without_cutedsl(tmp_path: Path) -> None:
-    """mypy is clean where nvidia-cutlass-dsl is not installed (macOS, aarch64 GPU hosts), nor TileLang (an
-    extra): this environment's packages but theirs, seen through a second interpreter."""
-    site = Path(sysconfig.get_paths()["purelib"])
-    bare = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    python = bare / "bin" / "python"
-    target = Path(
-        subprocess.check_output(
-            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
-        ).strip()
-    )
-    for entry in site.iterdir():
-        if not any(dsl in entry.name.lower() for dsl in ("cutlass", "tilelang", "tvm")):
-            (target / entry.name).symlink_to(entry)
-    done = run(["-m", "mypy", "--python-executable", str(python)], timeout=900)
-    assert done.returncode == 0, done.stdout[-4000:]
+# Packages a user's box may lack: CuTeDSL has no wheels for macOS or aarch64, TileLang (with TVM) is an extra.
+OPTIONAL_DSLS = ("cutlass", "tilelang", "tvm", "tvm_ffi")
+
+
+def imported_modules(folder: Path) -> set[str]:
+    """Every module the code in `folder` imports, at the top or inside a function."""
+    found: set[str] = set()
+    for path in folder.rglob("*.py"):
+        if "recordings" in path.parts:  # agents' recorded versions: data, not checked by mypy
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module)
+    return found
+
+
+def test_mypy_judges_the_code_alike_with_or_without_the_optional_dsls() -> None:
+    """mypy runs once, here, where CuTeDSL is installed (and TileLang may be); it must say the same where they are
+    not. So every module of theirs the code imports is typed as Any either way: an override with
+    follow_imports = "skip" covers it (skip, installed; missing, ignore_missing_imports)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["ignore_missing_imports"] is True
+    skipped = [
+        pattern
+        for override in config["overrides"]
+        if override.get("follow_imports") == "skip"
+        for pattern in override["module"]
+    ]
+    imported = set().union(*(imported_modules(REPO / folder) for folder in ("harness", "kerneltui", "agents")))
+    optional = {m for m in imported if m.split(".")[0] in OPTIONAL_DSLS}
+    assert "tilelang" in optional and any(m.startswith("cutlass.") for m in optional), optional  # it sees them
+    uncovered = sorted(m for m in optional if not any(fnmatch.fnmatchcase(m, p) for p in skipped))
+    assert not uncovered, f"typed differently where the package is missing: {uncovered}; add them to an override"
 
 
 SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|PRAGMA\s)", re.S)

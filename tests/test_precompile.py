@@ -32,7 +32,7 @@ def test_every_case_compiles_ahead_and_each_kernel_names_the_case_that_launched_
 def test_a_version_that_hangs_only_while_compiled_ahead_is_judged_by_its_calls(workspace: Path) -> None:
     """The worker that hung is replaced; the version's real calls compile and pass."""
     path = add_version(workspace, "hangs_when_compiled_ahead", "v001.py")
-    evaluation = judge_many([path], ("--timeout", "5"), rungs=RUNGS)["v001"]
+    evaluation = judge_many([path], rungs=RUNGS, timeout=5)["v001"]
     compiled = rung(evaluation, "compile")
     assert compiled["ok"] and compiled["metrics"]["precompile"]["ok"] is False, compiled
     assert "timed out" in compiled["metrics"]["precompile"]["why"], compiled

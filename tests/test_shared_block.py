@@ -13,7 +13,7 @@ import torch
 
 from harness import shared_block, wire
 from harness.shared_block import MIN_BYTES, HostBlock, Placement
-from tests.conftest import add_version, judge_many, make_workspace, rung
+from tests.conftest import add_version, judge_many, make_workspace, rung, traced
 
 LARGE = MIN_BYTES // 4  # float32 elements: a tensor of exactly the size that goes through the block
 
@@ -160,15 +160,15 @@ def test_a_worker_judges_large_inputs_through_the_block_and_cannot_pull_it_from_
     (folder / "problem.py").write_text(source.replace('cases = [{"n": 1},', f'cases = [{{"n": {2 * LARGE}}},'))
     (folder / "scribbles.py").write_text(SCRIBBLES)
     paths = [add_version(folder, "good"), folder / "scribbles.py", add_version(folder, "modifies_inputs")]
-    trace = tmp_path / "trace.jsonl"
-    results = judge_many(paths, env={"KERNELTUI_TRACE": str(trace)}, rungs=["load", "compile", "correctness"])
+    with traced() as trace:
+        results = judge_many(paths, rungs=["load", "compile", "correctness"])
     assert results["good"]["status"] == "pass", rung(results["good"], "correctness")
     assert results["scribbles"]["status"] == "pass", rung(results["scribbles"], "correctness")
     err = rung(results["modifies_inputs"], "correctness")["err"] or ""
     assert "modified its input 0" in err and f"of {2 * LARGE} elements changed" in err
     changed = int(err.split("(")[-1].split(" of ")[0])  # a + b == a where b is below a's precision
     assert changed > 0.99 * 2 * LARGE, err
-    shares = [line for line in trace.read_text().splitlines() if '"share"' in line]
+    shares = [line for line in trace if '"share"' in line]
     assert len(shares) >= 3 and all('"ok": true' in line for line in shares), shares
 
 
@@ -179,11 +179,11 @@ def test_a_gpu_worker_maps_the_judges_device_memory_for_bench_inputs(tmp_path: P
     import json
 
     folder = make_workspace(tmp_path / "ws")
-    trace = tmp_path / "trace.jsonl"
     rungs = ["load", "compile", "correctness", "benchmark"]
-    results = judge_many([add_version(folder, "good")], env={"KERNELTUI_TRACE": str(trace)}, rungs=rungs, confirm=False)
+    with traced() as trace:
+        results = judge_many([add_version(folder, "good")], rungs=rungs, confirm=False)
     assert results["good"]["status"] == "pass", [(r["name"], r["err"]) for r in results["good"]["rungs"]]
-    shares = [json.loads(line) for line in trace.read_text().splitlines() if '"share"' in line]
+    shares = [json.loads(line) for line in trace if '"share"' in line]
     assert shares and all(s["ok"] and s["what"] == "cuda" for s in shares), shares
 
 
