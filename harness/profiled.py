@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.autograd import profiler as autograd_profiler
+from torch.profiler import record_function
 
 # Ops that allocate, fill with a constant, reshape or move data: they compute nothing a kernel should.
 CREATION = {
@@ -41,14 +42,32 @@ def computes(op: str) -> bool:
     return name not in CREATION and name not in MOVEMENT
 
 
-def activities(cuda: bool) -> list[ProfilerActivity]:
-    return [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+class Profile:
+    """torch's profiler (Kineto: CPU ops, and CUDA kernels from CUPTI with `cuda`), as torch.profiler.profile
+    runs it, less its start's `hasattr(torch, "_inductor")`: that imports torch._inductor and torch._dynamo
+    (over a second of CPU in every worker) to read a CUDA-graphs setting no call here uses."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.prof = autograd_profiler.profile(use_cpu=True, use_device="cuda" if cuda else None, use_kineto=True)
+
+    def start(self) -> None:
+        self.prof.__enter__()
+
+    def stop(self) -> None:
+        self.prof.__exit__(None, None, None)
+
+    def events(self) -> list[Any]:
+        return list(self.prof.function_events or [])
 
 
 def warm(cuda: bool) -> None:
-    """The first start of torch's profiler in a process takes a second or more: paid before the version."""
-    with profile(activities=activities(cuda)):
+    """The first start of torch's profiler in a process (CUPTI's set-up on a GPU) is paid before the version."""
+    prof = Profile(cuda)
+    prof.start()
+    try:
         torch.zeros(1, device="cuda" if cuda else "cpu").add_(1)
+    finally:
+        prof.stop()
 
 
 class Profiled:
@@ -60,7 +79,7 @@ class Profiled:
         self.mark = f"kerneltui.call.{secrets.token_hex(8)}"
         self.launch_label = f"kerneltui.launch.{secrets.token_hex(8)}"
         self.version_label = f"kerneltui.version.{secrets.token_hex(8)}"  # the version's code inside a launch
-        self.prof = profile(activities=activities(cuda))
+        self.prof = Profile(cuda)
 
     def start(self) -> None:
         self.prof.start()
@@ -78,7 +97,7 @@ class Profiled:
         """{"ops": {op: count}, "kernels": {name: count}} or {"lost": why}."""
         try:
             self.prof.stop()
-            events = list(self.prof.events() or [])
+            events = self.prof.events()
         except Exception as exc:  # the version stopped it, or broke it
             return {"lost": f"torch's profiler failed at the end of the call ({type(exc).__name__})"}
         if not any(e.name == self.mark for e in events):
@@ -140,7 +159,7 @@ def device_times(
     a kernel belongs to the call whose block was open when it started (the profiler puts CUPTI's GPU
     timestamps on the host's clock). Memory copies and sets are not kernels and are left out, as ncu does."""
     marks = [f"kerneltui.timed.{secrets.token_hex(6)}.{i}" for i in range(reps)]
-    prof = profile(activities=activities(True))
+    prof = Profile(cuda=True)
     prof.start()
     try:
         for mark in marks:
@@ -151,7 +170,7 @@ def device_times(
                 synchronize()
     finally:
         prof.stop()
-    events = list(prof.events() or [])
+    events = prof.events()
     blocks = {e.name: e.time_range for e in events if e.name in marks and e.device_type == DeviceType.CPU}
     if len(blocks) != reps:
         raise RuntimeError("torch's profiler lost the timed calls' blocks (stopped or restarted during them)")

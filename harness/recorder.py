@@ -57,6 +57,12 @@ def _is_tensor_descriptor(value: Any) -> bool:
 
 
 class _Ops(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """torch.compile never traces the recorder. Skipping Dynamo (the default) wraps __torch_dispatch__ in a
+        function whose first call imports torch._dynamo: over a second of the first recorded call, every worker."""
+        return False
+
     def __init__(self, recorder: Recorder) -> None:
         super().__init__()
         self.recorder = recorder

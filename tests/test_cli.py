@@ -6,7 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.conftest import add_version, kerneltui, run
+from tests.conftest import add_version, judge_many, kerneltui, run
 
 
 def test_eval_pass_records_and_exits_zero(workspace: Path, own_judges: None) -> None:
@@ -126,9 +126,9 @@ def test_dumps_rung_fails_when_it_cannot_write(workspace: Path, tmp_path: Path) 
     version = add_version(workspace, "good", "v001.py")
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the state folder should be")
-    done = run(["-m", "harness", str(version), "--json", "--rungs", "load,compile,dumps", "--state-dir", str(blocker)])
-    assert done.returncode == 1
-    dumps = next(r for r in json.loads(done.stdout)["rungs"] if r["name"] == "dumps")
+    judged = judge_many([version], rungs=["load", "compile", "dumps"], state_dir=str(blocker))["v001"]
+    assert judged["ok"] is False
+    dumps = next(r for r in judged["rungs"] if r["name"] == "dumps")
     assert dumps["ok"] is False and "cannot write dumps" in dumps["err"]
 
 

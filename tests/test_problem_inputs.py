@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from harness.problem import ProblemError, load_problem
-from tests.conftest import HAS_CUDA, judge_many, run, rung
+from tests.conftest import HAS_CUDA, judge_many, rung
 
 RUNGS = ["load", "correctness"]
 
@@ -362,11 +362,10 @@ def test_make_inputs_returning_a_bare_tensor_is_the_problem_s_error(judged: dict
     assert "return (x,)" in refused["error"]
 
 
-def test_a_bare_tensor_exits_2_with_the_fix_named_whichever_rungs_run(tmp_path: Path) -> None:
+def test_a_bare_tensor_is_the_problem_s_error_with_the_fix_named_whichever_rungs_run(tmp_path: Path) -> None:
     (version,) = write_problem(tmp_path / "ws", "bare", BARE_TENSOR, {"v001": DOUBLE_VERSION})
-    done = run(["-m", "harness", str(version), "--json", "--rungs", "load,compile,correctness"])
-    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "make_inputs in problem.py returned a Tensor; return a tuple of inputs" in done.stderr
+    refused = judge_many([version], rungs=["load", "compile", "correctness"])["v001"]
+    assert "make_inputs in problem.py returned a Tensor; return a tuple of inputs" in refused.get("error", ""), refused
 
 
 @pytest.mark.parametrize(
@@ -405,7 +404,6 @@ def test_inputs_that_can_be_sent_pass_as_a_tuple(tmp_path: Path) -> None:
 @pytest.mark.skipif(HAS_CUDA, reason="says what a machine without a GPU does")
 def test_inputs_made_on_a_gpu_are_said_to_need_one_on_a_machine_without(tmp_path: Path) -> None:
     (version,) = write_problem(tmp_path / "ws", "ongpu", GPU_INPUTS, {"v001": DOUBLE_VERSION})
-    done = run(["-m", "harness", str(version), "--json", "--rungs", "load,compile,correctness"])
-    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "ongpu: make_inputs in problem.py needs a GPU to make its inputs (ongpu/problem.py:10" in done.stderr
-    assert "this machine has none" in done.stderr
+    said = judge_many([version], rungs=["load", "compile", "correctness"])["v001"].get("error", "")
+    assert "ongpu: make_inputs in problem.py needs a GPU to make its inputs (ongpu/problem.py:10" in said, said
+    assert "this machine has none" in said

@@ -3,7 +3,6 @@ computed; recorded like any rung. The unitrows fixture's unit_length rung holds 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -55,12 +54,12 @@ def test_a_problem_rung_that_raises_is_the_problem_s_error(tmp_path: Path) -> No
     broken = problem.read_text().replace("    off = (", "    raise RuntimeError('unit_length broke')\n    off = (")
     problem.write_text(broken)
     version = add_version(folder, "unit_rows")
-    done = run(["-m", "harness", str(version), "--json", "--rungs", "load,correctness"])
-    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "unitrows/problem.py:" in done.stderr and "RuntimeError: unit_length broke" in done.stderr
+    refused = judge_many([version], rungs=["load", "correctness"])["unit_rows"]
+    assert "unitrows/problem.py:" in refused["error"] and "RuntimeError: unit_length broke" in refused["error"]
 
 
 def test_a_problem_rung_named_like_a_built_in_one_is_refused(tmp_path: Path) -> None:
+    """As `python -m harness` says a bad problem: exit 2, the reason on stderr."""
     folder = make_workspace(tmp_path / "ws", "unitrows")
     problem = folder / "problem.py"
     problem.write_text(problem.read_text().replace('@rung("unit_length")', '@rung("benchmark")'))
@@ -70,5 +69,5 @@ def test_a_problem_rung_named_like_a_built_in_one_is_refused(tmp_path: Path) -> 
 
 def test_without_correctness_a_problem_rung_is_not_run(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws", "unitrows")
-    done = run(["-m", "harness", str(add_version(folder, "unit_rows")), "--json", "--rungs", "load"])
-    assert [r["name"] for r in json.loads(done.stdout)["rungs"]] == ["load"]
+    judged = judge_many([add_version(folder, "unit_rows")], rungs=["load"])["unit_rows"]
+    assert [r["name"] for r in judged["rungs"]] == ["load"]

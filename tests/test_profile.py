@@ -11,7 +11,7 @@ import torch
 from harness.report import rung_line
 from harness.results import RungResult
 from harness.rungs.profile import in_our_unit, read_report, report_module_dir, summarize
-from tests.conftest import add_version, run
+from tests.conftest import add_version
 
 FAKE_NCU_REPORT = """
 import os
@@ -116,12 +116,14 @@ def test_the_call_is_summed_and_the_longest_kernel_leads(tmp_path: Path) -> None
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: tests/test_gpu.py profiles")
 def test_profile_is_asked_for_and_says_why_it_cannot_run_here(workspace: Path) -> None:
+    from tests.conftest import judge_many
+
     version = add_version(workspace, "good", "v001.py")
-    done = run(["-m", "harness", str(version), "--json", "--rungs", "load,compile,correctness,profile"])
-    rungs = {r["name"]: r for r in json.loads(done.stdout)["rungs"]}
+    asked = judge_many([version], rungs=["load", "compile", "correctness", "profile"])["v001"]
+    rungs = {r["name"]: r for r in asked["rungs"]}
     assert rungs["profile"]["ok"] is None and "no GPU" in rungs["profile"]["skipped"]
-    default = run(["-m", "harness", str(version), "--json", "--rungs", "load"])
-    assert "profile" not in {r["name"] for r in json.loads(default.stdout)["rungs"]}
+    default = judge_many([version], rungs=["load"])["v001"]
+    assert "profile" not in {r["name"] for r in default["rungs"]}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: tests/test_gpu.py profiles")

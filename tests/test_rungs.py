@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
 
 from harness import device, timing
 from harness.dumps import Kernel, smem_limit
-from harness.ladder import Ladder, VersionRun
+from harness.ladder import VersionRun
 from harness.options import Options
 from harness.problem import load_problem
 from harness.results import Evaluation
@@ -23,10 +25,11 @@ from tests.conftest import add_version, judge_many, make_workspace, run, rung
 
 
 @pytest.fixture
-def ladder(tmp_path: Path) -> Ladder:
-    instance = Ladder(Options(state_dir=tmp_path / "state"))
-    yield instance
-    instance.close()
+def ladder(tmp_path: Path) -> Any:
+    """What the roofline and benchmark rungs read of the judge (its options, this device), with no worker."""
+    return SimpleNamespace(
+        options=Options(state_dir=tmp_path / "state"), device_info=device.describe(), cuda=torch.cuda.is_available()
+    )
 
 
 def fake_run(tmp_path: Path, median_us: float) -> VersionRun:
@@ -38,13 +41,13 @@ def fake_run(tmp_path: Path, median_us: float) -> VersionRun:
     return run
 
 
-def seed_peaks(ladder: Ladder, state: Path, copy_gbps: float, **more: float) -> None:
+def seed_peaks(ladder: Any, state: Path, copy_gbps: float, **more: float) -> None:
     state.mkdir(parents=True, exist_ok=True)
     peaks = {"copy_gbps": copy_gbps, "bf16_tflops": 800.0, "fp32_tflops": 50.0, "measured": "test", **more}
     (state / "device-peaks.json").write_text(json.dumps({device.peaks_key(ladder.device_info): peaks}))
 
 
-def test_a_two_reads_one_write_kernel_is_held_to_the_stream_ceiling(ladder: Ladder, tmp_path: Path) -> None:
+def test_a_two_reads_one_write_kernel_is_held_to_the_stream_ceiling(ladder: Any, tmp_path: Path) -> None:
     """vecadd v002 read 102% of roofline on the H200: 4335 GB/s against a 4249 GB/s copy (1 read : 1 write),
     a mix it beats; the stream ceiling (2 reads : 1 write) is the one it can reach."""
     from harness.report import rung_line
@@ -60,7 +63,7 @@ def test_a_two_reads_one_write_kernel_is_held_to_the_stream_ceiling(ladder: Ladd
     assert "of measured stream (4400 GB/s by triton 8192)" in rung_line(result)  # which kernel set it
 
 
-def test_past_the_measured_ceiling_is_said_past_the_datasheet_fails(ladder: Ladder, tmp_path: Path) -> None:
+def test_past_the_measured_ceiling_is_said_past_the_datasheet_fails(ladder: Any, tmp_path: Path) -> None:
     from harness.report import rung_line
 
     ladder.device_info["name"] = "NVIDIA H200"  # datasheet 4800 GB/s
@@ -81,7 +84,7 @@ def test_an_fp32_problem_may_use_tf32_matrix_units() -> None:
     assert device.matmul_ceiling({"fp32_tflops": 50.0}, "bf16") == ("fp32", 50.0)  # an old cache
 
 
-def test_roofline_percent_of_measured_copy(ladder: Ladder, tmp_path: Path) -> None:
+def test_roofline_percent_of_measured_copy(ladder: Any, tmp_path: Path) -> None:
     seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
     bytes_moved = 12 * (1 << 24)
     floor_us = bytes_moved / 4000e9 * 1e6
@@ -92,14 +95,14 @@ def test_roofline_percent_of_measured_copy(ladder: Ladder, tmp_path: Path) -> No
     assert row["gbps"] == pytest.approx(0.8 * 4000.0)
 
 
-def test_roofline_refuses_a_time_faster_than_the_device(ladder: Ladder, tmp_path: Path) -> None:
+def test_roofline_refuses_a_time_faster_than_the_device(ladder: Any, tmp_path: Path) -> None:
     seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
     floor_us = 12 * (1 << 24) / 4000e9 * 1e6
     result = roofline(ladder, fake_run(tmp_path, median_us=floor_us / 3))
     assert result.ok is False and "faster than the device can go" in result.err
 
 
-def test_benchmark_without_gpu_is_skipped_with_reason(ladder: Ladder, tmp_path: Path) -> None:
+def test_benchmark_without_gpu_is_skipped_with_reason(ladder: Any, tmp_path: Path) -> None:
     if ladder.cuda:
         pytest.skip("this machine has a GPU: the benchmark runs (tests/test_gpu.py)")
     result = benchmark(ladder, fake_run(tmp_path, 1.0))
@@ -158,16 +161,12 @@ def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -
     dumps showed ✓ for a version that does not even parse."""
     folder = make_workspace(tmp_path / "ws")
     (folder / "v001.py").write_text("import torch\ndef custom_kernel(a, b):\n    return a +\n")
-    instance = Ladder(Options(state_dir=tmp_path / "state", rungs=("correctness", "dumps")))
-    try:
-        ev = instance.evaluate(folder / "v001.py")
-    finally:
-        instance.close()
-    rungs = {r.name: r for r in ev.rungs}
+    ev = judge_many([folder / "v001.py"], rungs=["correctness", "dumps"])["v001"]
+    rungs = {r["name"]: r for r in ev["rungs"]}
     assert list(rungs) == ["load", "correctness", "dumps"]
-    assert rungs["load"].ok is False and "SyntaxError" in (rungs["load"].err or "") + (rungs["load"].log or "")
-    assert rungs["correctness"].skipped == rungs["dumps"].skipped == "load failed"
-    assert ev.status == "fail"
+    assert rungs["load"]["ok"] is False and "SyntaxError" in (rungs["load"]["err"] or "") + (rungs["load"]["log"] or "")
+    assert rungs["correctness"]["skipped"] == rungs["dumps"]["skipped"] == "load failed"
+    assert ev["status"] == "fail"
 
 
 def test_every_advertised_rung_is_registered_in_order() -> None:
