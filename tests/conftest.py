@@ -28,14 +28,25 @@ HAS_CUDA = os.path.exists("/dev/nvidiactl")
 def pytest_configure(config: pytest.Config) -> None:
     """Every judge and worker the run starts writes a "start" line to the trace (KERNELTUI_TRACE), before any
     harness module reads where it goes: counted at the end, by test."""
-    if not os.environ.get("KERNELTUI_TRACE"):
+    if not os.environ.get("KERNELTUI_TRACE") or hasattr(config, "workerinput"):  # each process of xdist's its own
         trace = Path(tempfile.mkdtemp(prefix="kerneltui-tests-")) / "trace.jsonl"
         trace.touch()
         os.environ["KERNELTUI_TRACE"] = str(trace)
-    config.stash[STARTS] = {}
     judges = shared_judges()  # kerneltui's judges, wherever started, are relays to the run's shared ones
     os.environ["KERNELTUI_PYTHON"] = str(judges.python)
     os.environ["KERNELTUI_JUDGE_HUB"] = str(judges.hub.path)
+
+
+@pytest.fixture(scope="session")
+def shared_ladder() -> Iterator[Any]:
+    """One judge in this process (a harness.ladder.Ladder and its pool), for the tests that reach into a judge's
+    methods; each sets the options it judges with (monkeypatch.setattr(ladder, "options", ...))."""
+    from harness.ladder import Ladder
+    from harness.options import Options
+
+    ladder = Ladder(Options())
+    yield ladder
+    ladder.close()
 
 
 @pytest.fixture
@@ -45,7 +56,7 @@ def own_judges(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KERNELTUI_JUDGE_HUB")
 
 
-STARTS = pytest.StashKey[dict[str, Counter[str]]]()
+STARTED: dict[str, Counter[str]] = {}  # judges and workers started, by test
 
 
 def starts_in(text: str) -> Counter[str]:
@@ -59,27 +70,53 @@ def starts_in(text: str) -> Counter[str]:
     return found
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """The starts of a test's setup, call and teardown, its scoped fixtures' included, are its own."""
+TRACE_AT = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
     trace = Path(os.environ["KERNELTUI_TRACE"])
-    before = trace.stat().st_size if trace.exists() else 0
-    try:
-        return (yield)
-    finally:
-        with contextlib.suppress(OSError), open(trace, "rb") as lines:
-            lines.seek(before)
+    item.stash[TRACE_AT] = trace.stat().st_size if trace.exists() else 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """The starts of a test's setup, call and teardown, its scoped fixtures' included, go with its teardown's
+    report (to xdist's controller too)."""
+    report = yield
+    if call.when == "teardown" and TRACE_AT in item.stash:
+        with contextlib.suppress(OSError), open(os.environ["KERNELTUI_TRACE"], "rb") as lines:
+            lines.seek(item.stash[TRACE_AT])
             found = starts_in(lines.read().decode(errors="replace"))
-        if found:
-            item.config.stash[STARTS][item.nodeid] = found
+            if found:
+                report.user_properties.append(("kerneltui_starts", dict(found)))
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, found in report.user_properties:
+        if name == "kerneltui_starts":
+            STARTED[report.nodeid] = Counter(found)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(no_gpu)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     stop_shared_judges()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    by_test = config.stash.get(STARTS, {})
+    by_test = STARTED
     total: Counter[str] = sum(by_test.values(), Counter())
     terminalreporter.section("judges and workers started")
     terminalreporter.write_line(", ".join(f"{n} {what}" for what, n in sorted(total.items())) or "none")

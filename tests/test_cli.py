@@ -10,9 +10,13 @@ from tests.conftest import add_version, judge_many, kerneltui, run
 
 
 def test_eval_pass_records_and_exits_zero(workspace: Path, own_judges: None) -> None:
-    """End to end as a person runs it: `kerneltui eval` starts a judge of its own (`--once`)."""
+    """End to end as a person runs it: `kerneltui eval` starts a judge of its own (`--once`). Its stderr is
+    drained while its events are read: 200 KB printed by problem.py (it runs in the judge) filled the pipe and
+    deadlocked `kerneltui eval`."""
+    problem = workspace / "problem.py"
+    problem.write_text('import sys\nsys.stderr.write("noise " * 40_000 + "\\n")\n' + problem.read_text())
     version = add_version(workspace, "good", "v001.py")
-    done = kerneltui("eval", str(version), "--json")
+    done = kerneltui("eval", str(version), "--json", timeout=300)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert list(result)[:5] == ["problem", "version", "ok", "device", "rungs"]
@@ -37,7 +41,7 @@ def test_eval_fail_exits_one_and_human_output(workspace: Path) -> None:
     done = kerneltui("eval", str(version), "--rungs", "load,compile,correctness")
     assert done.returncode == 1
     assert "✗ correctness" in done.stdout and "case n=4097" in done.stdout
-    assert "vadd v002: fail" in done.stdout
+    assert "vadd v002: fail" in done.stdout and "recorded as evaluation 1 in" in done.stdout
 
 
 def test_bad_problem_exits_two_naming_it(workspace: Path) -> None:
@@ -174,17 +178,6 @@ def test_a_subset_of_rungs_skips_what_a_failed_load_leaves_nothing_for(workspace
     done = kerneltui("eval", str(good), "--json", "--rungs", "load,roofline")
     rungs = {r["name"]: r for r in json.loads(done.stdout)["rungs"]}
     assert done.returncode == 0 and rungs["roofline"]["skipped"] == "needs benchmark"
-
-
-def test_eval_survives_a_judge_that_writes_much_to_stderr(workspace: Path, own_judges: None) -> None:
-    """The judge's stderr is drained while its events are read: 200 KB printed by problem.py (it runs in the
-    judge) filled the pipe and deadlocked `kerneltui eval`."""
-    problem = workspace / "problem.py"
-    problem.write_text('import sys\nsys.stderr.write("noise " * 40_000 + "\\n")\n' + problem.read_text())
-    version = add_version(workspace, "good", "v001.py")
-    done = kerneltui("eval", str(version), "--rungs", "load", timeout=240)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "✓ load" in done.stdout and "recorded as evaluation 1" in done.stdout
 
 
 def test_eval_takes_the_config_files_ladder_options_and_flags_win(workspace: Path, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import torch
 
 from tests.conftest import add_version, judge_many, make_workspace, rung
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 EXPECTED = {
     "gpu_illegal_address": ("correctness", "illegal memory access"),

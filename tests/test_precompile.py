@@ -52,14 +52,15 @@ def test_a_bench_case_too_large_for_this_machine_still_compiles_by_its_shape(wor
 
 
 def test_a_version_that_does_not_load_again_after_hanging_ahead_fails_with_its_import_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_ladder: Ladder
 ) -> None:
     """The worker that hung compiling ahead is replaced and the version loaded again; should that load fail (an
     import that differs between workers), the compile rung says so with the import's error. Its fresh worker's
     reply went unread: the real calls then met a version that was never imported, blamed on it."""
     folder = make_workspace(tmp_path / "ws")
     path = add_version(folder, "hangs_when_compiled_ahead", "v001.py")
-    ladder = Ladder(Options(state_dir=tmp_path / "state", timeout=5, rungs=("load", "compile")))
+    ladder = shared_ladder
+    monkeypatch.setattr(ladder, "options", Options(state_dir=tmp_path / "state", timeout=5, rungs=("load", "compile")))
     loaded: list[str] = []
     real_load = ladder.load_source
 
@@ -70,10 +71,7 @@ def test_a_version_that_does_not_load_again_after_hanging_ahead_fails_with_its_i
         return real_load(worker, *args, **kwargs)
 
     monkeypatch.setattr(ladder, "load_source", second_load_of_a_mode_fails)
-    try:
-        compiled = ladder.evaluate(path).rung("compile")
-    finally:
-        ladder.close()
+    compiled = ladder.evaluate(path).rung("compile")
     assert compiled is not None and compiled.ok is False, compiled
     assert compiled.err == "it did not load again in a fresh worker: ImportError: imports only once", compiled
     assert "timed out" in compiled.metrics["precompile"]["why"], compiled.metrics

@@ -172,7 +172,7 @@ def test_a_worker_judges_large_inputs_through_the_block_and_cannot_pull_it_from_
     assert len(shares) >= 3 and all('"ok": true' in line for line in shares), shares
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_a_gpu_worker_maps_the_judges_device_memory_for_bench_inputs(tmp_path: Path) -> None:
     """On a GPU the block is device memory (CUDA's virtual memory API, a POSIX descriptor): the bench case's
     64 MiB inputs and the output reach the worker and come back through it, and the verdict stands."""
