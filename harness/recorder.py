@@ -75,11 +75,63 @@ class _Ops(TorchDispatchMode):
         return out
 
 
+class _Stores:
+    """The addresses an interpreted Triton launch stored to (the interpreter's masked stores and atomics, through
+    which every store goes): a kernel that stores the very bytes its output already held still wrote it."""
+
+    # InterpreterBuilder's writing methods: (position of the pointers, of the mask or None) among their arguments
+    METHODS = {"create_masked_store": (0, 2), "create_atomic_rmw": (1, 3), "create_atomic_cas": (0, None)}
+
+    def __init__(self) -> None:
+        self.addresses: list[Any] = []  # this launch's, as numpy arrays
+        self.on = False
+
+    def install(self, installed: dict[str, tuple[type, str, Any]]) -> None:
+        with contextlib.suppress(ImportError):
+            from triton.runtime.interpreter import InterpreterBuilder
+
+            for name, (at, mask_at) in self.METHODS.items():
+                if hasattr(InterpreterBuilder, name):
+                    wrapper = self._noting(getattr(InterpreterBuilder, name), at, mask_at)
+                    setattr(InterpreterBuilder, name, wrapper)
+                    installed[f"{InterpreterBuilder.__module__}.InterpreterBuilder.{name}"] = (
+                        InterpreterBuilder,
+                        name,
+                        wrapper,
+                    )
+
+    def _noting(self, original: Any, at: int, mask_at: int | None) -> Any:
+        stores = self
+
+        def wrapper(builder: Any, *args: Any, **kwargs: Any) -> Any:
+            if stores.on and len(args) > at:
+                with contextlib.suppress(Exception):  # a malformed call fails in the interpreter, as it would
+                    import numpy as np
+
+                    pointers = np.asarray(args[at].data, dtype=np.uint64).reshape(-1)
+                    if mask_at is not None and len(args) > mask_at:
+                        pointers = pointers[np.asarray(args[mask_at].data, dtype=bool).reshape(-1)]
+                    stores.addresses.append(pointers)
+            return original(builder, *args, **kwargs)
+
+        return wrapper
+
+    def wrote(self, tensor: torch.Tensor) -> bool:
+        """Whether this launch stored to an address of the tensor's storage."""
+        if not self.addresses:
+            return False
+        storage = tensor.untyped_storage()
+        low = storage.data_ptr()
+        high = low + storage.nbytes()
+        return any(bool(((a >= low) & (a < high)).any()) for a in self.addresses)
+
+
 class Recorder:
     def __init__(self) -> None:
         self.local = threading.local()  # per thread: a launch in one thread sets aside none of another's ops
         self.mode: _Ops | None = None
         self.installed: dict[str, Any] = {}
+        self.stores = _Stores()
         self.reset()
 
     @property
@@ -112,6 +164,7 @@ class Recorder:
         for name in REPORTING:
             self.installed[f"{Recorder.__module__}.Recorder.{name}"] = (Recorder, name, getattr(Recorder, name))
         _record_new_threads(self)
+        self.stores.install(self.installed)
         try:
             from triton.runtime.jit import JITFunction
 
@@ -161,6 +214,7 @@ class Recorder:
             recorder.paused += 1  # the launch's own data movement (the interpreter copies) is not the version's
             result = None
             recorder.before_launch = _cpu_digests(_tensors([*args, *kwargs.values()]))
+            recorder.stores.addresses, recorder.stores.on = [], True
             try:
                 with recorder._version_code_seen(fn_self, kwargs) as seen_kwargs:
                     if recorder.profiled is None:
@@ -171,6 +225,7 @@ class Recorder:
                 return result
             finally:
                 recorder.paused -= 1
+                recorder.stores.on = False
                 hook(fn_self, args, kwargs, result)
 
         setattr(cls, name, wrapper)
@@ -302,8 +357,8 @@ class Recorder:
                 continue
             if tensor.device.type == "cpu":  # a launch there has finished when it returns
                 after = _fingerprint(tensor)
-                if self.before_launch.get(key) == after:
-                    continue  # not a byte changed: the kernel only read it (or never ran)
+                if self.before_launch.get(key) == after and not self.stores.wrote(tensor):
+                    continue  # not stored to, not a byte changed: the kernel only read it (or never ran)
                 self.after_kernel[key] = after
             self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
 

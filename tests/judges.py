@@ -218,7 +218,7 @@ class SharedJudges:
     def stop(self) -> None:
         self.hub.close()
         for judge in self.judges.values():
-            judge.stop()
+            judge.stop(grace=5)  # an evaluation a finished test left behind is not waited for long
         shutil.rmtree(self.root, ignore_errors=True)
 
 

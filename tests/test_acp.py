@@ -42,6 +42,7 @@ def heard(workspace: Path, text: str) -> bool:
     return any(text in said_text.split("\n\n") for said_text in said(workspace))
 
 
+@pytest.mark.slow
 def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path / "ws").parent
     config, spec = tmp_path / "config.toml", tmp_path / "mcp-spec.json"
@@ -133,6 +134,7 @@ def test_file_methods_stay_inside_the_workspace(tmp_path: Path) -> None:
     assert (tmp_path / "secret.txt").read_text() == "key"
 
 
+@pytest.mark.slow
 async def test_dashboard_asks_permission_inline_interrupts_and_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,6 +171,7 @@ def headless(workspace: Path, env: dict[str, str], *extra: str) -> subprocess.Co
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
 
 
+@pytest.mark.slow
 def test_an_agent_that_asks_to_authenticate_gets_the_key_it_names(tmp_path: Path) -> None:
     """kerneltui never sent ACP authenticate: codex-acp refused session/new with "Authentication required"
     though its key was set."""
@@ -179,6 +182,7 @@ def test_an_agent_that_asks_to_authenticate_gets_the_key_it_names(tmp_path: Path
     assert rows(workspace, "SELECT version, status FROM evaluations")[:1] == [("v001", "pass")]
 
 
+@pytest.mark.slow
 def test_an_agent_that_needs_a_login_says_its_ways_in(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path / "ws").parent
     env = {"ACP_SCRIPT_AUTH": "1", "SCRIPTED_API_KEY": ""}
@@ -188,6 +192,7 @@ def test_an_agent_that_needs_a_login_says_its_ways_in(tmp_path: Path) -> None:
     assert "Log in (run `scripted login` first)" in out
 
 
+@pytest.mark.slow
 def test_sigterm_stops_an_agent_deaf_to_cancel_and_closes_its_session(tmp_path: Path) -> None:
     """SIGTERM (or Ctrl-C) during a slow cancel exited 0 and left the session open in the history."""
     workspace = make_workspace(tmp_path / "ws").parent
@@ -217,6 +222,7 @@ def with_config(workspace: Path, text: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_an_agent_that_never_starts_is_stopped_with_a_reason(tmp_path: Path) -> None:
     """kerneltui had no timeout of its own: an agent that never answered sat there with nothing said."""
     workspace = make_workspace(tmp_path / "ws").parent
@@ -230,6 +236,7 @@ def test_an_agent_that_never_starts_is_stopped_with_a_reason(tmp_path: Path) -> 
     assert ended and ended[0][0] == 1 and "did not start" in ended[0][1]
 
 
+@pytest.mark.slow
 def test_a_silent_turn_says_so_then_ends(tmp_path: Path) -> None:
     """Failing agents sat silent for minutes with nothing on the headless output."""
     workspace = make_workspace(tmp_path / "ws").parent
@@ -242,6 +249,7 @@ def test_a_silent_turn_says_so_then_ends(tmp_path: Path) -> None:
     assert said(workspace, "silent")
 
 
+@pytest.mark.slow
 def test_an_agents_failure_shows_its_details_and_its_stderr(tmp_path: Path) -> None:
     """codex-acp's "could not reach its API" came out as "Internal error", the cause nowhere."""
     workspace = make_workspace(tmp_path / "ws").parent
@@ -295,6 +303,7 @@ def test_the_stderr_tail_keeps_the_words_not_colour_codes_or_stack_frames(tmp_pa
     assert "Attempt 8 failed" in tail and " at " not in tail and "old run" not in tail
 
 
+@pytest.mark.slow
 def test_a_daemon_the_agent_leaves_behind_ends_with_its_session(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path / "ws").parent
     pid_file = tmp_path / "daemon.pid"

@@ -142,6 +142,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     return root / "into", json.loads(done.stdout), done.stderr
 
 
+@pytest.mark.slow
 def test_fast_p_and_each_agents_best_per_problem(bench: tuple[Path, dict[str, Any], str]) -> None:
     _, board, said = bench
     agents = {a["agent"]: a for a in board["agents"]}
@@ -164,6 +165,7 @@ def test_fast_p_and_each_agents_best_per_problem(bench: tuple[Path, dict[str, An
     assert "relu--replay/v001: fail" in said and "starts" in said
 
 
+@pytest.mark.slow
 def test_each_agent_worked_on_its_own_copy(bench: tuple[Path, dict[str, Any], str]) -> None:
     into, _, _ = bench
     folders = sorted(p.name for p in Workspace(into).problems())
@@ -172,6 +174,7 @@ def test_each_agent_worked_on_its_own_copy(bench: tuple[Path, dict[str, Any], st
     assert "x * 3.0" in (into / "vadd--replay" / "v001.py").read_text()
 
 
+@pytest.mark.slow
 def test_the_leaderboard_command_reads_the_run_back(bench: tuple[Path, dict[str, Any], str]) -> None:
     into, board, _ = bench
     shown = kerneltui("leaderboard", "--workspace", str(into))
@@ -184,6 +187,7 @@ def test_the_leaderboard_command_reads_the_run_back(bench: tuple[Path, dict[str,
     assert none.returncode == 2 and "no bench run" in none.stderr
 
 
+@pytest.mark.slow
 async def test_the_dashboard_shows_the_leaderboard(bench: tuple[Path, dict[str, Any], str]) -> None:
     from kerneltui.core.config import Config
     from kerneltui.ui.app import KernelTUI
@@ -280,6 +284,7 @@ def test_an_acp_agent_in_a_bench_gets_an_mcp_server_closed_to_the_others(tmp_pat
         session.close()
 
 
+@pytest.mark.slow
 def test_an_agent_past_the_time_limit_is_stopped(tmp_path: Path) -> None:
     """Versions and cost bound an agent; a wall-clock limit bounds one that spends neither."""
     suite = make_suite(tmp_path)

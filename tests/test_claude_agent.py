@@ -11,6 +11,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import VERSIONS, kerneltui, make_workspace, run
 from tests.messages_api import MessagesAPI, Reply, error, text, tool_use
 
@@ -41,6 +43,7 @@ def rows(workspace: Path, sql: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql).fetchall()
 
 
+@pytest.mark.slow
 def test_claude_writes_versions_reads_results_takes_guidance_and_stops(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     workspace = folder.parent
@@ -102,6 +105,7 @@ def test_claude_writes_versions_reads_results_takes_guidance_and_stops(tmp_path:
     assert "v002: fail" in done.stdout and "stopped: the model ended its turn" in done.stdout
 
 
+@pytest.mark.slow
 def test_api_errors_are_retried_or_reported_and_nothing_is_lost(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     workspace = folder.parent
@@ -138,6 +142,7 @@ def test_api_errors_are_retried_or_reported_and_nothing_is_lost(tmp_path: Path) 
     assert [h["version"] for h in history] == ["v001"]
 
 
+@pytest.mark.slow
 def test_without_credentials_the_agent_says_what_to_set(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     done = run(
@@ -148,6 +153,7 @@ def test_without_credentials_the_agent_says_what_to_set(tmp_path: Path) -> None:
     assert not list(folder.glob("v*.py"))
 
 
+@pytest.mark.slow
 def test_budgets_stop_the_agent(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     config = tmp_path / "config.toml"
@@ -179,6 +185,7 @@ def test_budget_reasons() -> None:
     assert budget_reason(Budget(), 300, 1e6, 100.0) is None
 
 
+@pytest.mark.slow
 def test_a_reply_cut_at_max_tokens_is_continued(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     config = tmp_path / "config.toml"

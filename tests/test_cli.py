@@ -6,9 +6,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import add_version, judge_many, kerneltui, run
 
 
+@pytest.mark.slow
 def test_eval_pass_records_and_exits_zero(workspace: Path, own_judges: None) -> None:
     """End to end as a person runs it: `kerneltui eval` starts a judge of its own (`--once`). Its stderr is
     drained while its events are read: 200 KB printed by problem.py (it runs in the judge) filled the pipe and
@@ -36,6 +39,7 @@ def test_eval_pass_records_and_exits_zero(workspace: Path, own_judges: None) -> 
     assert (state / "history.db").is_file()
 
 
+@pytest.mark.slow
 def test_eval_fail_exits_one_and_human_output(workspace: Path) -> None:
     version = add_version(workspace, "pow2_only", "v002.py")
     done = kerneltui("eval", str(version), "--rungs", "load,compile,correctness")
@@ -44,6 +48,7 @@ def test_eval_fail_exits_one_and_human_output(workspace: Path) -> None:
     assert "vadd v002: fail" in done.stdout and "recorded as evaluation 1 in" in done.stdout
 
 
+@pytest.mark.slow
 def test_bad_problem_exits_two_naming_it(workspace: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
     (workspace / "problem.py").write_text("def reference(a, b):\n    return a + b\n")
@@ -58,6 +63,7 @@ def test_bad_usage_exits_two(workspace: Path) -> None:
     assert kerneltui("eval", str(workspace / "x.py"), "--rungs", "load,bogus").returncode == 2
 
 
+@pytest.mark.slow
 def test_history_newest_first_and_rewrites_kept(workspace: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
     rungs = ("--rungs", "load,compile,correctness")
@@ -98,6 +104,7 @@ def test_history_workspace_default_is_kernels_folder(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--workspace" in done.stderr
 
 
+@pytest.mark.slow
 def test_corrupt_history_is_moved_aside(workspace: Path) -> None:
     state = workspace.parent / ".kerneltui"
     state.mkdir()
@@ -113,6 +120,7 @@ def test_corrupt_history_is_moved_aside(workspace: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+@pytest.mark.slow
 def test_harness_alone_imports_no_app_packages(workspace: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
     probe = (
@@ -126,6 +134,7 @@ def test_harness_alone_imports_no_app_packages(workspace: Path) -> None:
     assert "LOADED [] 0" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_dumps_rung_fails_when_it_cannot_write(workspace: Path, tmp_path: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
     blocker = tmp_path / "not-a-folder"
@@ -136,6 +145,7 @@ def test_dumps_rung_fails_when_it_cannot_write(workspace: Path, tmp_path: Path) 
     assert dumps["ok"] is False and "cannot write dumps" in dumps["err"]
 
 
+@pytest.mark.slow
 def test_problem_code_that_raises_is_named(workspace: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
     problem = workspace / "problem.py"
@@ -148,6 +158,7 @@ def test_problem_code_that_raises_is_named(workspace: Path) -> None:
     assert latest["status"] == "error" and "reference broke" in latest["error"]
 
 
+@pytest.mark.slow
 def test_reference_returning_no_tensor_is_a_problem_error(workspace: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
     problem = workspace / "problem.py"
@@ -156,6 +167,7 @@ def test_reference_returning_no_tensor_is_a_problem_error(workspace: Path) -> No
     assert done.returncode == 2 and "reference returned a float; it must return torch tensors" in done.stderr
 
 
+@pytest.mark.slow
 def test_make_inputs_unable_to_build_shape_only_inputs_still_compiles(workspace: Path) -> None:
     # Shape-only (meta) inputs are the judge's shortcut for the bench case: make_inputs need not support them.
     problem = workspace / "problem.py"
@@ -169,6 +181,7 @@ def test_make_inputs_unable_to_build_shape_only_inputs_still_compiles(workspace:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_subset_of_rungs_skips_what_a_failed_load_leaves_nothing_for(workspace: Path) -> None:
     broken = add_version(workspace, "syntax_error", "v001.py")
     done = kerneltui("eval", str(broken), "--json", "--rungs", "load,correctness")
@@ -180,6 +193,7 @@ def test_a_subset_of_rungs_skips_what_a_failed_load_leaves_nothing_for(workspace
     assert done.returncode == 0 and rungs["roofline"]["skipped"] == "needs benchmark"
 
 
+@pytest.mark.slow
 def test_eval_takes_the_config_files_ladder_options_and_flags_win(workspace: Path, tmp_path: Path) -> None:
     """`kerneltui eval` ignored the config file's [ladder] settings."""
     version = add_version(workspace, "good", "v001.py")
@@ -195,6 +209,7 @@ def test_eval_takes_the_config_files_ladder_options_and_flags_win(workspace: Pat
     assert done.returncode == 2 and "[ladder]: timeout: must be above 0" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_init_writes_a_problem_and_a_first_version_that_passes(tmp_path: Path) -> None:
     from tests.conftest import kerneltui
 

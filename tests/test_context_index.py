@@ -182,6 +182,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return package
 
 
+@pytest.mark.slow
 def test_a_new_index_holds_the_installed_dsls_and_finds_their_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

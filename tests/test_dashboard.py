@@ -58,6 +58,7 @@ def history(tmp_path: Path) -> Workspace:
     return dashboard_fixtures.build(tmp_path / "ws")
 
 
+@pytest.mark.slow
 async def test_two_piece_write_is_one_evaluation_and_its_row_progresses(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "hang", "v001.py")  # keeps the judge busy, so the next version waits in the queue
@@ -89,6 +90,7 @@ async def test_two_piece_write_is_one_evaluation_and_its_row_progresses(tmp_path
     assert failed == "correctness"
 
 
+@pytest.mark.slow
 async def test_approve_reject_and_guidance_are_stored(history: Workspace) -> None:
     app = KernelTUI(history, run_scheduler=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -191,6 +193,7 @@ async def test_cli_verdicts_show_within_two_seconds(history: Workspace) -> None:
         await wait_for(lambda: any(g["text"] == "use 8 warps" for g in app.snapshot.guidance), pilot, timeout=5)
 
 
+@pytest.mark.slow
 async def test_broken_problem_shows_an_error_and_the_app_keeps_running(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "good", "v001.py")
@@ -383,6 +386,7 @@ def notified(app: KernelTUI, words: str) -> bool:
     return any(words in note.message for note in app._notifications)
 
 
+@pytest.mark.slow
 async def test_queue_survives_a_restart_and_files_written_while_away_are_judged(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "good", "v001.py")
@@ -409,6 +413,7 @@ async def test_queue_survives_a_restart_and_files_written_while_away_are_judged(
     assert counts == [("v001", 1), ("v002", 1), ("v003", 1)]
 
 
+@pytest.mark.slow
 async def test_work_finished_after_shutdown_began_is_dropped(history: Workspace) -> None:
     # A snapshot or detail worker can post just before quit; shutdown removes the widgets before it
     # drains the queue. Handling such a message then must not raise (it once failed a run: NoMatches).
@@ -448,6 +453,7 @@ def test_vs_best_compares_times_from_one_kind_of_gpu() -> None:
     assert vs_best == {"v002": "★ best", "v001": "★ best", "v003": "0.50×"}
 
 
+@pytest.mark.slow
 async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A failure before the agent's first turn (here its problem folder unreadable) left a phantom agent: `s`
     said one was already working and quitting counted it. Now it is said, recorded and gone."""

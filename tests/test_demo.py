@@ -17,6 +17,8 @@ from kerneltui.ui.widgets.problems import ProblemTable
 from kerneltui.ui.widgets.versions import VersionTable
 from tests.test_dashboard import SIZE, notified, status_of, wait_for
 
+pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
+
 EXPECTED = {
     "softmax": {"v001": "pass", "v002": "fail", "v003": "pass", "v004": "fail", "v005": "pass"},
     "vecadd": {"v001": "pass", "v002": "fail", "v003": "pass"},

@@ -12,6 +12,8 @@ import torch
 
 from tests.conftest import REPO, judge_many, rung
 
+pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
+
 EXAMPLES = sorted((REPO / "kernels").glob("*/v*.py"))
 
 

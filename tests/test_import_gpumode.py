@@ -101,6 +101,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], P
     return {str(p.relative_to(ws)): results[str(p)] for p in paths}, ws
 
 
+@pytest.mark.slow
 def test_import_maps_the_format_onto_a_native_problem(judged: tuple[dict[str, dict], Path]) -> None:
     _, ws = judged
     problem = load_problem(ws / "vectoradd_py")

@@ -56,6 +56,7 @@ def judged(imported: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return {f"{p.parent.name}/{p.stem}": results[str(p)] for p in paths}  # native: vadd/v001
 
 
+@pytest.mark.slow
 def test_import_writes_a_native_problem_beside_the_file(imported: Path) -> None:
     folder = imported / "linear_relu"
     assert (folder / "linear_relu.py").read_text() == (KB / "linear_relu.py").read_text()
@@ -103,6 +104,7 @@ def test_cost_counts_bytes_and_matmul_flops(imported: Path) -> None:
     assert problem.make_inputs(dict(problem.bench_cases[0]), 1, torch.device("meta"))[0].device.type == "meta"
 
 
+@pytest.mark.slow
 def test_modelnew_and_custom_kernel_versions_are_judged(judged: dict[str, dict]) -> None:
     good = judged["linear_relu/v001"]
     assert good["status"] == "pass", good
@@ -161,6 +163,7 @@ def test_set_names_a_module_constant(tmp_path: Path) -> None:
     assert not (tmp_path / "leaky_relu").exists()
 
 
+@pytest.mark.slow
 def test_broken_files_are_problem_errors(tmp_path: Path) -> None:
     done = kerneltui("import", "kernelbench", str(KB / "broken_no_model.py"), "--into", str(tmp_path))
     assert done.returncode == 2 and "broken_no_model.py defines no Model" in done.stderr
@@ -170,6 +173,7 @@ def test_broken_files_are_problem_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "broken_no_model").exists() and not (tmp_path / "broken_inputs").exists()
 
 
+@pytest.mark.slow
 def test_a_folder_imports_each_problem_and_says_which_failed(tmp_path: Path) -> None:
     done = kerneltui("import", "kernelbench", str(KB), "--into", str(tmp_path), "--set", "batch_size=2")
     assert done.returncode == 2  # broken_inputs.py
@@ -190,6 +194,7 @@ def test_the_watcher_takes_a_modelnew_file_as_a_version(tmp_path: Path) -> None:
     assert not looks_complete(path)
 
 
+@pytest.mark.slow
 def test_a_model_that_needs_values_to_be_built_still_imports(tmp_path: Path) -> None:
     """Shape-only checks build Model on the CPU where its __init__ reads values (SwinMLP's .item())."""
     path = tmp_path / "scaled.py"

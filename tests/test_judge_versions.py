@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import REPO, add_version, judge_many, make_workspace, rung
 
+pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
+
 # fixture -> (rung that must fail, words the error must contain; "|" separates alternatives)
 EXPECTED_FAILURES = {
     "syntax_error": ("load", "syntax_error.py:5"),

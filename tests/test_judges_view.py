@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from kerneltui.core.config import Config, LadderConfig
 from kerneltui.core.scheduler import JudgeLock
 from kerneltui.core.workspace import Workspace
@@ -62,6 +64,7 @@ def test_the_top_line_shows_each_judges_load_and_compacts_when_narrow() -> None:
     assert [judge_label(s) for s in far] == ["box:GPU1", "box", "J2"]
 
 
+@pytest.mark.slow
 async def test_the_judges_view_lists_two_judges_and_counts_what_each_judged(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     config = Config(ladder=LadderConfig(judges=2, debounce=0.2))
@@ -81,6 +84,7 @@ async def test_the_judges_view_lists_two_judges_and_counts_what_each_judged(tmp_
         await wait_for(lambda: "judges 0/2 busy" in screen_lines(app)[0], pilot, timeout=10)
 
 
+@pytest.mark.slow
 async def test_the_judges_view_says_when_judging_is_off_or_done_by_another_kerneltui(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     async with KernelTUI(Workspace(folder.parent), run_scheduler=False).run_test(size=SIZE) as pilot:

@@ -30,7 +30,7 @@ TOOLS = {
 CLIENT = "pytest-agent"
 RUNGS = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def server_args(workspace: Path, *extra: str) -> list[str]:

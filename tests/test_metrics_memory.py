@@ -39,6 +39,7 @@ print(json.dumps({"ok": result.ok, "err": result.err, "metrics": result.metrics}
 """
 
 
+@pytest.mark.slow
 def test_a_big_output_is_compared_under_a_memory_cap() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _CAPPED_COMPARE],

@@ -13,6 +13,8 @@ from harness.options import Options
 from harness.workers import WorkerProcess
 from tests.conftest import add_version, judge_many, make_workspace, rung
 
+pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
+
 RUNGS = ["load", "compile", "correctness", "dumps"]
 
 

@@ -296,18 +296,21 @@ def correctness_err(evaluation: dict) -> str | None:
     return rung(evaluation, "correctness")["err"]
 
 
+@pytest.mark.slow
 def test_dict_and_nested_tuple_inputs_reach_the_version_as_made(judged: dict[str, dict]) -> None:
     honest = judged["honest"]
     assert honest["status"] == "pass", correctness_err(honest)
     assert rung(honest, "correctness")["metrics"]["max_abs"] == 0.0
 
 
+@pytest.mark.slow
 def test_a_tensor_changed_inside_a_dict_s_tuple_is_caught(judged: dict[str, dict]) -> None:
     err = correctness_err(judged["zeroes_pair"])
     assert judged["zeroes_pair"]["status"] == "fail"
     assert err is not None and "custom_kernel modified its input 0['pair'][1] in place" in err, err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="this torch has no fp4")
 def test_an_input_the_reference_never_reads_may_be_written(judged: dict[str, dict]) -> None:
     # GPU MODE's matmul and prefix-sum solutions write the empty output tensor in data: failed as modifying an input
@@ -316,17 +319,20 @@ def test_an_input_the_reference_never_reads_may_be_written(judged: dict[str, dic
     assert err is not None and "modified its input 0[0] in place" in err
 
 
+@pytest.mark.slow
 def test_fp8_and_fp4_inputs_cross_to_the_worker_as_their_bytes(judged: dict[str, dict]) -> None:
     assert judged["fp8_honest"]["status"] == "pass", correctness_err(judged["fp8_honest"])
     err = correctness_err(judged["fp4_scribbles"])
     assert err is not None and "modified its input 2 in place (" in err and "elements changed" in err, err
 
 
+@pytest.mark.slow
 def test_a_tensor_changed_inside_a_dict_is_caught(judged: dict[str, dict]) -> None:
     err = correctness_err(judged["scales_x"])
     assert err is not None and "custom_kernel modified its input 0['x'] in place" in err, err
 
 
+@pytest.mark.slow
 def test_a_check_without_tolerance_passes_ties_in_another_order(judged: dict[str, dict]) -> None:
     """The reference's argsort is stable; the version's puts ties the other way round: right, and not equal."""
     ties = judged["ties_reversed"]
@@ -334,12 +340,14 @@ def test_a_check_without_tolerance_passes_ties_in_another_order(judged: dict[str
     assert rung(ties, "correctness")["metrics"]["max_abs"] > 0  # the errors against the reference, reported beside
 
 
+@pytest.mark.slow
 def test_a_check_without_tolerance_fails_a_wrong_order(judged: dict[str, dict]) -> None:
     err = correctness_err(judged["descending"])
     assert judged["descending"]["status"] == "fail"
     assert err is not None and err.endswith("the problem's check: does not sort the input"), err
 
 
+@pytest.mark.slow
 def test_several_outputs_of_different_dtypes_each_have_their_tolerance(judged: dict[str, dict]) -> None:
     assert judged["topk"]["status"] == "pass", correctness_err(judged["topk"])
     assert judged["values_off_a_little"]["status"] == "pass", correctness_err(judged["values_off_a_little"])
@@ -347,6 +355,7 @@ def test_several_outputs_of_different_dtypes_each_have_their_tolerance(judged: d
     assert err is not None and "output 1: 12 of 12 elements (100%) differ (compared exactly)" in err, err
 
 
+@pytest.mark.slow
 def test_the_wrong_number_or_dtype_of_outputs_is_said(judged: dict[str, dict]) -> None:
     err = correctness_err(judged["values_only"])
     said = "returned 1 output; the reference returns a tuple of 2: bfloat16 of shape (3, 4), int64 of shape (3, 4)"
@@ -355,6 +364,7 @@ def test_the_wrong_number_or_dtype_of_outputs_is_said(judged: dict[str, dict]) -
     assert err is not None and "output 1 has dtype torch.int32; the reference's is torch.int64" in err, err
 
 
+@pytest.mark.slow
 def test_make_inputs_returning_a_bare_tensor_is_the_problem_s_error(judged: dict[str, dict]) -> None:
     refused = judged["doubles"]
     assert "error" in refused, refused
@@ -362,6 +372,7 @@ def test_make_inputs_returning_a_bare_tensor_is_the_problem_s_error(judged: dict
     assert "return (x,)" in refused["error"]
 
 
+@pytest.mark.slow
 def test_a_bare_tensor_is_the_problem_s_error_with_the_fix_named_whichever_rungs_run(tmp_path: Path) -> None:
     (version,) = write_problem(tmp_path / "ws", "bare", BARE_TENSOR, {"v001": DOUBLE_VERSION})
     refused = judge_many([version], rungs=["load", "compile", "correctness"])["v001"]
@@ -401,6 +412,7 @@ def test_inputs_that_can_be_sent_pass_as_a_tuple(tmp_path: Path) -> None:
     assert torch.equal(inputs[0]["pair"][1], again[0]["pair"][1])  # the same seed makes the same inputs
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAS_CUDA, reason="says what a machine without a GPU does")
 def test_inputs_made_on_a_gpu_are_said_to_need_one_on_a_machine_without(tmp_path: Path) -> None:
     (version,) = write_problem(tmp_path / "ws", "ongpu", GPU_INPUTS, {"v001": DOUBLE_VERSION})

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import add_version, judge_many, make_workspace, run, rung
 
+pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
+
 RUNGS = ["load", "correctness", "benchmark"]
 
 

@@ -114,6 +114,7 @@ def test_the_call_is_summed_and_the_longest_kernel_leads(tmp_path: Path) -> None
     assert "2 kernel(s)" in line and "DRAM 201.0 MB at 4020 GB/s" in line and "occupancy 85%" in line
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: tests/test_gpu.py profiles")
 def test_profile_is_asked_for_and_says_why_it_cannot_run_here(workspace: Path) -> None:
     from tests.conftest import judge_many
@@ -126,6 +127,7 @@ def test_profile_is_asked_for_and_says_why_it_cannot_run_here(workspace: Path) -
     assert "profile" not in {r["name"] for r in default["rungs"]}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: tests/test_gpu.py profiles")
 def test_kerneltui_profile_records_the_rung_and_says_why_it_was_skipped(workspace: Path) -> None:
     from tests.conftest import kerneltui
@@ -166,6 +168,7 @@ def test_a_profile_sits_beside_the_versions_evaluation(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_a_profile_asked_of_the_session_is_judged_with_the_profile_rungs(tmp_path: Path) -> None:
     """The dashboard's `p`: the Session queues a profile; the scheduler's judge runs load, compile, correctness
     and profile on it (skipped here: no GPU), recorded as a profile beside the version's evaluation."""
@@ -324,6 +327,7 @@ def test_the_profile_shows_in_kernel_regions_with_or_without_nsight_compute() ->
     assert "in-kernel regions: proton: boom" in profile_text(noted)
 
 
+@pytest.mark.slow
 def test_a_version_that_marks_regions_still_runs_with_no_gpu(tmp_path: Path) -> None:
     """The interpreter cannot run proton's region marks (ValueError: `_semantic` argument must be provided): a
     version that marks regions for the GPU's profile failed its correctness on every machine with no GPU."""

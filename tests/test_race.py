@@ -182,6 +182,7 @@ def test_the_reference_is_timed_once_per_problem_and_case_for_ten_minutes(monkey
     assert len(timed) == 4
 
 
+@pytest.mark.slow
 def test_the_best_is_started_and_loaded_once_for_every_race_against_it(
     workspace: Path, shared_ladder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,8 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 SLOW = '''"""Masked add, slow to import: time to kill the node judging it."""
 import time
 
+pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
+
 time.sleep(6)
 ''' + (Path(__file__).parent / "fixtures" / "versions" / "good.py").read_text().split('"""', 2)[2]
 FAST_HEALTH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500, "health_check_failure_threshold": 3}

@@ -89,6 +89,7 @@ def ssh_scheduler(workspace: Path, port: int, options: list[str], remote: Path) 
     return Scheduler(Workspace(workspace), config.ladder, events.put), events
 
 
+@pytest.mark.slow
 def test_versions_are_judged_over_ssh_and_their_dumps_come_back_but_not_a_problem_too_big_to_send(
     sshd: tuple[int, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +131,7 @@ def test_versions_are_judged_over_ssh_and_their_dumps_come_back_but_not_a_proble
     assert not list((tmp_path / "remote" / "work").iterdir())  # work folders are removed once judged
 
 
+@pytest.mark.slow
 def test_a_connection_lost_mid_evaluation_is_judged_again_not_failed(
     sshd: tuple[int, list[str]], tmp_path: Path
 ) -> None:
@@ -157,6 +159,7 @@ def test_a_connection_lost_mid_evaluation_is_judged_again_not_failed(
         scheduler.stop()
 
 
+@pytest.mark.slow
 def test_an_unreachable_host_is_said_and_nothing_is_failed(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "good", "v001.py")
@@ -212,6 +215,7 @@ def test_a_bad_executor_on_the_command_line_is_a_usage_error(tmp_path: Path) -> 
     assert done.returncode == 2 and "--executor: executor 'slurm://x'" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_a_remote_python_without_torch_is_said(sshd: tuple[int, list[str]], tmp_path: Path) -> None:
     """A remote judge that could not start (no torch in that Python) left the judge never ready, and nothing said."""
     port, options = sshd
@@ -234,6 +238,7 @@ def test_a_remote_python_without_torch_is_said(sshd: tuple[int, list[str]], tmp_
         scheduler.stop()
 
 
+@pytest.mark.slow
 def test_kerneltui_eval_judges_on_the_executor_given(sshd: tuple[int, list[str]], tmp_path: Path) -> None:
     """`kerneltui eval VERSION --executor ssh://...`: one version judged on the GPU box, recorded here."""
     import json

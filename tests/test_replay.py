@@ -37,6 +37,7 @@ def test_the_demo_leaves_out_a_session_whose_dsl_is_not_installed(monkeypatch: p
     assert load_recording(builtin_recordings()["softmax"]).missing_dsls() == []
 
 
+@pytest.mark.slow
 def test_the_cutedsl_session_replays_through_the_ladder(tmp_path: Path) -> None:
     pytest.importorskip("cutlass.cute")
     workspace = tmp_path / "kernels"

@@ -156,6 +156,7 @@ def test_changes_to_nested_inputs_are_named() -> None:
     assert mutated_inputs(pristine, in_dict) == "custom_kernel changed input 2['scale'] from 0.5 to 0.0"
 
 
+@pytest.mark.slow
 def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -> None:
     """`--rungs correctness,dumps` ran correctness with no loaded version (the judge failed: KeyError) and
     dumps showed ✓ for a version that does not even parse."""
@@ -212,6 +213,7 @@ def test_kernels_the_worker_compiled_before_the_version_are_not_listed(tmp_path:
     assert [k.name for k in collect_triton(scratch, tmp_path / "own", skip={"AAA"})] == ["softmax_kernel"]
 
 
+@pytest.mark.slow
 def test_each_dumped_kernel_carries_the_constexprs_it_was_compiled_with(workspace: Path) -> None:
     """The Asm pane's header names a specialisation (BLOCK=1024, 4 warps), not only add_kernel-2."""
     path = add_version(workspace, "good", "v001.py")

@@ -21,6 +21,7 @@ exit 3
 """
 
 
+@pytest.mark.slow
 def test_a_judge_that_dies_after_ready_does_not_stop_the_scheduler(tmp_path: Path) -> None:
     """Sending a version to a judge that died after saying ready raised BrokenPipeError in the scheduler's
     thread, which ended it: judging stopped with nothing said."""
@@ -48,6 +49,7 @@ def test_a_judge_that_dies_after_ready_does_not_stop_the_scheduler(tmp_path: Pat
         scheduler.stop()
 
 
+@pytest.mark.slow
 def test_a_changed_problem_is_judged_again_when_the_config_says_so(tmp_path: Path) -> None:
     """[ladder] rejudge_stale: every version judged against the old problem.py is judged again against the new."""
     folder = make_workspace(tmp_path / "ws")
@@ -78,6 +80,7 @@ def test_a_changed_problem_is_judged_again_when_the_config_says_so(tmp_path: Pat
         scheduler.stop()
 
 
+@pytest.mark.slow
 def test_a_file_named_like_a_version_that_is_not_one_is_named_once(tmp_path: Path) -> None:
     """v008_fast.py was ignored without a word: the agent or the person never learnt why it was not judged."""
     folder = make_workspace(tmp_path / "ws")

@@ -150,6 +150,7 @@ def custom_kernel(a, b):
 '''
 
 
+@pytest.mark.slow
 def test_a_worker_judges_large_inputs_through_the_block_and_cannot_pull_it_from_under_the_judge(
     tmp_path: Path,
 ) -> None:

@@ -36,6 +36,7 @@ def test_the_judge_never_imports_tilelang() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_without_tilelang_the_load_rung_names_the_extra_to_install(tmp_path: Path) -> None:
     """A Python without TileLang (here: one that hides it) fails the version at load, saying what to install;
     it is the version's failure to load, not a crash of its worker."""
@@ -52,6 +53,7 @@ def test_without_tilelang_the_load_rung_names_the_extra_to_install(tmp_path: Pat
     assert rung(evaluation, "compile")["ok"] is None
 
 
+@pytest.mark.slow
 @needs_tilelang
 def test_tilelang_output_allocated_by_the_kernel_compiles_ahead_of_time(tmp_path: Path) -> None:
     """out_idx: TileLang allocates and returns the output. With no GPU the kernel is lowered and compiled for
@@ -75,6 +77,7 @@ def test_tilelang_output_allocated_by_the_kernel_compiles_ahead_of_time(tmp_path
         assert compiled["kernels"][0]["registers"] > 0
 
 
+@pytest.mark.slow
 @needs_tilelang
 def test_tilelang_shared_memory_past_the_arch_limit_fails_the_compile_rung(tmp_path: Path) -> None:
     """TileLang's tiles live in dynamic shared memory, which the cubin does not list: the amount the kernel

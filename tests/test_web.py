@@ -210,6 +210,7 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="no chromium binary on PATH (apt-get install chromium)")
 async def test_chromium_draws_the_dashboard(served: Served, tmp_path: Path) -> None:
     """Headless Chromium driven through its DevTools protocol: --screenshot with --virtual-time-budget does not
