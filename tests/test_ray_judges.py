@@ -19,11 +19,10 @@ from tests.conftest import add_version, make_workspace
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
+pytestmark = pytest.mark.slow  # a Ray cluster, and versions judged on it
 
 SLOW = '''"""Masked add, slow to import: time to kill the node judging it."""
 import time
-
-pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
 
 time.sleep(6)
 ''' + (Path(__file__).parent / "fixtures" / "versions" / "good.py").read_text().split('"""', 2)[2]
