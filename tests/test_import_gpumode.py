@@ -123,6 +123,7 @@ def test_import_maps_the_format_onto_a_native_problem(judged: tuple[dict[str, di
     assert (ws / "vectoradd_py" / "v001.py").read_text().startswith('"""GPU MODE solutions/correct/triton_add.py')
 
 
+@pytest.mark.slow
 def test_correct_solutions_pass_and_wrong_ones_fail_with_the_check_message(
     judged: tuple[dict[str, dict], Path],
 ) -> None:
@@ -143,6 +144,7 @@ def test_correct_solutions_pass_and_wrong_ones_fail_with_the_check_message(
     assert into_a["ok"] is False and "modified its input 0[0] in place" in into_a["err"]
 
 
+@pytest.mark.slow
 def test_native_check_beside_the_tolerance_and_outputs_left_in_buffers(judged: tuple[dict[str, dict], Path]) -> None:
     results, _ = judged
     good = results["twice/v001.py"]
@@ -152,6 +154,7 @@ def test_native_check_beside_the_tolerance_and_outputs_left_in_buffers(judged: t
     assert hair["ok"] is False and hair["err"].endswith("the problem's check: not exactly twice x")
 
 
+@pytest.mark.slow
 def test_a_problem_whose_inputs_fail_is_the_problems_error(judged: tuple[dict[str, dict], Path]) -> None:
     results, _ = judged
     error = results["broken/vectoradd_py/v001.py"]["error"]
@@ -197,6 +200,7 @@ def test_inputs_that_need_a_gpu_are_said_to(tmp_path: Path) -> None:
             problem.make_inputs({"size": 4}, 1, torch.device("cpu"))
 
 
+@pytest.mark.slow
 def test_export_writes_a_submission(judged: tuple[dict[str, dict], Path], tmp_path: Path) -> None:
     _, ws = judged
     done = kerneltui("export", "vectoradd_py", "--format", "gpumode", "--version", "v001", "--workspace", str(ws))

@@ -69,6 +69,7 @@ def test_import_writes_a_native_problem_beside_the_file(imported: Path) -> None:
     assert load_problem(imported / "leaky_relu").cases == [{"batch_size": 8, "dim": 1000}]
 
 
+@pytest.mark.slow
 def test_weights_are_made_once_per_seed_and_reach_the_reference(imported: Path) -> None:
     problem = load_problem(imported / "linear_relu")
     source = problem.module.source
@@ -91,6 +92,7 @@ def test_weights_are_made_once_per_seed_and_reach_the_reference(imported: Path) 
     torch.testing.assert_close(first, torch.relu(x @ w.T + b))  # the reference uses the weights it is sent
 
 
+@pytest.mark.slow
 def test_cost_counts_bytes_and_matmul_flops(imported: Path) -> None:
     problem = load_problem(imported / "linear_relu")
     cost = problem.cost_of(problem.bench_cases[0])
@@ -116,6 +118,7 @@ def test_modelnew_and_custom_kernel_versions_are_judged(judged: dict[str, dict])
     assert judged["leaky_relu/v001"]["status"] == "pass"
 
 
+@pytest.mark.slow
 def test_wrong_and_torch_computing_versions_are_caught(judged: dict[str, dict]) -> None:
     wrong = rung(judged["leaky_relu/v002"], "correctness")
     assert not wrong["ok"] and "batch_size=8 dim=1000" in wrong["err"] and "outside atol 0.0001" in wrong["err"]
@@ -127,6 +130,7 @@ def test_wrong_and_torch_computing_versions_are_caught(judged: dict[str, dict]) 
     assert not native["ok"] and "ModelNew needs a KernelBench problem's inputs" in native["err"]
 
 
+@pytest.mark.slow
 def test_export_round_trip(judged: dict[str, dict], imported: Path) -> None:
     """v002 (custom_kernel) exported as a KernelBench submission, then judged as a version: its ModelNew."""
     exported = judged["linear_relu/v005"]
@@ -137,6 +141,7 @@ def test_export_round_trip(judged: dict[str, dict], imported: Path) -> None:
     assert "class ModelNew(_KernelBenchModel)" in text and "def custom_kernel" in text
 
 
+@pytest.mark.slow
 def test_export_of_a_modelnew_version_is_the_file_itself(imported: Path) -> None:
     path = imported / "leaky_relu" / "v001.py"
     if not path.exists():
@@ -209,6 +214,7 @@ def test_a_model_that_needs_values_to_be_built_still_imports(tmp_path: Path) -> 
     assert problem.cost_of(problem.bench_cases[0])["bytes"] == 2 * 4 * 8 * 4096
 
 
+@pytest.mark.slow
 def test_the_agents_prompt_offers_modelnew_on_a_kernelbench_problem(imported: Path) -> None:
     from agents.prompt import task_prompt
     from kerneltui.core.agent_host import problem_info

@@ -208,6 +208,7 @@ def test_agents_are_told_why_a_version_is_flagged(tmp_path: Path) -> None:
     assert "best passing so far: v002" in judged.summary
 
 
+@pytest.mark.slow
 def test_the_cli_never_prints_a_raw_control_character(tmp_path: Path) -> None:
     """A problem folder whose name retitles the terminal (ESC ] 0 ; ... BEL) is shown written out."""
     folder = tmp_path / "ws" / "ev\x1b]0;pwned\x07il"
