@@ -27,8 +27,11 @@ HAS_CUDA = os.path.exists("/dev/nvidiactl")
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every judge and worker the run starts writes a "start" line to the trace (KERNELTUI_TRACE), before any
-    harness module reads where it goes: counted at the end, by test."""
-    if not os.environ.get("KERNELTUI_TRACE") or hasattr(config, "workerinput"):  # each process of xdist's its own
+    harness module reads where it goes: counted at the end, by test.
+    Under xdist (`-n`) each worker has its own trace and shared judges; the controller runs no test."""
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    if not os.environ.get("KERNELTUI_TRACE") or hasattr(config, "workerinput"):
         trace = Path(tempfile.mkdtemp(prefix="kerneltui-tests-")) / "trace.jsonl"
         trace.touch()
         os.environ["KERNELTUI_TRACE"] = str(trace)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import add_version, judge_many, make_workspace, run, rung
+from tests.conftest import add_version, judge_many, kerneltui, make_workspace, rung
 
 pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
 
@@ -61,11 +61,11 @@ def test_a_problem_rung_that_raises_is_the_problem_s_error(tmp_path: Path) -> No
 
 
 def test_a_problem_rung_named_like_a_built_in_one_is_refused(tmp_path: Path) -> None:
-    """As `python -m harness` says a bad problem: exit 2, the reason on stderr."""
+    """As `kerneltui eval` says a bad problem: exit 2, the reason on stderr."""
     folder = make_workspace(tmp_path / "ws", "unitrows")
     problem = folder / "problem.py"
     problem.write_text(problem.read_text().replace('@rung("unit_length")', '@rung("benchmark")'))
-    done = run(["-m", "harness", str(add_version(folder, "unit_rows")), "--json", "--rungs", "load"])
+    done = kerneltui("eval", str(add_version(folder, "unit_rows")), "--json", "--rungs", "load")
     assert done.returncode == 2 and "rung 'benchmark' in problem.py has a built-in rung's name" in done.stderr
 
 
