@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections import OrderedDict
 from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -263,20 +265,53 @@ def _ptxas_spills(kernel: Kernel) -> int | None:
     return sum(int(a) + int(b) for a, b in found) if code == 0 and found else None
 
 
+class Listings:
+    """SASS listings by the tool that made them and the cubin's bytes: a judge disassembles the same cubin again
+    for every version that compiles a kernel unchanged (a rewrite of its notes, a version judged again, a race's
+    best), and nvdisasm costs ~0.3 s a call. Bounded by the characters it holds, oldest dropped first."""
+
+    def __init__(self, max_chars: int = 32 << 20) -> None:
+        self.max_chars = max_chars
+        self.held: OrderedDict[str, str] = OrderedDict()
+        self.chars = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self.lock:
+            if key in self.held:
+                self.held.move_to_end(key)
+            return self.held.get(key)
+
+    def put(self, key: str, text: str) -> None:
+        with self.lock:
+            if key in self.held or len(text) > self.max_chars:
+                return
+            self.held[key] = text
+            self.chars += len(text)
+            while self.chars > self.max_chars:
+                self.chars -= len(self.held.popitem(last=False)[1])
+
+
+LISTINGS = Listings()
+
+
 def disassemble(cubin: Path | None) -> str | None:
     """SASS with source lines interleaved (nvdisasm -g), or cuobjdump's plain listing."""
     if cubin is None:
         return None
-    nvdisasm = find_tool("nvdisasm")
-    if nvdisasm:
-        code, text = _run_tool([nvdisasm, "-c", "-g", str(cubin)])
-        if code == 0 and text.strip():
-            return text
-    cuobjdump = find_tool("cuobjdump")
-    if cuobjdump:
-        code, text = _run_tool([cuobjdump, "--dump-sass", str(cubin)])
-        if code == 0:
-            return text
+    digest = hashlib.sha256(cubin.read_bytes()).hexdigest()
+    for name, args in (("nvdisasm", ["-c", "-g"]), ("cuobjdump", ["--dump-sass"])):
+        tool = find_tool(name)
+        if not tool:
+            continue
+        key = f"{tool}\0{digest}"
+        text = LISTINGS.get(key)
+        if text is None:
+            code, text = _run_tool([tool, *args, str(cubin)])
+            if code != 0 or not text.strip():
+                continue
+            LISTINGS.put(key, text)
+        return text
     return None
 
 

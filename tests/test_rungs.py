@@ -290,3 +290,34 @@ def test_the_next_bench_cases_inputs_are_made_while_one_is_timed() -> None:
             assert float(bench.values[0][0]) == i
             if i < 2:  # the next case's inputs come while this one is in hand, not after
                 assert made[i + 1].wait(timeout=60)
+
+
+def test_a_cubin_disassembled_before_is_not_disassembled_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvdisasm costs ~0.3 s a cubin: the same bytes (a version rewritten but for its notes, a version judged
+    again) reuse the listing; other bytes, or another disassembler, do not."""
+    from harness import dumps
+
+    calls = tmp_path / "calls"
+    tool = tmp_path / "nvdisasm"
+    tool.write_text(f'#!/bin/sh\necho "$@" >> {calls}\necho "SASS of $(cat "$3")"\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("KERNELTUI_NVDISASM", str(tool))
+    monkeypatch.setattr(dumps, "LISTINGS", dumps.Listings())
+    first, same, other = (tmp_path / name for name in ("a.cubin", "b.cubin", "c.cubin"))
+    first.write_bytes(b"kernel one")
+    same.write_bytes(b"kernel one")
+    other.write_bytes(b"kernel two")
+    assert [dumps.disassemble(p) for p in (first, same, other)] == [
+        "SASS of kernel one\n",
+        "SASS of kernel one\n",
+        "SASS of kernel two\n",
+    ]
+    assert len(calls.read_text().splitlines()) == 2
+    moved = tmp_path / "other-nvdisasm"
+    tool.rename(moved)
+    monkeypatch.setenv("KERNELTUI_NVDISASM", str(moved))
+    assert dumps.disassemble(first) == "SASS of kernel one\n" and len(calls.read_text().splitlines()) == 3
+    small = dumps.Listings(max_chars=30)
+    small.put("a", "x" * 20)
+    small.put("b", "y" * 20)
+    assert small.get("a") is None and small.get("b") == "y" * 20
