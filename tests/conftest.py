@@ -23,6 +23,11 @@ VERSIONS = FIXTURES / "versions"  # honest versions, and ones that break (hang, 
 EXPLOITS = Path(__file__).parent / "exploits"  # versions that cheat the judge or attack its box
 REPO = Path(__file__).parent.parent
 HAS_CUDA = os.path.exists("/dev/nvidiactl")
+# For tests about what surrounds a verdict (the agent loop, the dashboard's queue, the history): versions judged
+# through correctness only. Compile, benchmark and dumps are tested on their own; in each of these tests they
+# would cost a compile worker and its compiles per version.
+VERDICT_RUNGS = ("load", "correctness")
+VERDICT_LADDER = '[ladder]\nrungs = ["load", "correctness"]\n'
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,7 +19,7 @@ import pytest
 from kerneltui.core.config import Config
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.app import KernelTUI
-from tests.conftest import FIXTURES, REPO, kerneltui, make_workspace
+from tests.conftest import FIXTURES, REPO, VERDICT_LADDER, VERDICT_RUNGS, kerneltui, make_workspace
 from tests.test_dashboard import SIZE, wait_for
 
 AGENT = f"{sys.executable} {FIXTURES / 'acp_agent.py'}"
@@ -46,7 +46,7 @@ def heard(workspace: Path, text: str) -> bool:
 def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path / "ws").parent
     config, spec = tmp_path / "config.toml", tmp_path / "mcp-spec.json"
-    config.write_text("[ladder]\ntimeout = 30\n")
+    config.write_text(VERDICT_LADDER + "timeout = 30\n")
     argv = [
         sys.executable,
         "-m",
@@ -142,6 +142,7 @@ async def test_dashboard_asks_permission_inline_interrupts_and_stops(
     workspace = Workspace(make_workspace(tmp_path / "ws").parent)
     config = Config()
     config.agent.backend, config.agent.acp, config.agent.permissions = "acp", AGENT, "ask"
+    config.ladder.options = config.ladder.options.updated({"rungs": VERDICT_RUNGS})
     app = KernelTUI(workspace, config)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: app.scheduler is not None and app.snapshot.problem == "vadd", pilot, timeout=30)
@@ -168,6 +169,8 @@ async def test_dashboard_asks_permission_inline_interrupts_and_stops(
 def headless(workspace: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "kerneltui", "agent", "vadd", "--workspace", str(workspace), "--acp", AGENT]
     argv += ["--permissions", "allow", *extra]
+    if "--config" not in extra:
+        argv += ["--config", with_config(workspace, "")]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
 
 
@@ -197,6 +200,7 @@ def test_sigterm_stops_an_agent_deaf_to_cancel_and_closes_its_session(tmp_path: 
     """SIGTERM (or Ctrl-C) during a slow cancel exited 0 and left the session open in the history."""
     workspace = make_workspace(tmp_path / "ws").parent
     argv = [sys.executable, "-m", "kerneltui", "agent", "vadd", "--workspace", str(workspace), "--acp", AGENT]
+    argv += ["--config", with_config(workspace, "")]
     env = dict(os.environ, ACP_SCRIPT_LONG="1", ACP_SCRIPT_IGNORE_CANCEL="1")
     agent = subprocess.Popen([*argv, "--permissions", "allow"], cwd=REPO, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
@@ -218,7 +222,7 @@ def test_sigterm_stops_an_agent_deaf_to_cancel_and_closes_its_session(tmp_path: 
 
 def with_config(workspace: Path, text: str) -> str:
     path = workspace / "agent-config.toml"
-    path.write_text(text)
+    path.write_text(VERDICT_LADDER + text)
     return str(path)
 
 

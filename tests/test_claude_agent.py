@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import VERSIONS, kerneltui, make_workspace, run
+from tests.conftest import VERDICT_LADDER, VERSIONS, kerneltui, make_workspace, run
 from tests.messages_api import MessagesAPI, Reply, error, text, tool_use
 
 GOOD = (VERSIONS / "good.py").read_text()
@@ -48,7 +48,8 @@ def test_claude_writes_versions_reads_results_takes_guidance_and_stops(tmp_path:
     folder = make_workspace(tmp_path / "ws")
     workspace = folder.parent
     config = tmp_path / "config.toml"
-    config.write_text('[agent]\nmodel = "claude-sonnet-4-6"\ntimeout = 30\nretry_wait = 0.1\n[ladder]\ntimeout = 20\n')
+    agent = '[agent]\nmodel = "claude-sonnet-4-6"\ntimeout = 30\nretry_wait = 0.1\n'
+    config.write_text(agent + VERDICT_LADDER + "timeout = 20\n")
 
     def script(number: int, body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]
@@ -110,7 +111,7 @@ def test_api_errors_are_retried_or_reported_and_nothing_is_lost(tmp_path: Path) 
     folder = make_workspace(tmp_path / "ws")
     workspace = folder.parent
     config = tmp_path / "config.toml"
-    config.write_text("[agent]\ntimeout = 1.5\nmax_retries = 3\nretry_wait = 0.1\nstream = true\n")
+    config.write_text("[agent]\ntimeout = 1.5\nmax_retries = 3\nretry_wait = 0.1\nstream = true\n" + VERDICT_LADDER)
     replies = {
         1: error(429, "rate_limit_error", "slow down", **{"retry-after-ms": "20"}),  # the SDK retries these three
         2: error(529, "overloaded_error", "Overloaded", **{"retry-after-ms": "20"}),
@@ -157,7 +158,7 @@ def test_without_credentials_the_agent_says_what_to_set(tmp_path: Path) -> None:
 def test_budgets_stop_the_agent(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     config = tmp_path / "config.toml"
-    config.write_text("[agent]\nretry_wait = 0.1\nstream = false\n")  # plain JSON replies this time
+    config.write_text("[agent]\nretry_wait = 0.1\nstream = false\n" + VERDICT_LADDER)  # plain JSON replies this time
 
     def script(number: int, body: dict[str, Any]) -> Reply:
         assert not body.get("stream")
@@ -189,7 +190,7 @@ def test_budget_reasons() -> None:
 def test_a_reply_cut_at_max_tokens_is_continued(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     config = tmp_path / "config.toml"
-    config.write_text("[agent]\nretry_wait = 0.1\n")
+    config.write_text("[agent]\nretry_wait = 0.1\n" + VERDICT_LADDER)
 
     def script(number: int, body: dict[str, Any]) -> Reply:
         if number == 1:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import add_version, judge_many, kerneltui, run
+from tests.conftest import VERDICT_RUNGS, add_version, judge_many, kerneltui, run
 
 
 @pytest.mark.slow
@@ -66,7 +66,7 @@ def test_bad_usage_exits_two(workspace: Path) -> None:
 @pytest.mark.slow
 def test_history_newest_first_and_rewrites_kept(workspace: Path) -> None:
     version = add_version(workspace, "good", "v001.py")
-    rungs = ("--rungs", "load,compile,correctness")
+    rungs = ("--rungs", ",".join(VERDICT_RUNGS))
     assert kerneltui("eval", str(version), *rungs).returncode == 0
     version.write_text(version.read_text().replace("BLOCK 1024.", "BLOCK 1024, rewritten."))
     assert kerneltui("eval", str(version), *rungs).returncode == 0

@@ -26,7 +26,7 @@ from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane
 from kerneltui.ui.widgets.versions import VersionTable
 from tests import dashboard_fixtures
-from tests.conftest import FIXTURES, VERSIONS, add_version, kerneltui, make_workspace
+from tests.conftest import FIXTURES, VERDICT_RUNGS, VERSIONS, add_version, kerneltui, make_workspace
 from tests.dashboard_fixtures import judged
 
 SIZE = (160, 48)
@@ -62,7 +62,7 @@ def history(tmp_path: Path) -> Workspace:
 async def test_two_piece_write_is_one_evaluation_and_its_row_progresses(tmp_path: Path) -> None:
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "hang", "v001.py")  # keeps the judge busy, so the next version waits in the queue
-    config = Config(ladder=LadderConfig(debounce=0.2, options=Options(timeout=4)))
+    config = Config(ladder=LadderConfig(debounce=0.2, options=Options(timeout=4, rungs=VERDICT_RUNGS)))
     app = KernelTUI(Workspace(folder.parent), config)
     seen: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
@@ -395,7 +395,7 @@ async def test_queue_survives_a_restart_and_files_written_while_away_are_judged(
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: status_of(app, "v001") == "queued", pilot)
     add_version(folder, "nan_output", "v002.py")  # written while kerneltui was not running
-    app = KernelTUI(workspace, Config(ladder=LadderConfig(options=Options(timeout=10))))
+    app = KernelTUI(workspace, Config(ladder=LadderConfig(options=Options(timeout=10, rungs=VERDICT_RUNGS))))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: status_of(app, "v001") == "pass" and status_of(app, "v002") == "fail", pilot, 180)
         await wait_for(lambda: notified(app, "queue empty"), pilot, timeout=10)
