@@ -45,18 +45,6 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["KERNELTUI_JUDGE_HUB"] = str(judges.hub.path)
 
 
-@pytest.fixture(scope="session")
-def shared_ladder() -> Iterator[Any]:
-    """One judge in this process (a harness.ladder.Ladder and its pool), for the tests that reach into a judge's
-    methods; each sets the options it judges with (monkeypatch.setattr(ladder, "options", ...))."""
-    from harness.ladder import Ladder
-    from harness.options import Options
-
-    ladder = Ladder(Options())
-    yield ladder
-    ladder.close()
-
-
 @pytest.fixture
 def own_judges(monkeypatch: pytest.MonkeyPatch) -> None:
     """kerneltui starts judges of its own in this test, as it does for a person: the test is about them."""

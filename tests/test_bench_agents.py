@@ -131,7 +131,9 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     root = tmp_path_factory.mktemp("bench")
     suite, recordings = make_suite(root), make_recordings(root)
     (root / "kerneltui").mkdir()
-    (root / "kerneltui" / "config.toml").write_text("[agent]\nretry_wait = 0.1\n[ladder]\ntimeout = 30\n")
+    # fast_p reads correctness and the benchmark: the compile rung and the dumps are tested on their own
+    ladder = '[ladder]\ntimeout = 30\nrungs = ["load", "correctness", "benchmark", "roofline"]\n'
+    (root / "kerneltui" / "config.toml").write_text("[agent]\nretry_wait = 0.1\n" + ladder)
     with MessagesAPI(claude_script) as api:
         env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "test-key", "XDG_CONFIG_HOME": str(root)}
         args = ["bench-agents", str(suite), "--agent", f"replay:{recordings}", "--agent", "claude:claude-sonnet-4-6"]

@@ -4,14 +4,10 @@ versions that behave otherwise while they are: the verdict still comes from thei
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from harness.ladder import Ladder
-from harness.options import Options
-from harness.workers import WorkerProcess
-from tests.conftest import add_version, judge_many, make_workspace, rung
+from tests.conftest import add_version, judge_many, rung
 
 pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
 
@@ -51,29 +47,3 @@ def test_a_bench_case_too_large_for_this_machine_still_compiles_by_its_shape(wor
     compiled = rung(judge_many([path], rungs=["load", "compile"])["v001"], "compile")
     assert compiled["ok"], compiled
     assert "n=1099511627776" in {k["case"] for k in compiled["metrics"]["kernels"]}, compiled
-
-
-def test_a_version_that_does_not_load_again_after_hanging_ahead_fails_with_its_import_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_ladder: Ladder
-) -> None:
-    """The worker that hung compiling ahead is replaced and the version loaded again; should that load fail (an
-    import that differs between workers), the compile rung says so with the import's error. Its fresh worker's
-    reply went unread: the real calls then met a version that was never imported, blamed on it."""
-    folder = make_workspace(tmp_path / "ws")
-    path = add_version(folder, "hangs_when_compiled_ahead", "v001.py")
-    ladder = shared_ladder
-    monkeypatch.setattr(ladder, "options", Options(state_dir=tmp_path / "state", timeout=5, rungs=("load", "compile")))
-    loaded: list[str] = []
-    real_load = ladder.load_source
-
-    def second_load_of_a_mode_fails(worker: WorkerProcess, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        loaded.append(worker.mode)
-        if loaded.count(worker.mode) > 1:
-            return {"ok": False, "err": "ImportError: imports only once"}
-        return real_load(worker, *args, **kwargs)
-
-    monkeypatch.setattr(ladder, "load_source", second_load_of_a_mode_fails)
-    compiled = ladder.evaluate(path).rung("compile")
-    assert compiled is not None and compiled.ok is False, compiled
-    assert compiled.err == "it did not load again in a fresh worker: ImportError: imports only once", compiled
-    assert "timed out" in compiled.metrics["precompile"]["why"], compiled.metrics

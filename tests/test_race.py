@@ -4,7 +4,6 @@ The race itself times on a GPU (tests/test_gpu.py); here the decision and the hi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -180,57 +179,3 @@ def test_the_reference_is_timed_once_per_problem_and_case_for_ten_minutes(monkey
     ladder.reference_times[("a", "n=1")] = (time.monotonic() - REFERENCE_TTL_S - 1, first)
     reference_timing(ladder, problem, "n=1", ())  # type: ignore[arg-type]
     assert len(timed) == 4
-
-
-@pytest.mark.slow
-def test_the_best_is_started_and_loaded_once_for_every_race_against_it(
-    workspace: Path, shared_ladder: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each race took a fresh worker for the best and loaded it: on an H200 the race waited 1.8 s a verdict for
-    that worker to start. The best's worker is now held from one race to the next, until the best changes."""
-    import hashlib
-
-    from harness import race
-    from harness.ladder import VersionRun
-    from harness.problem import load_problem
-    from harness.results import Evaluation
-    from tests.conftest import add_version
-
-    best = add_version(workspace, "good", "v001.py")
-    other = add_version(workspace, "good", "v002.py")
-    other.write_text(other.read_text() + "\n# another best\n")
-    ladder = shared_ladder
-    monkeypatch.setattr(ladder, "options", Options())
-    loads: list[str] = []
-    load_source = ladder.load_source
-    monkeypatch.setattr(
-        ladder,
-        "load_source",
-        lambda worker, data, name, *rest: loads.append(name) or load_source(worker, data, name, *rest),
-    )
-    problem = load_problem(workspace)
-
-    def rival_for(path: Path) -> object:
-        target = {"path": str(path), "hash": hashlib.sha256(path.read_bytes()).hexdigest()}
-        run = VersionRun(
-            problem=problem,
-            path=workspace / "v009.py",
-            ev=Evaluation(problem="vadd", version="v009", path="", hash=""),
-            dsls=[],
-        )
-        worker, note = race._rival(ladder, run, target)
-        assert worker is not None, note
-        assert not run.workers  # not released with the evaluation
-        return worker
-
-    try:
-        first = rival_for(best)
-        assert rival_for(best) is first and loads == ["v001.py"]
-        second = rival_for(other)
-        assert second is not first and loads == ["v001.py", "v002.py"]
-        assert first.proc.wait(timeout=30) is not None  # the former best's worker was released
-        second.kill()
-        assert rival_for(other) is not second  # one that died is started again
-        assert ladder.pool.retire_spares() >= 1 and ladder.pool.held is None
-    finally:
-        ladder.pool.retire_spares()  # the held best's worker, should the test end early
