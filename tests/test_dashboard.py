@@ -751,3 +751,28 @@ async def test_the_problems_pane_gives_way_on_a_narrow_terminal(history: Workspa
         await pilot.resize_terminal(160, 48)
         await wait_for(lambda: len(problems.columns) == 3, pilot)
         assert problems.outer_size.width == 34 and problems.get_row_at(0)[2].plain == "91% ★"
+
+
+@pytest.mark.slow
+async def test_a_problem_added_while_another_is_shown_leaves_the_view_where_it_was(tmp_path: Path) -> None:
+    """Rebuilding the problems table (a problem folder added) put its cursor on the first row, and that highlight
+    was taken as the person's choice: the view jumped to another problem."""
+    from kerneltui.ui.widgets.problems import ProblemTable
+
+    root = tmp_path / "ws"
+    make_workspace(root)
+    shutil.copytree(root / "vadd", root / "mvadd")
+    app = KernelTUI(Workspace(root))  # its scheduler registers the problems it finds, the new one too
+    async with app.run_test(size=SIZE) as pilot:
+        problems = app.query_one("#problems", ProblemTable)
+        await wait_for(lambda: problems.names == ["mvadd", "vadd"], pilot)
+        app.select_problem("vadd")
+        await wait_for(lambda: app.snapshot.problem == "vadd", pilot)
+        shutil.copytree(root / "vadd", root / "avadd")
+        await wait_for(lambda: "avadd" in problems.names, pilot)
+        for _ in range(10):  # the spurious highlight's snapshot took well under this
+            await pilot.pause(0.1)
+            assert app.snapshot.problem == "vadd" and problems.selected == "vadd", (
+                app.snapshot.problem,
+                problems.selected,
+            )

@@ -55,7 +55,7 @@ class PaneLoading(DashboardBase):
         snapshot = message.snapshot
         changed_problem = snapshot.problem != self.snapshot.problem
         self.snapshot = snapshot
-        self.query_one("#problems", ProblemTable).show(snapshot.problems)
+        self.query_one("#problems", ProblemTable).show(snapshot.problems, snapshot.problem)
         table = self.query_one("#versions", VersionTable)
         table.show(filter_rows(snapshot.versions, self.version_filter), changed_problem, snapshot.versions)
         title = Text(f" {snapshot.problem or 'no problems yet'}", style="bold")

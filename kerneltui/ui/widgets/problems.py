@@ -59,12 +59,13 @@ class ProblemTable(DataTable[Text]):
             return
         self.columns_shown = columns
         keep = self.selected
-        self.clear(columns=True)
-        self._add_columns()
-        self.names = []
-        self.show(self.rows_shown)
-        if keep in self.names:
-            self.move_cursor(row=self.names.index(keep), animate=False)
+        with self.prevent(DataTable.RowHighlighted):  # rebuilt, not the person choosing a problem
+            self.clear(columns=True)
+            self._add_columns()
+            self.names = []
+            self.show(self.rows_shown)
+            if keep in self.names:
+                self.move_cursor(row=self.names.index(keep), animate=False)
 
     def _add_columns(self) -> None:
         for key, label, width in self.columns_shown:
@@ -76,19 +77,23 @@ class ProblemTable(DataTable[Text]):
             return None
         return self.names[self.cursor_row]
 
-    def show(self, rows: list[dict[str, Any]]) -> None:
+    def show(self, rows: list[dict[str, Any]], shown: str | None = None) -> None:
+        """The problems' rows; `shown`, the problem the dashboard shows, is where the cursor goes if rebuilt."""
         self.rows_shown = rows
         names = [r["name"] for r in rows]
         count = len(self.columns_shown)
         fresh = {r["name"]: problem_cells(r)[:count] for r in rows}
         if names != self.names:
-            keep = self.selected
-            self.clear()
-            for name in names:
-                self.add_row(*fresh[name], key=name)
-            self.names = names
-            if keep in names:
-                self.move_cursor(row=names.index(keep), animate=False)
+            keep = shown if shown in names else self.selected
+            # Rebuilt, the table highlights its first row: not the person choosing a problem (the view jumped there
+            # whenever a problem folder was added). The cursor goes back to the row it was on, saying nothing.
+            with self.prevent(DataTable.RowHighlighted):
+                self.clear()
+                for name in names:
+                    self.add_row(*fresh[name], key=name)
+                self.names = names
+                if keep in names:
+                    self.move_cursor(row=names.index(keep), animate=False)
         else:
             for name, cells in fresh.items():
                 plain = tuple(c.plain for c in cells)
