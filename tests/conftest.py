@@ -27,7 +27,7 @@ HAS_CUDA = os.path.exists("/dev/nvidiactl")
 # through correctness only. Compile, benchmark and dumps are tested on their own; in each of these tests they
 # would cost a compile worker and its compiles per version.
 VERDICT_RUNGS = ("load", "correctness")
-VERDICT_LADDER = '[ladder]\nrungs = ["load", "correctness"]\n'
+VERDICT_LADDER = f"[ladder]\nrungs = {json.dumps(list(VERDICT_RUNGS))}\n"  # the same, in a config file
 
 
 def pytest_configure(config: pytest.Config) -> None:

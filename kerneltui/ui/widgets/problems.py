@@ -59,13 +59,10 @@ class ProblemTable(DataTable[Text]):
             return
         self.columns_shown = columns
         keep = self.selected
-        with self.prevent(DataTable.RowHighlighted):  # rebuilt, not the person choosing a problem
-            self.clear(columns=True)
-            self._add_columns()
-            self.names = []
-            self.show(self.rows_shown)
-            if keep in self.names:
-                self.move_cursor(row=self.names.index(keep), animate=False)
+        self.clear(columns=True)
+        self._add_columns()
+        self.names = []
+        self.show(self.rows_shown, keep)  # rebuilt there, the cursor back on `keep`
 
     def _add_columns(self) -> None:
         for key, label, width in self.columns_shown:
@@ -86,7 +83,7 @@ class ProblemTable(DataTable[Text]):
         if names != self.names:
             keep = shown if shown in names else self.selected
             # Rebuilt, the table highlights its first row: not the person choosing a problem (the view jumped there
-            # whenever a problem folder was added). The cursor goes back to the row it was on, saying nothing.
+            # whenever a problem folder was added). The cursor goes to the problem shown, saying nothing.
             with self.prevent(DataTable.RowHighlighted):
                 self.clear()
                 for name in names:
