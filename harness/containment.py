@@ -111,9 +111,7 @@ def _probe_bwrap() -> tuple[str | None, bool, str]:
 
 
 def _cuda_devices_present() -> bool:
-    from harness.workers import cuda_device_count  # a few milliseconds: libcuda's own count
-
-    return cuda_device_count() > 0
+    return sandbox.cuda_device_count() > 0  # a few milliseconds: libcuda's own count
 
 
 def bwrap_prefix(

@@ -8,7 +8,8 @@ import platform
 from typing import Any
 
 from harness import containment
-from harness.workers import Spawn, WorkerFailure, WorkerProcess, cuda_device_count
+from harness.sandbox import cuda_device_count
+from harness.workers import Spawn, WorkerFailure, WorkerProcess
 
 
 def facts() -> dict[str, Any]:

@@ -380,6 +380,18 @@ def init_cuda() -> int:
     return int(libcuda.cuInit(0))
 
 
+def cuda_device_count() -> int:
+    """GPUs the CUDA driver sees, asked through libcuda (no torch import, a few milliseconds)."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
 # --- everything, in order -----------------------------------------------------------------------
 
 

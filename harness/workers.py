@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import containment  # ctypes and the standard library only
-from harness.sandbox import FILE_LIMIT_HINT
+from harness.sandbox import FILE_LIMIT_HINT, cuda_device_count
 from harness.text import printable
 
 if TYPE_CHECKING:
@@ -425,20 +425,6 @@ PROFILER_CHATTER = re.compile(r"(USDT|INFO|WARNING):\d{4}-\d\d-\d\d [\d:]+ \d+:\
 
 def _joined(text: str, what: str) -> str:
     return f"{text} {what}" if what else text
-
-
-def cuda_device_count() -> int:
-    """GPUs the CUDA driver sees, asked through libcuda (no torch import, a few milliseconds)."""
-    import ctypes
-
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
 
 
 class WorkerPool:

@@ -25,10 +25,10 @@ def parse_ps(text: str) -> tuple[float, ...]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from kerneltui.cli import load_config
     from kerneltui.core.bench import Bench, BenchError, parse_agent, suite_problems
+    from kerneltui.core.config import load_for
 
-    config = load_config(args)
+    config = load_for(args)
     agent = config.agent
     agent.max_versions = args.budget
     agent.max_cost_usd = args.max_cost if args.max_cost is not None else agent.max_cost_usd
@@ -107,7 +107,7 @@ def add_parser(subparsers: Any) -> None:
     bench.add_argument("--into", help="the bench workspace (default: ./bench/<suite>-<time>)")
     bench.add_argument("--json", action="store_true", help="the leaderboard as one JSON object on stdout")
     bench.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
-    from kerneltui.cli import add_executor_argument
+    from kerneltui.core.config import add_executor_argument
 
     add_executor_argument(bench)
     bench.set_defaults(func=cmd_bench)

@@ -34,26 +34,6 @@ CANCEL_WAIT_S = 15.0  # how long Ctrl-C or SIGTERM waits for an agent to stop be
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
 
 
-def add_executor_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--executor",
-        action="append",
-        help="where judges run (the config's [ladder] executor): local, ssh://[user@]host[:port][?gpus=0,1] "
-        "(repeat for several), ray or ray://ADDRESS",
-    )
-
-
-def load_config(args: argparse.Namespace) -> config_mod.Config:
-    """The config file, with --executor over its [ladder] executor."""
-    config = config_mod.load(args.config)
-    if getattr(args, "executor", None):
-        try:
-            config.ladder.executor = config_mod.executors(args.executor)
-        except ValueError as exc:
-            raise config_mod.ConfigError(f"--executor: {exc}") from None
-    return config
-
-
 def open_store(workspace: Workspace) -> Store:
     opened = Store.open(workspace.db_path)
     if opened.warning:
@@ -65,7 +45,7 @@ def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
     workspace, _, _ = for_version(Path(args.version))
     if args.workspace and Path(args.workspace).resolve() != workspace.root:
         print(f"note: {args.version} belongs to workspace {workspace.root}; recording it there", file=sys.stderr)
-    config = load_config(args)
+    config = config_mod.load_for(args)
     try:  # the config file's [ladder] options, then the command line's
         options = config.ladder.options.updated(ladder_options.given(args), "kerneltui eval")
     except ValueError as exc:
@@ -212,7 +192,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     workspace = resolve(args.workspace)
     workspace.problem_dir(args.problem)
-    config = load_config(args)
+    config = config_mod.load_for(args)
     agent_config = config.agent
     for name in (
         "backend",
@@ -382,7 +362,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from kerneltui.ui.app import KernelTUI
 
     workspace = resolve(args.workspace)
-    config = load_config(args)
+    config = config_mod.load_for(args)
     KernelTUI(workspace, config, run_judges=not args.no_judge).run()
     return EXIT_OK
 
@@ -443,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--config", help=CONFIG_HELP + "; its [ladder] options apply, flags win")
     ladder_options.add_arguments(ev, leave_out=ladder_options.PER_RUN)  # the history gives both
-    add_executor_argument(ev)
+    config_mod.add_executor_argument(ev)
     ev.set_defaults(func=cmd_eval)
 
     prof = sub.add_parser("profile", help="profile a version's kernels with Nsight Compute and record it")
@@ -451,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--workspace", help="ignored: the workspace is the version's grandparent folder")
     prof.add_argument("--json", action="store_true", help="print one JSON object")
     prof.add_argument("--config", help=CONFIG_HELP)
-    add_executor_argument(prof)
+    config_mod.add_executor_argument(prof)
     prof.set_defaults(func=cmd_profile)
 
     agents = sub.add_parser("agents", help="the coding agents this box can run, and what each needs")
@@ -515,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--recording", help="replay: a recording folder (default: the one shipped for the problem)")
     agent.add_argument("--pace", type=float, help="replay: multiply the recorded waits (0: no waits)")
     agent.add_argument("--config", help=CONFIG_HELP)
-    add_executor_argument(agent)
+    config_mod.add_executor_argument(agent)
     agent.set_defaults(func=cmd_agent)
 
     from kerneltui.mcp_server import add_parser as add_mcp_parser
@@ -551,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("workspace", nargs="?")
     dash.add_argument("--config", help=CONFIG_HELP)
     dash.add_argument("--no-judge", action="store_true", help="show the history without judging anything")
-    add_executor_argument(dash)
+    config_mod.add_executor_argument(dash)
     dash.set_defaults(func=cmd_dashboard)
 
     web = sub.add_parser("serve-web", help="the dashboard in a browser, behind a token printed at start")

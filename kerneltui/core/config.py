@@ -51,6 +51,7 @@ opencode = "opencode acp"
 
 from __future__ import annotations
 
+import argparse
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,3 +229,26 @@ def _tmux(section: Any, path: Path) -> dict[str, str]:
     if not isinstance(section, dict) or not all(isinstance(v, str) and v.strip() for v in section.values()):
         raise ConfigError(f'{path}: [tmux] maps problem names (or default) to tmux panes, e.g. softmax = "agents:0.1"')
     return {str(k): v.strip() for k, v in section.items()}
+
+
+# --- the options every command that runs judges shares -----------------------------------------------
+
+
+def add_executor_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor",
+        action="append",
+        help="where judges run (the config's [ladder] executor): local, ssh://[user@]host[:port][?gpus=0,1] "
+        "(repeat for several), ray or ray://ADDRESS",
+    )
+
+
+def load_for(args: argparse.Namespace) -> Config:
+    """The config file a command line names (--config), with its --executor over the [ladder] executor."""
+    config = load(args.config)
+    if getattr(args, "executor", None):
+        try:
+            config.ladder.executor = executors(args.executor)
+        except ValueError as exc:
+            raise ConfigError(f"--executor: {exc}") from None
+    return config

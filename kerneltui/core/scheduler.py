@@ -24,7 +24,7 @@ from typing import Any
 
 from harness import protocol
 from harness.results import PROFILE_RUNGS, Evaluation
-from harness.workers import cuda_device_count
+from harness.sandbox import cuda_device_count
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.feedback import write_feedback

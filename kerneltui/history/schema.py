@@ -3,10 +3,17 @@ added since."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from kerneltui.history.connection import Connection
+    import sqlite_utils
+
+
+class Tables(Protocol):
+    """What the schema needs of a history connection (kerneltui.history.connection.Connection): its tables."""
+
+    def table(self, name: str) -> sqlite_utils.db.Table: ...
+
 
 SCHEMA_VERSION = 4  # 2: evaluations.flags; 3: evaluations.race; 4: bench tables, agent tokens
 KEY_METRICS = (
@@ -23,7 +30,7 @@ KEY_METRICS = (
 )
 
 
-def create_schema(store: Connection) -> None:
+def create_schema(store: Tables) -> None:
     store.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
     store.table("problems").create(
         {"name": str, "path": str, "description": str, "problem_hash": str, "created": str, "error": str},
@@ -215,7 +222,7 @@ def create_schema(store: Connection) -> None:
     store.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
 
-def create_bench_tables(store: Connection) -> None:
+def create_bench_tables(store: Tables) -> None:
     """Agents measured on a suite: one run, and one entry per (problem, agent) with the folder it worked in."""
     store.table("bench_runs").create(
         {"id": int, "suite": str, "started": str, "ended": str, "settings": str, "note": str},
@@ -242,7 +249,7 @@ def create_bench_tables(store: Connection) -> None:
     store.table("bench_entries").create_index(["run_id", "id"], if_not_exists=True)
 
 
-def add_missing_columns(store: Connection, wanted: dict[str, dict[str, type]]) -> None:
+def add_missing_columns(store: Tables, wanted: dict[str, dict[str, type]]) -> None:
     """Histories written by an older kerneltui gain the columns added since."""
     for table, columns in wanted.items():
         have = store.table(table).columns_dict
