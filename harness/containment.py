@@ -115,9 +115,16 @@ def _cuda_devices_present() -> bool:
 
 
 def bwrap_prefix(
-    bwrap: str, root: Path, readable: list[str], limits: Limits, share_net: bool = False, probe: bool = False
+    bwrap: str,
+    root: Path,
+    readable: list[str],
+    limits: Limits,
+    share_net: bool = False,
+    probe: bool = False,
+    template: bool = False,
 ) -> list[str]:
-    """bubblewrap's argv up to the command: a new root holding only what the worker needs."""
+    """bubblewrap's argv up to the command: a new root holding only what the worker needs. `template`: for a
+    worker template (harness.template), whose root holds `slots` (its workers' folders) and `pkg`."""
     argv = [bwrap, "--unshare-all", *(["--share-net"] if share_net else []), "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:
         argv += ["--cap-drop", "ALL"]
@@ -130,6 +137,9 @@ def bwrap_prefix(
     if probe:
         return argv
     argv += bind_arguments(readable)
+    if template:
+        slots, pkg = str(root / "slots"), str(root / "pkg")
+        return [*argv, "--bind", slots, slots, "--ro-bind", pkg, pkg, "--chdir", slots, "--"]
     scratch, inbox, pkg, out = (str(root / name) for name in ("scratch", "inbox", "pkg", "out"))
     argv += ["--bind", scratch, scratch, "--ro-bind", inbox, inbox, "--ro-bind", pkg, pkg, "--chdir", scratch]
     argv += ["--bind-try", out, out]  # a wrapper's output (Landlock keeps the version out of it)
@@ -419,6 +429,7 @@ class Watcher:
         self.reap = reap
         self.watches: dict[int, Watch] = {}
         self.escaped = 0
+        self.kept: set[int] = set()
         # Held by a tick from its read of /proc to its kills, and by whoever starts a worker until its watch
         # is added: a tick in between would take the new worker (a child in a session of its own) for an
         # escaped process.
@@ -440,12 +451,24 @@ class Watcher:
         with self.lock:
             self.watches.pop(watch.pid, None)
 
+    def keep(self, pid: int) -> None:
+        """A child of the judge's in a session of its own that is not a worker (a worker template): not escaped."""
+        with self.lock:
+            self.kept.add(pid)
+
+    def unkeep(self, pid: int) -> None:
+        with self.lock:
+            self.kept.discard(pid)
+
+    def known(self) -> set[int]:
+        return set(self.watches) | self.kept
+
     def sweep(self) -> int:
         """Ends whatever escaped so far; returns how many escaped since the last sweep."""
         if not self.reap:
             return 0
         with self.lock:
-            count = self.escaped + end_escaped(set(self.watches))
+            count = self.escaped + end_escaped(self.known())
             self.escaped = 0
         return count
 
@@ -456,8 +479,8 @@ class Watcher:
             with self.lock:
                 table = processes()
                 watches = list(self.watches.values())
-                if self.reap and escaped(set(self.watches), table):
-                    self.escaped += end_escaped(set(self.watches))
+                if self.reap and escaped(self.known(), table):
+                    self.escaped += end_escaped(self.known())
             for watch in watches:
                 watch.check(table, check_disk=ticks % 5 == 0)
 

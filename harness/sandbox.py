@@ -215,9 +215,18 @@ def landlock_rules(scratch: str, readable: list[str], abi: int) -> list[tuple[st
     rules.append(("/dev", _READ_DIR))
     rules += [(dev, _READ_FILE | _WRITE_FILE) for dev in PLAIN_DEVICES]
     rules += [(dev, _READ_FILE | _WRITE_FILE | _READ_DIR | _IOCTL_DEV) for dev in gpu_devices()]
-    rules.append((f"/proc/{os.getpid()}", _READ))
+    rules.append((own_proc_entry(), _READ))
     rules += [(path, _READ) for path in PROC_READABLE]
     return [(path, rights & everything) for path, rights in rules]
+
+
+def own_proc_entry() -> str:
+    """This process's folder in the /proc it sees: by the pid of that /proc's namespace, which is not getpid()'s
+    in a forked worker's own pid namespace beneath bubblewrap's /proc."""
+    try:
+        return f"/proc/{os.readlink('/proc/self')}"
+    except OSError:
+        return f"/proc/{os.getpid()}"
 
 
 def landlock(scratch: str, readable: list[str]) -> str:

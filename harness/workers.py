@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import containment  # ctypes and the standard library only
+from harness import containment, forks  # ctypes and the standard library only
 from harness.sandbox import FILE_LIMIT_HINT, cuda_device_count
 from harness.text import printable
 
@@ -93,12 +93,13 @@ def judge_env() -> dict[str, str]:
     return env
 
 
-def worker_env(root: Path, mode: str, interpret: bool, cute_arch: str) -> dict[str, str]:
+def worker_env(root: Path, mode: str, interpret: bool, cute_arch: str, pkg: Path | None = None) -> dict[str, str]:
+    """The worker's whole environment; `pkg`: the folder linking this harness (root/pkg where not given)."""
     scratch = root / "scratch"
     env = passed_env()
     env.update(
         HOME=str(scratch),
-        PYTHONPATH=os.pathsep.join(p for p in (link_harness(root / "pkg"), env.get("PYTHONPATH")) if p),
+        PYTHONPATH=os.pathsep.join(p for p in (link_harness(pkg or root / "pkg"), env.get("PYTHONPATH")) if p),
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
         TMPDIR=str(scratch / "tmp"),
@@ -143,6 +144,9 @@ class Spawn:
     # daemon over a socket at cuInit, which the sandbox then refuses.
     cuda_first: bool = False
     wrapper: Wrapper | None = None
+    # Fork workers from a template that imported torch and Triton once (harness.template): ready in tens of
+    # milliseconds, not seconds. Off: each worker is a fresh process (as one under a wrapper always is).
+    fork: bool = True
 
 
 class WorkerProcess:
@@ -150,27 +154,54 @@ class WorkerProcess:
     judge copies in; read-only to the worker) and `pkg` (the harness link), and the worker's log, which the
     judge reads through its own descriptor, never by a name the worker could swap."""
 
-    def __init__(self, mode: str, spawn: Spawn, interpret: bool) -> None:
+    def __init__(self, mode: str, spawn: Spawn, interpret: bool, template: forks.Template | None = None) -> None:
         self.mode = mode
-        self.root = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-"))
+        self.root = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-", dir=template.slots if template else None))
         self.scratch = self.root / "scratch"
         self.inbox = self.root / "inbox"
+        self.out = self.root / "out"  # a wrapper's, never the version's to write
         for sub in ("tmp", "triton", "nv", "cute", "cute-cache"):
             (self.scratch / sub).mkdir(parents=True)
         self.inbox.mkdir()
-        env = worker_env(self.root, mode, interpret, spawn.cute_arch)
+        self.out.mkdir()
         offer = containment.probe() if spawn.confine else None
         self.level = offer.level if offer else "none"
-        self.out = self.root / "out"  # a wrapper's, never the version's to write
-        self.out.mkdir()
+        self.forked = template is not None
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (unnamed: the worker cannot point it elsewhere)
+        parent, child = socket.socketpair()
+        self.sock = parent
+        try:
+            if template is not None:
+                self.proc: subprocess.Popen[bytes] | forks.ForkedProcess = self._fork(template, spawn, interpret, child)
+            else:
+                self.proc = self._start(spawn, interpret, offer, child)
+        except BaseException:
+            self.sock.close()
+            self.log.close()
+            self.remove_scratch()
+            raise
+        finally:
+            child.close()
+        if TRACE:  # how many workers a run starts, and when (benchmarks/verdict_latency.py, the test suite's count)
+            _trace(mode, {"op": "start"}, {}, f"pid {self.proc.pid}" + (" forked" if self.forked else ""), 0.0)
+        self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, offer.cgroup if offer else None)
+        self.ready: dict[str, Any] | None = None
+        self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
+        self.started = time.monotonic()
+        self.block: Any = None  # a harness.shared_block block the worker maps too, once a request needs one
+        self.share_note: str | None = None  # why large tensors go through the socket, where sharing failed
+
+    def _start(
+        self, spawn: Spawn, interpret: bool, offer: containment.Offer | None, child: socket.socket
+    ) -> subprocess.Popen[bytes]:
+        """A fresh Python process: harness.sandbox confines it, then runs harness.worker."""
+        env = worker_env(self.root, self.mode, interpret, spawn.cute_arch)
         reads = [str(self.inbox), str(self.root / "pkg"), *(spawn.wrapper.reads if spawn.wrapper else ())]
         argv = [spawn.python, "-m", "harness.sandbox", "--scratch", str(self.scratch)]
         argv += [arg for path in reads for arg in ("--read", path)]
         argv += ["--max-file-bytes", str(spawn.max_file_bytes)] + ([] if spawn.confine else ["--off"])
-        parent, child = socket.socketpair()
-        self.sock = parent
-        argv += ["harness.worker", "--fd", str(child.fileno()), "--mode", mode, "--arch", spawn.arch]
-        if spawn.cuda_first and mode == "run":
+        argv += ["harness.worker", "--fd", str(child.fileno()), "--mode", self.mode, "--arch", spawn.arch]
+        if spawn.cuda_first and self.mode == "run":
             argv.insert(argv.index("--scratch"), "--cuda-first")
         if spawn.wrapper:
             argv = [arg.replace("{out}", str(self.out)) for arg in spawn.wrapper.argv] + argv
@@ -178,8 +209,7 @@ class WorkerProcess:
             readable = sandbox_read_roots() + list(spawn.wrapper.reads if spawn.wrapper else ())
             prefix = containment.bwrap_prefix(offer.bwrap, self.root, readable, spawn.limits, offer.share_net)
             argv = prefix + argv
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (unnamed: the worker cannot point it elsewhere)
-        self.proc = subprocess.Popen(
+        return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=self.log,
@@ -189,15 +219,30 @@ class WorkerProcess:
             env=env,
             cwd=self.scratch,
         )
-        child.close()
-        if TRACE:  # how many workers a run starts, and when (benchmarks/verdict_latency.py, the test suite's count)
-            _trace(mode, {"op": "start"}, {}, f"pid {self.proc.pid}", 0.0)
-        self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, offer.cgroup if offer else None)
-        self.ready: dict[str, Any] | None = None
-        self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
-        self.started = time.monotonic()
-        self.block: Any = None  # a harness.shared_block block the worker maps too, once a request needs one
-        self.share_note: str | None = None  # why large tensors go through the socket, where sharing failed
+
+    def _fork(self, template: forks.Template, spawn: Spawn, interpret: bool, child: socket.socket) -> forks.ForkedProcess:
+        """A worker forked from the pool's template (harness.template), confining itself as _start's does."""
+        pkg = template.root / "pkg"
+        request = {
+            "mode": self.mode,
+            "arch": spawn.arch,
+            "env": worker_env(self.root, self.mode, interpret, spawn.cute_arch, pkg=pkg),
+            "root": str(self.root),
+            "scratch": str(self.scratch),
+            "inbox": str(self.inbox),
+            "cover": str(self.cover(self.root)),
+            "reads": [str(self.inbox), str(pkg)],
+            "max_file_bytes": spawn.max_file_bytes,
+            "confine": spawn.confine,
+            "cuda_first": spawn.cuda_first and self.mode == "run",
+        }
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its first byte: its pid comes with it
+        try:
+            proc = template.fork(request, child.fileno(), self.log.fileno(), READY_TIMEOUT_S)
+            proc.learn_pid(self.sock, READY_TIMEOUT_S)
+        except forks.TemplateError as exc:
+            raise WorkerFailure(str(exc)) from None
+        return proc
 
     def wait_ready(self) -> dict[str, Any]:
         if self.ready is None:
@@ -351,7 +396,7 @@ class WorkerProcess:
         note = self.watch.death_note()
         if note:
             return _joined(f"killed: it {note}", what)
-        if self.level == "bwrap" and code > 128:
+        if self.level == "bwrap" and code > 128 and not self.forked:
             code = -(code - 128)  # bubblewrap exits 128+N for a child killed by signal N
         if code < 0:
             try:
@@ -411,6 +456,41 @@ class WorkerProcess:
 
     def remove_scratch(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.forked:
+            shutil.rmtree(self.root.with_name(f".cover-{self.root.name}"), ignore_errors=True)
+
+    @staticmethod
+    def cover(root: Path) -> Path:
+        """What a forked worker's mount namespace shows in place of every worker's folder: an empty folder named
+        as its own, in an empty folder (harness.namespaces.only_own_folder)."""
+        cover = root.with_name(f".cover-{root.name}")
+        (cover / root.name).mkdir(parents=True)
+        return cover
+
+
+def start_template(spawn: Spawn) -> forks.Template:
+    """A worker template (harness.template) for this pool's workers, contained as they are (bubblewrap where
+    there is one); its workers confine themselves further once forked."""
+    root = Path(tempfile.mkdtemp(prefix="kerneltui-template-"))
+    pkg = root / "pkg"
+    env = passed_env()
+    env.update(
+        PYTHONPATH=os.pathsep.join(p for p in (link_harness(pkg), env.get("PYTHONPATH")) if p),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        HOME=str(root / "slots"),
+        TMPDIR=str(root / "slots"),
+    )
+    env.pop("TRITON_INTERPRET", None)  # decided in each worker, once forked
+    offer = containment.probe() if spawn.confine else None
+    argv = [spawn.python]
+    if offer and offer.bwrap:
+        argv = containment.bwrap_prefix(
+            offer.bwrap, root, sandbox_read_roots(), spawn.limits, offer.share_net, template=True
+        ) + argv
+    (root / "slots").mkdir()
+    log = tempfile.TemporaryFile()  # noqa: SIM115  (the template's own output: read where it fails)
+    return forks.Template(argv, env, root, log)
 
 
 def sandbox_read_roots() -> list[str]:
@@ -443,6 +523,8 @@ class WorkerPool:
         self.spares_lock = threading.Lock()  # the judge's idle timer retires spares from a thread of its own
         self.watcher = containment.Watcher(reap=reap)
         self.held: tuple[str, WorkerProcess] | None = None  # see hold()
+        self.template: forks.Template | None = None
+        self.template_lock = threading.RLock()
 
     def modes(self, rungs: Iterable[str] | None = None) -> list[str]:
         """The workers a version judged with `rungs` (None: any) takes. GPU: one runs everything. No GPU: one
@@ -459,11 +541,21 @@ class WorkerPool:
     def prestart(self, rungs: Iterable[str] | None = None) -> None:
         """Starts the workers a version judged with `rungs` will take (None: every mode); a mode asked for later
         is started then, and kept spare from then on."""
+        if self.spawn.fork:  # the template starts now; its spares are forked once it is ready, off this thread
+            self._template()
+            threading.Thread(target=self._fill_spares, args=(self.modes(rungs),), daemon=True).start()
+        else:
+            self._fill_spares(self.modes(rungs))
+
+    def _fill_spares(self, modes: list[str]) -> None:
         with self.spares_lock:
-            for mode in self.modes(rungs):
+            for mode in modes:
                 ready = self.spares.setdefault(mode, [])
                 while len(ready) < self.spares_wanted(mode):
-                    ready.append(self._spawn(mode))
+                    try:
+                        ready.append(self._spawn(mode))
+                    except WorkerFailure:
+                        return  # the take() that needs one says why
 
     def take_wrapped(self, wrapper: Wrapper) -> WorkerProcess:
         """A run worker of its own under a tool (never a spare): released like the others."""
@@ -519,13 +611,36 @@ class WorkerPool:
             self.held = None
         for worker in retired:
             self.release(worker)
+        self._close_template()  # torch and Triton again, ~300 MB: started again by the next version
         return len(retired)
 
     def _spawn(self, mode: str) -> WorkerProcess:
-        with self.watcher.lock:  # known to the watcher before any tick can see it
-            worker = WorkerProcess(mode, self.spawn, interpret=mode == "run")
-            self.watcher.add(worker.watch)
+        if not self.spawn.fork:
+            with self.watcher.lock:  # known to the watcher before any tick can see it
+                worker = WorkerProcess(mode, self.spawn, interpret=mode == "run")
+                self.watcher.add(worker.watch)
+            return worker
+        worker = WorkerProcess(mode, self.spawn, interpret=mode == "run", template=self._template())
+        self.watcher.add(worker.watch)  # the template's child, not this process's: no tick takes it for escaped
         return worker
+
+    def _template(self) -> forks.Template:
+        """The template workers are forked from, started (not waited for) where there is none running."""
+        with self.template_lock:
+            if self.template is None or not self.template.alive():
+                self._close_template()
+                with self.watcher.lock:
+                    self.template = start_template(self.spawn)
+                    self.watcher.keep(self.template.proc.pid)
+            return self.template
+
+    def _close_template(self) -> None:
+        with self.template_lock:
+            template, self.template = self.template, None
+        if template is not None:
+            template.close()
+            self.watcher.unkeep(template.proc.pid)
+            shutil.rmtree(template.root, ignore_errors=True)
 
     def release(self, worker: WorkerProcess) -> None:
         """Closes a worker that served its version, with everything it started, and removes its folder. Its tree
@@ -553,6 +668,7 @@ class WorkerPool:
             worker.close(grace=0.5)
             self.watcher.remove(worker.watch)
             worker.remove_scratch()
+        self._close_template()
         self.watcher.stop()
 
 

@@ -1,0 +1,207 @@
+"""The template a judge forks its kernel workers from: torch and Triton imported once, not once per version.
+
+`python -m harness.template --fd N --slots FOLDER` runs where a worker would (inside bubblewrap where
+there is one). It imports what a worker imports, runs no version code and initialises no GPU (the CUDA
+driver does not survive a fork), then forks a worker on each request from the judge. A fork becomes:
+- an outer process, the judge's handle on the worker: it tells the judge its pid (the kernel attaches it
+  to its first byte on the worker's socket) and waits;
+- a first process in new user, mount, pid and ipc namespaces (harness.namespaces) that sees only its own
+  worker folder, reaps whatever the version starts and reports the worker's exit status on a pipe;
+- the worker, which confines itself as a freshly started one does (harness.sandbox: the CUDA driver first
+  where asked, then Landlock, seccomp, no capabilities, file limits) before it reads the version, and runs
+  harness.worker.
+The template keeps no state a worker could reach: every descriptor but its socket and log is closed in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import runpy
+import select
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from harness import containment, namespaces, sandbox
+
+MAX_REQUEST_BYTES = 1 << 20
+SETUP_FAILED = 70  # the exit code of a fork whose set-up failed before the worker ran (said in its log)
+
+
+def preimport() -> dict[str, Any]:
+    """What every worker imports, imported here once (harness.worker itself runs afresh in each fork, where its
+    module-level choices, such as the Triton interpreter, are made)."""
+    started = time.perf_counter()
+    import torch  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import triton  # noqa: F401
+        import triton.runtime.interpreter  # noqa: F401
+    from harness import aot, interpreter_fixes, kernelbench, profiled, recorder, shared_block, timing, wire  # noqa: F401
+
+    return {"import_s": round(time.perf_counter() - started, 3)}
+
+
+def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
+    while True:
+        reap()
+        ready, _, _ = select.select([control], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 3)
+        except OSError:
+            return
+        if not data:
+            return  # the judge is gone
+        request = {**json.loads(data), "pid_namespace": pid_namespace}
+        if request.get("op") != "fork" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            if request.get("op") == "exit":
+                return
+            control.send(json.dumps({"ok": False, "err": "unknown request"}).encode())
+            continue
+        try:
+            reply = {"ok": True, "pid": fork_worker(request, fds, control, slots)}
+        except OSError as exc:
+            reply = {"ok": False, "err": f"fork failed: {exc}"}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        control.send(json.dumps(reply).encode())
+
+
+def reap() -> None:
+    """The outer processes of workers that ended (their status went to the judge on their own pipe)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def fork_worker(request: dict[str, Any], fds: list[int], control: socket.socket, slots: str) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = SETUP_FAILED
+    try:
+        os.close(control.detach())  # the template's socket is never a worker's
+        code = outer(request, *fds, slots)
+    except BaseException as exc:  # noqa: BLE001  (said in the worker's log; never back into the template's loop)
+        with contextlib.suppress(OSError):
+            os.write(fds[1], f"kerneltui: the worker's set-up failed: {exc}\n".encode())
+    finally:
+        os._exit(code)
+
+
+def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str) -> int:
+    os.setsid()
+    sandbox.die_with_parent()
+    os.write(sock, b"\0")  # the judge reads this process's pid from it (SO_PASSCRED)
+    notes, pid_namespace = [], False
+    why = namespaces.unshare_all() if request["confine"] else "no namespaces of its own (--no-sandbox)"
+    if why is None:
+        hidden = namespaces.only_own_folder(slots, request["root"], request["cover"], (request["inbox"],))
+        pid_namespace = request["pid_namespace"] and namespaces.unshare_pid()
+        kinds = "user, pid, mount and ipc" if pid_namespace else "user, mount and ipc"
+        notes.append(f"own {kinds} namespaces" + (f"; {hidden}" if hidden else ""))
+    elif request["confine"]:
+        notes.append(why)
+    first = os.fork()
+    if first == 0:
+        code = SETUP_FAILED
+        try:
+            code = first_process(request, sock, log, status, notes, pid_namespace)
+        finally:
+            os._exit(code)
+    for fd in (sock, log, status):
+        os.close(fd)
+    while True:
+        with contextlib.suppress(InterruptedError):
+            os.waitpid(first, 0)
+            return 0
+
+
+def first_process(request: dict[str, Any], sock: int, log: int, status: int, notes: list[str], pid_namespace: bool) -> int:
+    """Reaps every process of the worker's tree and reports the worker's status; ending, ends the rest."""
+    sandbox.die_with_parent()
+    if pid_namespace:
+        namespaces.own_proc()
+    else:
+        containment.become_subreaper()  # a daemon the version starts stays beneath this process
+    worker = os.fork()
+    if worker == 0:
+        try:
+            become_worker(request, sock, log, notes)
+        except BaseException:  # noqa: BLE001  (the version's own errors are answered by harness.worker)
+            with contextlib.suppress(OSError):
+                os.write(2, f"kerneltui: the worker's set-up failed:\n{traceback.format_exc()}".encode())
+        finally:
+            os._exit(SETUP_FAILED)
+    os.close(sock)
+    os.close(log)
+    while True:
+        try:
+            pid, wait_status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        except InterruptedError:
+            continue
+        if pid == worker:
+            break
+    code = os.waitstatus_to_exitcode(wait_status)
+    with contextlib.suppress(OSError):
+        os.write(status, (f"signal {-code}" if code < 0 else f"exit {code}").encode())
+    if not pid_namespace:
+        containment.end_all(containment.tree(os.getpid(), containment.processes())[1:])
+    return 0
+
+
+def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]) -> None:
+    """Output to the judge's log, nothing else open, the worker's environment and folder; confined; then the
+    worker, as `python -m harness.sandbox ... harness.worker` runs it."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    keep = sorted({0, 1, 2, sock})
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None
+    os.chdir(request["scratch"])
+    if request["cuda_first"]:
+        sandbox.init_cuda()
+    if request["confine"]:
+        applied = sandbox.confine_self(request["scratch"], tuple(request["reads"]), request["max_file_bytes"])
+    else:
+        applied = ["none: disabled (--no-sandbox)"]
+        if request["max_file_bytes"]:
+            sandbox.limit_file_size(request["max_file_bytes"])
+    sandbox.APPLIED[:] = [*notes, *applied]
+    sys.argv = ["harness.worker", "--fd", str(sock), "--mode", request["mode"], "--arch", request["arch"]]
+    runpy.run_module("harness.worker", run_name="__main__", alter_sys=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m harness.template", description=__doc__)
+    parser.add_argument("--fd", type=int, required=True, help="the judge's control socket (SOCK_SEQPACKET)")
+    parser.add_argument("--slots", required=True, help="the folder holding every worker's own folder")
+    args = parser.parse_args()
+    sandbox.die_with_parent()
+    control = socket.socket(fileno=args.fd)
+    ready = {"op": "ready", "pid": os.getpid(), **preimport()}
+    pid_namespace = namespaces.pid_namespace_works()
+    control.send(json.dumps({**ready, "pid_namespace": pid_namespace}).encode())
+    serve(control, args.slots, pid_namespace)
+
+
+if __name__ == "__main__":
+    main()
