@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -19,7 +20,10 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, BinaryIO
+
+from harness import containment
 
 MAX_REPLY_BYTES = 1 << 16
 UCRED = struct.Struct("iII")  # pid, uid, gid
@@ -111,7 +115,15 @@ class Template:
         code = None
         with contextlib.suppress(subprocess.TimeoutExpired):
             code = self.proc.wait(timeout=5)
-        return f"the worker template exited (code {code}) {what}"
+        tail = self.log_tail()
+        return f"the worker template exited (code {code}) {what}" + (f"\n{tail}" if tail else "")
+
+    def log_tail(self, chars: int = 1500) -> str:
+        try:
+            size = os.fstat(self.log.fileno()).st_size
+            return os.pread(self.log.fileno(), chars, max(0, size - chars)).decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -127,6 +139,7 @@ class Template:
                 self.proc.wait(timeout=grace)
         self.kill()
         self.control.close()
+        self.log.close()
 
 
 class ForkedProcess:
@@ -179,3 +192,37 @@ class ForkedProcess:
             self.returncode = -number if text[0] == "signal" else number
         else:
             self.returncode = -signal.SIGKILL
+
+
+class Templates:
+    """A pool's templates, one for each way Triton is imported (for its interpreter, or to compile), each
+    started on first need and again where it died; known to the pool's watcher (not an escaped process)."""
+
+    def __init__(self, start: Callable[[bool], Template], watcher: containment.Watcher) -> None:
+        self.start = start
+        self.watcher = watcher
+        self.running: dict[bool, Template] = {}
+        self.lock = threading.Lock()
+
+    def get(self, interpret: bool) -> Template:
+        with self.lock:
+            template = self.running.get(interpret)
+            if template is not None and template.alive():
+                return template
+            if template is not None:
+                self._end(template)
+            with self.watcher.lock:  # known before a tick of the watcher can see it
+                template = self.running[interpret] = self.start(interpret)
+                self.watcher.keep(template.proc.pid)
+            return template
+
+    def close(self) -> None:
+        with self.lock:
+            ended, self.running = list(self.running.values()), {}
+        for template in ended:
+            self._end(template)
+
+    def _end(self, template: Template) -> None:
+        template.close()
+        self.watcher.unkeep(template.proc.pid)
+        shutil.rmtree(template.root, ignore_errors=True)

@@ -228,6 +228,7 @@ def spawn_for(options: Options) -> Spawn:
         arch=options.arch,
         cute_arch=cute_arch,
         confine=options.confine,
+        fork=options.fork,
         max_file_bytes=int(options.max_file_mb * (1 << 20)),
         limits=Limits.default(options.max_memory_mb, options.max_file_mb),
     )

@@ -118,6 +118,16 @@ class Options:
             "sandbox", "run workers unconfined (no bubblewrap, Landlock or seccomp)", parse_bool, "--no-sandbox"
         ),
     )
+    fork: bool = field(
+        default=True,
+        metadata=option(
+            "fork",
+            "start every worker afresh (seconds: torch and Triton imported again) instead of forking it from a "
+            "template process that imported them once",
+            parse_bool,
+            "--no-fork",
+        ),
+    )
     max_file_mb: float = field(
         default=512.0,
         metadata=option(
@@ -156,8 +166,8 @@ class Options:
         default=120.0,
         metadata=option(
             "spare_idle_s",
-            "seconds without a request before the judge ends its spare workers (~300 MB each; the next version "
-            "then waits seconds for a worker to start); 0 keeps them",
+            "seconds without a request before the judge ends its spare workers and the templates they are forked "
+            "from (~300 MB each; the next version then waits seconds for a template to start); 0 keeps them",
             positive(float, zero=True),
         ),
     )

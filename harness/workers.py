@@ -468,9 +468,10 @@ class WorkerProcess:
         return cover
 
 
-def start_template(spawn: Spawn) -> forks.Template:
+def start_template(spawn: Spawn, interpret: bool) -> forks.Template:
     """A worker template (harness.template) for this pool's workers, contained as they are (bubblewrap where
-    there is one); its workers confine themselves further once forked."""
+    there is one); its workers confine themselves further once forked. `interpret`: Triton imported for its
+    interpreter (its library's own @jit functions are made one way or the other at import)."""
     root = Path(tempfile.mkdtemp(prefix="kerneltui-template-"))
     pkg = root / "pkg"
     env = passed_env()
@@ -481,7 +482,9 @@ def start_template(spawn: Spawn) -> forks.Template:
         HOME=str(root / "slots"),
         TMPDIR=str(root / "slots"),
     )
-    env.pop("TRITON_INTERPRET", None)  # decided in each worker, once forked
+    env.pop("TRITON_INTERPRET", None)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
     offer = containment.probe() if spawn.confine else None
     argv = [spawn.python]
     if offer and offer.bwrap:
@@ -523,8 +526,7 @@ class WorkerPool:
         self.spares_lock = threading.Lock()  # the judge's idle timer retires spares from a thread of its own
         self.watcher = containment.Watcher(reap=reap)
         self.held: tuple[str, WorkerProcess] | None = None  # see hold()
-        self.template: forks.Template | None = None
-        self.template_lock = threading.RLock()
+        self.templates = forks.Templates(lambda interpret: start_template(self.spawn, interpret), self.watcher)
 
     def modes(self, rungs: Iterable[str] | None = None) -> list[str]:
         """The workers a version judged with `rungs` (None: any) takes. GPU: one runs everything. No GPU: one
@@ -541,8 +543,9 @@ class WorkerPool:
     def prestart(self, rungs: Iterable[str] | None = None) -> None:
         """Starts the workers a version judged with `rungs` will take (None: every mode); a mode asked for later
         is started then, and kept spare from then on."""
-        if self.spawn.fork:  # the template starts now; its spares are forked once it is ready, off this thread
-            self._template()
+        if self.spawn.fork:  # the templates start now; their spares are forked once they are ready, off this thread
+            for mode in self.modes(rungs):
+                self.templates.get(mode == "run" and not self.cuda)
             threading.Thread(target=self._fill_spares, args=(self.modes(rungs),), daemon=True).start()
         else:
             self._fill_spares(self.modes(rungs))
@@ -611,7 +614,7 @@ class WorkerPool:
             self.held = None
         for worker in retired:
             self.release(worker)
-        self._close_template()  # torch and Triton again, ~300 MB: started again by the next version
+        self.templates.close()  # torch and Triton again, ~300 MB each: started again by the next version
         return len(retired)
 
     def _spawn(self, mode: str) -> WorkerProcess:
@@ -620,27 +623,11 @@ class WorkerPool:
                 worker = WorkerProcess(mode, self.spawn, interpret=mode == "run")
                 self.watcher.add(worker.watch)
             return worker
-        worker = WorkerProcess(mode, self.spawn, interpret=mode == "run", template=self._template())
+        interpret = mode == "run" and not self.cuda
+        template = self.templates.get(interpret)
+        worker = WorkerProcess(mode, self.spawn, interpret=mode == "run", template=template)
         self.watcher.add(worker.watch)  # the template's child, not this process's: no tick takes it for escaped
         return worker
-
-    def _template(self) -> forks.Template:
-        """The template workers are forked from, started (not waited for) where there is none running."""
-        with self.template_lock:
-            if self.template is None or not self.template.alive():
-                self._close_template()
-                with self.watcher.lock:
-                    self.template = start_template(self.spawn)
-                    self.watcher.keep(self.template.proc.pid)
-            return self.template
-
-    def _close_template(self) -> None:
-        with self.template_lock:
-            template, self.template = self.template, None
-        if template is not None:
-            template.close()
-            self.watcher.unkeep(template.proc.pid)
-            shutil.rmtree(template.root, ignore_errors=True)
 
     def release(self, worker: WorkerProcess) -> None:
         """Closes a worker that served its version, with everything it started, and removes its folder. Its tree
@@ -668,7 +655,7 @@ class WorkerPool:
             worker.close(grace=0.5)
             self.watcher.remove(worker.watch)
             worker.remove_scratch()
-        self._close_template()
+        self.templates.close()
         self.watcher.stop()
 
 

@@ -42,9 +42,12 @@ SECRET = "sk-ant-api03-kerneltui-exploit-secret"
 BASE_ARGS = ("--max-memory-mb", "4000", "--max-file-mb", "64")
 # Options that decide how a judge starts its workers: a judge of its own for each set of values. The others
 # go with each request.
-SPAWN_KEYS = ("sandbox", "max_memory_mb", "max_file_mb", "arch")
+SPAWN_KEYS = ("sandbox", "fork", "max_memory_mb", "max_file_mb", "arch")
 # Environment variables that change what a judge or its workers do: part of a shared judge's configuration.
 SPAWN_ENV = ("KERNELTUI_BWRAP", "CUDA_VISIBLE_DEVICES")
+# A judge whose workers have no bubblewrap and are started afresh (not forked with namespaces of their own):
+# Landlock, seccomp and the judge's watch on their own.
+LANDLOCK_ONLY: tuple[tuple[str, ...], dict[str, str]] = (("--no-fork",), {"KERNELTUI_BWRAP": "none"})
 READY_S = 300.0
 
 Listener = Callable[[dict[str, Any] | None], None]  # a request's events; None: the judge is gone

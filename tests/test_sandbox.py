@@ -92,7 +92,7 @@ def test_seccomp_program_fits_one_byte_jumps() -> None:
 NEW_WORKERS_ARE_NOT_ESCAPED = """
 import subprocess, sys, tempfile, time
 from pathlib import Path
-from harness import containment, workers
+from harness import containment, forks, workers
 
 class StandIn:  # a worker as the watcher sees it: a child in a session of its own, some time to start
     def __init__(self, mode, spawn, interpret):
@@ -103,8 +103,11 @@ class StandIn:  # a worker as the watcher sees it: a child in a session of its o
 
 workers.WorkerProcess = StandIn
 containment.Watcher.INTERVAL_S = 0.0005
-pool = workers.WorkerPool(reap=True)
+pool = workers.WorkerPool(workers.Spawn(fork=False), reap=True)
 started = [pool._spawn("run") for _ in range(120)]
+# a worker template is such a child too
+templates = [forks.Templates(lambda interpret: StandIn("run", None, interpret), pool.watcher) for _ in range(120)]
+started += [t.get(True) for t in templates]
 time.sleep(0.2)
 print("killed", sum(w.proc.poll() is not None for w in started))
 for w in started:
@@ -113,8 +116,8 @@ for w in started:
 
 
 def test_a_worker_being_started_is_never_taken_for_an_escaped_process() -> None:
-    """The watcher ends children of the judge it does not know: a worker it sees before its watch is added
-    must not be one of them (under load, CI lost workers this way: 'exited early', a failed compile)."""
+    """The watcher ends children of the judge it does not know: a worker (or worker template) it sees before its
+    watch is added must not be one of them (under load, CI lost workers this way: 'exited early', a failed compile)."""
     import subprocess
 
     done = subprocess.run(
@@ -154,12 +157,13 @@ def test_a_child_still_running_when_its_worker_ends_is_ended_not_flagged(tmp_pat
     import subprocess
 
     from tests.conftest import add_version, judge_many, make_workspace
+    from tests.judges import LANDLOCK_ONLY
 
     folder = make_workspace(tmp_path / "ws")
     lingering = add_version(folder, "leaves_child_running", "v001.py")
     after = add_version(folder, "good", "v002.py")
-    env = {"KERNELTUI_BWRAP": bwrap} if bwrap else {}
-    judged = judge_many([lingering, after], env=env, rungs=["load", "compile", "correctness"])
+    serve_args, env = LANDLOCK_ONLY if bwrap == "none" else ((), {})
+    judged = judge_many([lingering, after], serve_args, env, rungs=["load", "compile", "correctness"])
     for name in ("v001", "v002"):
         assert judged[name]["status"] == "pass" and judged[name]["flags"] == [], (name, judged[name]["flags"])
     left = subprocess.run(["pgrep", "-f", "kerneltui-test-lingering-helper"], capture_output=True, text=True)

@@ -18,7 +18,9 @@ executor = "local"                          # or ssh://[user@]host[:port][?gpus=
                                             # them), or "ray" / "ray://HOST:10001" (pip install kerneltui[ray])
 ssh_options = ["-i", "~/.ssh/gpu_key"]      # given to ssh before the host
 sandbox = true                              # false: workers unconfined
-spare_idle_s = 120                          # no version this long: the judge ends its spare workers (0: keeps them)
+fork = true                                 # false: every worker started afresh (seconds each), not forked
+spare_idle_s = 120                          # no version this long: the judge ends its spare workers and their
+                                            # templates (0: keeps them)
 
 [ui]
 bell = true                                 # ring when a version beats the best or the queue empties

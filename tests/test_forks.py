@@ -1,0 +1,109 @@
+"""Workers forked from a template (harness.template): ready in a blink, and as contained as a fresh worker.
+
+Two workers of one template are alive at once whenever a version races the best's held worker: a version
+in one must not reach the other's folder, inbox or process, nor the template's. Each case runs a pool in a
+process of its own (the containment offer is read once per process), with and without bubblewrap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox import landlock_abi
+
+REPO = Path(__file__).parent.parent
+
+SPY = r'''
+import json, os, signal
+me = os.path.realpath(os.getcwd())  # its scratch folder
+own = os.path.dirname(me)
+slots = os.path.dirname(own)
+found = {"pid": os.getpid(), "slots": None}
+try:
+    found["slots"] = sorted(os.listdir(slots))
+except OSError:
+    pass  # Landlock: not its to list
+try:
+    with open(os.path.join(own, "inbox", "planted.py"), "w") as handle:
+        handle.write("x")
+    found["inbox_written"] = True
+except OSError:
+    found["inbox_written"] = False
+found["other_read"] = []
+for name in ("inbox/version.py", "scratch/secret.txt"):
+    try:
+        with open(os.path.join(OTHER, name)) as handle:
+            found["other_read"].append(handle.read())
+    except OSError:
+        pass
+found["signalled"] = []
+mine = {int(t) for t in os.listdir("/proc/self/task")} | {os.getppid()}  # its threads (kill() takes their ids)
+for pid in range(1, 1 << 15):  # any process it could name: the template, the other worker, their parents
+    if pid not in mine:
+        try:
+            os.kill(pid, 0)
+            found["signalled"].append(pid)
+        except OSError:
+            pass
+print("SPY " + json.dumps(found), flush=True)
+
+
+def custom_kernel(a, b):
+    return a + b
+'''
+
+SCRIPT = r'''
+import json, sys
+from harness import workers
+pool = workers.WorkerPool(workers.Spawn(), keep_spare=False)
+target = pool.take("run")
+target.wait_ready()
+(target.scratch / "secret.txt").write_text("the other worker's secret")
+target.copy_in(b"SECRET = 'the other version'", "version.py")
+spy = pool.take("run")
+spy.wait_ready()
+source = sys.argv[1].replace("OTHER", repr(str(target.root)))
+reply, _ = spy.request({"op": "load", "path": str(spy.copy_in(source.encode(), "spy.py")), "dsls": []}, None, 60, "")
+line = next((l for l in spy.log_tail().splitlines() if l.startswith("SPY ")), "SPY null")
+assert reply.get("ok"), reply
+print(json.dumps({"spy": json.loads(line[4:]), "load_ok": reply.get("ok"), "containment": spy.containment,
+                  "other_alive": target.proc.poll() is None}))
+pool.release(spy)
+pool.release(target)
+pool.close()
+'''
+
+
+def run_spy(env: dict[str, str]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, SPY],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bwrap", ["", "none"])
+def test_a_forked_worker_reaches_neither_its_sibling_nor_the_template(bwrap: str) -> None:
+    if bwrap == "none" and landlock_abi() < 1:
+        pytest.skip("Landlock is not available on this kernel")
+    found = run_spy({"KERNELTUI_BWRAP": bwrap} if bwrap else {})
+    spy = found["spy"]
+    assert found["load_ok"] is True
+    assert "namespaces" in found["containment"], found["containment"]
+    assert spy["slots"] is None or len(spy["slots"]) == 1, spy["slots"]  # its own folder only
+    assert spy["inbox_written"] is False  # its own inbox is the judge's: read-only
+    assert spy["other_read"] == []  # not the other worker's version, not its scratch
+    if "pid" in found["containment"].split(";")[1] or landlock_abi() >= 6:  # no pid namespace: Landlock scopes
+        assert spy["signalled"] == [], spy["signalled"]  # neither the other worker nor the template
+    assert found["other_alive"]
