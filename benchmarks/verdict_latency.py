@@ -1,7 +1,7 @@
 """How long from a new version file to its verdict, through one judge server as the dashboard runs it.
 
     python benchmarks/verdict_latency.py [PROBLEM ...] [--versions 10] [--base v002] [--json OUT.json]
-                                         [--profile-judge FOLDER]
+                                         [--profile-judge FOLDER] [--burst SECONDS [--agents 2]]
 
 For each problem under kernels/ (default softmax, rmsnorm, vecadd): a copy of the problem in a scratch
 workspace, one `python -m harness serve` with its workers ready, the base version judged once (the device's
@@ -11,7 +11,9 @@ and file to race). Every version is compiled afresh: each worker has a Triton ca
 per problem, p50 and p95 of: the correctness verdict (request to the correctness rung's result) and the
 whole ladder, the median seconds of each rung, and, per kind of request to a worker (from the judge's
 KERNELTUI_TRACE), how many per version, their median seconds and their total a version (where a few slow calls,
-a JIT compile, show), with the worker's own phases.
+a JIT compile, show), with the worker's own phases, and each worker's start (a fork from its template, or a
+fresh process) to its "ready". With --burst, agents write versions on a clock instead (each every SECONDS,
+whatever is still being judged): the p50 and p95 then count from each write, queueing included.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import argparse
 import hashlib
 import json
 import os
+import queue
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +37,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class Judge:
-    """One judge server; requests sent one at a time, its events read as they come."""
+    """One judge server; requests written to it as they come (it judges them in order), its events read by a
+    thread of their own and handed to whoever waits on the request's id."""
 
     def __init__(self, state: Path, trace: Path, profile: Path | None = None) -> None:
         profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
@@ -45,7 +50,10 @@ class Judge:
             cwd=REPO,
             env=dict(os.environ, KERNELTUI_TRACE=str(trace)),
         )
+        self.events: dict[Any, queue.Queue[dict[str, Any]]] = {}
+        self.lock = threading.Lock()
         self.device = self._next("ready")["device"]
+        threading.Thread(target=self._read, daemon=True).start()
 
     def _next(self, *kinds: str) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -56,21 +64,44 @@ class Judge:
                     return event
         raise RuntimeError(f"the judge exited (status {self.proc.wait()})")
 
-    def judge(self, path: Path, best: dict[str, Any]) -> dict[str, Any]:
-        """Times from the request: to each rung's result, and to the verdict."""
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                self._queue(event.get("id")).put(event)
+        for waiting in list(self.events.values()):
+            waiting.put({"event": "error", "error": f"the judge exited (status {self.proc.wait()})"})
+
+    def _queue(self, rid: Any) -> queue.Queue[dict[str, Any]]:
+        with self.lock:
+            return self.events.setdefault(rid, queue.Queue())
+
+    def submit(self, path: Path, best: dict[str, Any]) -> float:
+        """Sends the request for `path` (its id: the file's stem); when it was sent."""
         assert self.proc.stdin is not None
+        self._queue(path.stem)
         sent = time.perf_counter()
-        self.proc.stdin.write(json.dumps({"path": str(path), "id": path.stem, **best}) + "\n")
-        self.proc.stdin.flush()
+        with self.lock:
+            self.proc.stdin.write(json.dumps({"path": str(path), "id": path.stem, **best}) + "\n")
+            self.proc.stdin.flush()
+        return sent
+
+    def wait(self, path: Path, sent: float) -> dict[str, Any]:
+        """Times from `sent`: to each rung's result, and to the verdict."""
+        events = self._queue(path.stem)
         at: dict[str, float] = {}
         while True:
-            event = self._next("rung", "done")
+            event = events.get(timeout=1800)
             if event["event"] == "error":
                 raise RuntimeError(event["error"])
             if event["event"] == "rung":
                 at[event["rung"]["name"]] = time.perf_counter() - sent
-                continue
-            return {"rungs_at": at, "total_s": time.perf_counter() - sent, "evaluation": event["evaluation"]}
+            elif event["event"] == "done":
+                return {"rungs_at": at, "total_s": time.perf_counter() - sent, "evaluation": event["evaluation"]}
+
+    def judge(self, path: Path, best: dict[str, Any]) -> dict[str, Any]:
+        return self.wait(path, self.submit(path, best))
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -90,7 +121,12 @@ def best_request(judged: dict[str, Any], path: Path, device: str) -> dict[str, A
     }
 
 
-def measure(problem: str, base: str, count: int, root: Path, profile: Path | None = None) -> dict[str, Any]:
+def measure(
+    problem: str, base: str, count: int, root: Path, profile: Path | None = None, burst: tuple[float, int] | None = None
+) -> dict[str, Any]:
+    """`count` new versions judged one after another (each sent once the last is judged), or with `burst`
+    (seconds, agents): each of that many agents writes a new version every that many seconds, whatever is
+    still being judged, and each version's times count from when it was written."""
     folder = root / problem
     folder.mkdir(parents=True)
     shutil.copy(REPO / "kernels" / problem / "problem.py", folder / "problem.py")
@@ -102,17 +138,60 @@ def measure(problem: str, base: str, count: int, root: Path, profile: Path | Non
     try:
         warm = judge.judge(first, {})
         best = best_request(warm, first, str(judge.device.get("name")))
-        runs = []
-        for i in range(count):
-            path = folder / f"v{i + 2:03d}.py"
-            path.write_text(f"{source}\n# variant {i + 2}: the same kernel in a new file\n")
-            seen = trace_lines(trace)
-            runs.append(judge.judge(path, best))
-            runs[-1]["requests"] = trace_lines(trace)[len(seen) :]  # this version's, in the order made
+        seen = len(trace_lines(trace))
+        runs = (
+            burst_runs(judge, folder, source, count, best, burst)
+            if burst
+            else one_by_one(judge, folder, source, count, best, trace)
+        )
+        requests = trace_lines(trace)[seen:]
     finally:
         judge.close()
-    requests = [request for run in runs for request in run["requests"]]
-    return {**summarize(problem, warm, runs), "requests": requests_breakdown(requests, count)}
+    if burst:
+        for run in runs:
+            run["requests"] = []
+    return {
+        **summarize(problem, warm, runs),
+        "requests": requests_breakdown(requests, count),
+        "starts": worker_starts(requests),
+    }
+
+
+def one_by_one(
+    judge: Judge, folder: Path, source: str, count: int, best: dict[str, Any], trace: Path
+) -> list[dict[str, Any]]:
+    runs = []
+    for i in range(count):
+        path = folder / f"v{i + 2:03d}.py"
+        path.write_text(f"{source}\n# variant {i + 2}: the same kernel in a new file\n")
+        seen = trace_lines(trace)
+        runs.append(judge.judge(path, best))
+        runs[-1]["requests"] = trace_lines(trace)[len(seen) :]  # this version's, in the order made
+    return runs
+
+
+def burst_runs(
+    judge: Judge, folder: Path, source: str, count: int, best: dict[str, Any], burst: tuple[float, int]
+) -> list[dict[str, Any]]:
+    every_s, agents = burst
+    sent: list[tuple[Path, float]] = []
+    start = time.perf_counter()
+    for i in range(count):
+        for agent in range(agents):
+            path = folder / f"{chr(ord('a') + agent)}{i + 2:03d}.py"
+            path.write_text(f"{source}\n# agent {agent}, variant {i + 2}: the same kernel in a new file\n")
+            sent.append((path, judge.submit(path, best)))
+        time.sleep(max(0.0, start + (i + 1) * every_s - time.perf_counter()))
+    return [judge.wait(path, at) for path, at in sent]
+
+
+def worker_starts(requests: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per worker mode: seconds from its start (a fork, or a fresh process) to its "ready", p50 and p95."""
+    by_mode: dict[str, list[float]] = {}
+    for request in requests:
+        if request.get("op") == "ready" and isinstance(request.get("start_s"), (int, float)):
+            by_mode.setdefault(request["mode"], []).append(request["start_s"])
+    return {mode: {"n": len(s), "p50": pct(s, 50), "p95": pct(s, 95), "max": max(s)} for mode, s in by_mode.items()}
 
 
 def trace_lines(trace: Path) -> list[dict[str, Any]]:
@@ -210,6 +289,13 @@ def main() -> int:
     parser.add_argument("--base", default="v002")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--profile-judge", type=Path, help="a folder: the judge's cProfile stats, one file a problem")
+    parser.add_argument(
+        "--burst",
+        type=float,
+        metavar="SECONDS",
+        help="each agent writes a new version every SECONDS, judged or not (times count from the write)",
+    )
+    parser.add_argument("--agents", type=int, default=2, help="agents writing at once, with --burst")
     args = parser.parse_args()
     results = []
     head = f"{'problem':<9} {'first s':>8} {'correct p50':>12} {'p95':>6} {'ladder p50':>11} {'p95':>6}"
@@ -217,7 +303,8 @@ def main() -> int:
     for problem in args.problems:
         with tempfile.TemporaryDirectory(prefix="kerneltui-latency-") as root:
             stats = args.profile_judge / f"{problem}.prof" if args.profile_judge else None
-            found = measure(problem, args.base, args.versions, Path(root), stats)
+            burst = (args.burst, args.agents) if args.burst else None
+            found = measure(problem, args.base, args.versions, Path(root), stats, burst)
         results.append(found)
         rungs = " ".join(f"{k} {v:.2f}" for k, v in found["rung_median_s"].items())
         print(
@@ -234,6 +321,12 @@ def main() -> int:
             print(
                 f"    #{i + 1:<2} correct {one['correctness_s']:.2f} ladder {one['ladder_s']:.2f} race {one['race']}"
                 f"{mark}; slowest: {one['slowest']}",
+                flush=True,
+            )
+        for mode, start in found["starts"].items():
+            print(
+                f"    {mode} worker start to ready: p50 {start['p50']:.3f} s  p95 {start['p95']:.3f} s  "
+                f"max {start['max']:.3f} s  ({start['n']:.0f} workers)",
                 flush=True,
             )
         for kind, figures in found["requests"].items():

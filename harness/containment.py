@@ -4,7 +4,8 @@ Levels, best first: `bwrap` (bubblewrap: new user, pid, ipc, net, uts namespaces
 binds of the Python environment and system libraries, a private scratch and /tmp, no home, only the
 GPU's device nodes, dies with the judge), then `landlock` (harness.sandbox alone: reads and writes
 confined by the kernel, seccomp, no capabilities), then `none`. Inside bubblewrap harness.sandbox runs
-too. At every level a Watch follows the worker's processes (memory, count, the scratch folder's size;
+too, and a worker forked from a template (harness.template) first enters namespaces of its own
+(harness.namespaces). At every level a Watch follows the worker's processes (memory, count, the scratch folder's size;
 through a cgroup v2 folder where one is delegated) and kills all of them when the version's
 evaluation ends, daemons included: the judge is their subreaper, so nothing escapes its tree.
 """

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness import containment
 from harness.sandbox import cuda_device_count
-from harness.workers import Spawn, WorkerFailure, WorkerProcess
+from harness.workers import Spawn, WorkerFailure, WorkerPool
 
 
 def facts() -> dict[str, Any]:
@@ -30,16 +30,19 @@ def facts() -> dict[str, Any]:
 
 
 def try_worker() -> dict[str, Any]:
-    """Starts one worker as the judge would and reports what it says it got (and whether it sees the GPU)."""
-    worker = WorkerProcess("run", Spawn(cuda_first=cuda_device_count() > 0), interpret=True)
+    """Forks one worker as the judge would (from a template) and reports what it says it got (and whether it
+    sees the GPU)."""
+    pool = WorkerPool(Spawn())
     try:
+        worker = pool.take("run")
         ready = worker.wait_ready()
-        return {"ok": True, "containment": worker.containment, "cuda": bool(ready.get("cuda"))}
+        found = {"ok": True, "containment": worker.containment, "cuda": bool(ready.get("cuda"))}
+        pool.release(worker)
+        return found
     except WorkerFailure as exc:
         return {"ok": False, "error": str(exc)}
     finally:
-        worker.close(grace=0.5)
-        worker.remove_scratch()
+        pool.close()
 
 
 def advice(found: dict[str, Any]) -> list[str]:

@@ -19,8 +19,8 @@ import struct
 import subprocess
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness import containment

@@ -41,7 +41,7 @@ def preimport() -> dict[str, Any]:
     import torch  # noqa: F401
 
     with contextlib.suppress(ImportError):
-        import triton  # noqa: F401
+        import triton
         import triton.runtime.interpreter  # noqa: F401
     from harness import aot, interpreter_fixes, kernelbench, profiled, recorder, shared_block, timing, wire  # noqa: F401
 
@@ -69,7 +69,7 @@ def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
             control.send(json.dumps({"ok": False, "err": "unknown request"}).encode())
             continue
         try:
-            reply = {"ok": True, "pid": fork_worker(request, fds, control, slots)}
+            reply: dict[str, Any] = {"ok": True, "pid": fork_worker(request, fds, control, slots)}
         except OSError as exc:
             reply = {"ok": False, "err": f"fork failed: {exc}"}
         finally:
@@ -92,8 +92,9 @@ def fork_worker(request: dict[str, Any], fds: list[int], control: socket.socket,
     code = SETUP_FAILED
     try:
         os.close(control.detach())  # the template's socket is never a worker's
-        code = outer(request, *fds, slots)
-    except BaseException as exc:  # noqa: BLE001  (said in the worker's log; never back into the template's loop)
+        sock, log, status = fds
+        code = outer(request, sock, log, status, slots)
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.write(fds[1], f"kerneltui: the worker's set-up failed: {exc}\n".encode())
     finally:
@@ -128,7 +129,9 @@ def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str)
             return 0
 
 
-def first_process(request: dict[str, Any], sock: int, log: int, status: int, notes: list[str], pid_namespace: bool) -> int:
+def first_process(
+    request: dict[str, Any], sock: int, log: int, status: int, notes: list[str], pid_namespace: bool
+) -> int:
     """Reaps every process of the worker's tree and reports the worker's status; ending, ends the rest."""
     sandbox.die_with_parent()
     if pid_namespace:
@@ -139,7 +142,7 @@ def first_process(request: dict[str, Any], sock: int, log: int, status: int, not
     if worker == 0:
         try:
             become_worker(request, sock, log, notes)
-        except BaseException:  # noqa: BLE001  (the version's own errors are answered by harness.worker)
+        except BaseException:
             with contextlib.suppress(OSError):
                 os.write(2, f"kerneltui: the worker's set-up failed:\n{traceback.format_exc()}".encode())
         finally:
@@ -171,7 +174,7 @@ def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]
     os.dup2(log, 1)
     os.dup2(log, 2)
     keep = sorted({0, 1, 2, sock})
-    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
         os.closerange(low + 1, high)
     os.environ.clear()
     os.environ.update(request["env"])

@@ -102,6 +102,7 @@ class Worker:
             ready["profiler"] = self.profiler or "on"
             if self.cuda and triton is not None:
                 ready["triton"] = warm_triton()
+        ready["monotonic"] = time.monotonic()  # as it is sent: the judge's clock too, so how long it took to start
         wire.send(self.sock, ready)
         while True:
             try:

@@ -156,6 +156,7 @@ class WorkerProcess:
 
     def __init__(self, mode: str, spawn: Spawn, interpret: bool, template: forks.Template | None = None) -> None:
         self.mode = mode
+        self.started = time.monotonic()
         self.root = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-", dir=template.slots if template else None))
         self.scratch = self.root / "scratch"
         self.inbox = self.root / "inbox"
@@ -172,9 +173,11 @@ class WorkerProcess:
         self.sock = parent
         try:
             if template is not None:
-                self.proc: subprocess.Popen[bytes] | forks.ForkedProcess = self._fork(template, spawn, interpret, child)
+                self.proc: subprocess.Popen[bytes] | forks.ForkedProcess = fork_from(
+                    self, template, spawn, interpret, child
+                )
             else:
-                self.proc = self._start(spawn, interpret, offer, child)
+                self.proc = start_fresh(self, spawn, interpret, offer, child)
         except BaseException:
             self.sock.close()
             self.log.close()
@@ -187,62 +190,8 @@ class WorkerProcess:
         self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, offer.cgroup if offer else None)
         self.ready: dict[str, Any] | None = None
         self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
-        self.started = time.monotonic()
         self.block: Any = None  # a harness.shared_block block the worker maps too, once a request needs one
         self.share_note: str | None = None  # why large tensors go through the socket, where sharing failed
-
-    def _start(
-        self, spawn: Spawn, interpret: bool, offer: containment.Offer | None, child: socket.socket
-    ) -> subprocess.Popen[bytes]:
-        """A fresh Python process: harness.sandbox confines it, then runs harness.worker."""
-        env = worker_env(self.root, self.mode, interpret, spawn.cute_arch)
-        reads = [str(self.inbox), str(self.root / "pkg"), *(spawn.wrapper.reads if spawn.wrapper else ())]
-        argv = [spawn.python, "-m", "harness.sandbox", "--scratch", str(self.scratch)]
-        argv += [arg for path in reads for arg in ("--read", path)]
-        argv += ["--max-file-bytes", str(spawn.max_file_bytes)] + ([] if spawn.confine else ["--off"])
-        argv += ["harness.worker", "--fd", str(child.fileno()), "--mode", self.mode, "--arch", spawn.arch]
-        if spawn.cuda_first and self.mode == "run":
-            argv.insert(argv.index("--scratch"), "--cuda-first")
-        if spawn.wrapper:
-            argv = [arg.replace("{out}", str(self.out)) for arg in spawn.wrapper.argv] + argv
-        if offer and offer.bwrap:
-            readable = sandbox_read_roots() + list(spawn.wrapper.reads if spawn.wrapper else ())
-            prefix = containment.bwrap_prefix(offer.bwrap, self.root, readable, spawn.limits, offer.share_net)
-            argv = prefix + argv
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(child.fileno(),),
-            start_new_session=True,
-            env=env,
-            cwd=self.scratch,
-        )
-
-    def _fork(self, template: forks.Template, spawn: Spawn, interpret: bool, child: socket.socket) -> forks.ForkedProcess:
-        """A worker forked from the pool's template (harness.template), confining itself as _start's does."""
-        pkg = template.root / "pkg"
-        request = {
-            "mode": self.mode,
-            "arch": spawn.arch,
-            "env": worker_env(self.root, self.mode, interpret, spawn.cute_arch, pkg=pkg),
-            "root": str(self.root),
-            "scratch": str(self.scratch),
-            "inbox": str(self.inbox),
-            "cover": str(self.cover(self.root)),
-            "reads": [str(self.inbox), str(pkg)],
-            "max_file_bytes": spawn.max_file_bytes,
-            "confine": spawn.confine,
-            "cuda_first": spawn.cuda_first and self.mode == "run",
-        }
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its first byte: its pid comes with it
-        try:
-            proc = template.fork(request, child.fileno(), self.log.fileno(), READY_TIMEOUT_S)
-            proc.learn_pid(self.sock, READY_TIMEOUT_S)
-        except forks.TemplateError as exc:
-            raise WorkerFailure(str(exc)) from None
-        return proc
 
     def wait_ready(self) -> dict[str, Any]:
         if self.ready is None:
@@ -250,7 +199,10 @@ class WorkerProcess:
             header, _ = self._recv(READY_TIMEOUT_S, "starting")
             if TRACE:  # a verdict that waits on a worker still starting (too few spares) shows as this
                 age = time.monotonic() - self.started
-                _trace(self.mode, {"op": "ready"}, {}, f"started {age:.2f} s before", time.perf_counter() - waited)
+                said = header.get("monotonic")  # the worker's CLOCK_MONOTONIC as it sent "ready": the same clock
+                start_s = round(said - self.started, 4) if isinstance(said, float) else None
+                what = f"started {age:.2f} s before"
+                _trace(self.mode, {"op": "ready"}, {}, what, time.perf_counter() - waited, {"start_s": start_s})
             if header.get("op") != "ready":
                 raise WorkerFailure("the worker did not start properly")
             self.ready = header
@@ -459,13 +411,71 @@ class WorkerProcess:
         if self.forked:
             shutil.rmtree(self.root.with_name(f".cover-{self.root.name}"), ignore_errors=True)
 
-    @staticmethod
-    def cover(root: Path) -> Path:
-        """What a forked worker's mount namespace shows in place of every worker's folder: an empty folder named
-        as its own, in an empty folder (harness.namespaces.only_own_folder)."""
-        cover = root.with_name(f".cover-{root.name}")
-        (cover / root.name).mkdir(parents=True)
-        return cover
+
+def start_fresh(
+    self: WorkerProcess, spawn: Spawn, interpret: bool, offer: containment.Offer | None, child: socket.socket
+) -> subprocess.Popen[bytes]:
+    """A fresh Python process for `self`: harness.sandbox confines it, then runs harness.worker."""
+    env = worker_env(self.root, self.mode, interpret, spawn.cute_arch)
+    reads = [str(self.inbox), str(self.root / "pkg"), *(spawn.wrapper.reads if spawn.wrapper else ())]
+    argv = [spawn.python, "-m", "harness.sandbox", "--scratch", str(self.scratch)]
+    argv += [arg for path in reads for arg in ("--read", path)]
+    argv += ["--max-file-bytes", str(spawn.max_file_bytes)] + ([] if spawn.confine else ["--off"])
+    argv += ["harness.worker", "--fd", str(child.fileno()), "--mode", self.mode, "--arch", spawn.arch]
+    if spawn.cuda_first and self.mode == "run":
+        argv.insert(argv.index("--scratch"), "--cuda-first")
+    if spawn.wrapper:
+        argv = [arg.replace("{out}", str(self.out)) for arg in spawn.wrapper.argv] + argv
+    if offer and offer.bwrap:
+        readable = sandbox_read_roots() + list(spawn.wrapper.reads if spawn.wrapper else ())
+        prefix = containment.bwrap_prefix(offer.bwrap, self.root, readable, spawn.limits, offer.share_net)
+        argv = prefix + argv
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=self.log,
+        stderr=subprocess.STDOUT,
+        pass_fds=(child.fileno(),),
+        start_new_session=True,
+        env=env,
+        cwd=self.scratch,
+    )
+
+
+def fork_from(
+    self: WorkerProcess, template: forks.Template, spawn: Spawn, interpret: bool, child: socket.socket
+) -> forks.ForkedProcess:
+    """A worker for `self` forked from the pool's template (harness.template), confining itself as a fresh one
+    does."""
+    pkg = template.root / "pkg"
+    request = {
+        "mode": self.mode,
+        "arch": spawn.arch,
+        "env": worker_env(self.root, self.mode, interpret, spawn.cute_arch, pkg=pkg),
+        "root": str(self.root),
+        "scratch": str(self.scratch),
+        "inbox": str(self.inbox),
+        "cover": str(make_cover(self.root)),
+        "reads": [str(self.inbox), str(pkg)],
+        "max_file_bytes": spawn.max_file_bytes,
+        "confine": spawn.confine,
+        "cuda_first": spawn.cuda_first and self.mode == "run",
+    }
+    self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its first byte: its pid comes with it
+    try:
+        proc = template.fork(request, child.fileno(), self.log.fileno(), READY_TIMEOUT_S)
+        proc.learn_pid(self.sock, READY_TIMEOUT_S)
+    except forks.TemplateError as exc:
+        raise WorkerFailure(str(exc)) from None
+    return proc
+
+
+def make_cover(root: Path) -> Path:
+    """What a forked worker's mount namespace shows in place of every worker's folder: an empty folder named
+    as its own, in an empty folder (harness.namespaces.only_own_folder)."""
+    cover = root.with_name(f".cover-{root.name}")
+    (cover / root.name).mkdir(parents=True)
+    return cover
 
 
 def start_template(spawn: Spawn, interpret: bool) -> forks.Template:
@@ -488,9 +498,12 @@ def start_template(spawn: Spawn, interpret: bool) -> forks.Template:
     offer = containment.probe() if spawn.confine else None
     argv = [spawn.python]
     if offer and offer.bwrap:
-        argv = containment.bwrap_prefix(
-            offer.bwrap, root, sandbox_read_roots(), spawn.limits, offer.share_net, template=True
-        ) + argv
+        argv = (
+            containment.bwrap_prefix(
+                offer.bwrap, root, sandbox_read_roots(), spawn.limits, offer.share_net, template=True
+            )
+            + argv
+        )
     (root / "slots").mkdir()
     log = tempfile.TemporaryFile()  # noqa: SIM115  (the template's own output: read where it fails)
     return forks.Template(argv, env, root, log)
@@ -665,11 +678,19 @@ def trace_judge(step: str, seconds: float) -> None:
         _trace("judge", {"op": step}, {}, step, seconds)
 
 
-def _trace(mode: str, header: dict[str, Any], reply: dict[str, Any], what: str, seconds: float) -> None:
+def _trace(
+    mode: str,
+    header: dict[str, Any],
+    reply: dict[str, Any],
+    what: str,
+    seconds: float,
+    extra: dict[str, Any] | None = None,
+) -> None:
     """One line in the KERNELTUI_TRACE file: which request, how long from send to reply, and the worker's phases."""
     import json
 
     line = {
+        **(extra or {}),
         "mode": mode,
         "op": header.get("op"),
         "what": what,

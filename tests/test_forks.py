@@ -18,7 +18,7 @@ from harness.sandbox import landlock_abi
 
 REPO = Path(__file__).parent.parent
 
-SPY = r'''
+SPY = r"""
 import json, os, signal
 me = os.path.realpath(os.getcwd())  # its scratch folder
 own = os.path.dirname(me)
@@ -55,9 +55,9 @@ print("SPY " + json.dumps(found), flush=True)
 
 def custom_kernel(a, b):
     return a + b
-'''
+"""
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 from harness import workers
 pool = workers.WorkerPool(workers.Spawn(), keep_spare=False)
@@ -76,7 +76,7 @@ print(json.dumps({"spy": json.loads(line[4:]), "load_ok": reply.get("ok"), "cont
 pool.release(spy)
 pool.release(target)
 pool.close()
-'''
+"""
 
 
 def run_spy(env: dict[str, str]) -> dict:

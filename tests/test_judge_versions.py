@@ -113,7 +113,8 @@ def test_compile_error_names_the_kernel_line(judged: tuple[dict[str, dict], Path
 
 
 def _worker_processes(judge_pid: int) -> list[int]:
-    """The judge's descendants that run harness.sandbox or harness.worker: its workers."""
+    """The judge's descendants that run harness.sandbox, harness.worker or harness.template: its workers and the
+    templates they are forked from (a fork keeps its template's command line)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -125,14 +126,14 @@ def _worker_processes(judge_pid: int) -> list[int]:
         for pid in frontier:
             with contextlib.suppress(OSError):
                 command = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"harness.sandbox" in command or b"harness.worker" in command:
+                if any(name in command for name in (b"harness.sandbox", b"harness.worker", b"harness.template")):
                     found.append(pid)
     return found
 
 
 def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) -> None:
-    """Spare workers hold ~300 MB each: a judge with no request for spare_idle_s ends them, and the next version
-    is judged all the same, in a worker started for it."""
+    """Spare workers and their templates hold ~300 MB each: a judge with no request for spare_idle_s ends them,
+    and the next version is judged all the same, in a worker started for it."""
     path = add_version(workspace, "good", "v001.py")
     judge = subprocess.Popen(
         [sys.executable, "-m", "harness", "serve", "--spare-idle-s", "2", "--rungs", "load,compile,correctness"],
