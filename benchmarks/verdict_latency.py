@@ -40,10 +40,10 @@ class Judge:
     """One judge server; requests written to it as they come (it judges them in order), its events read by a
     thread of their own and handed to whoever waits on the request's id."""
 
-    def __init__(self, state: Path, trace: Path, profile: Path | None = None) -> None:
+    def __init__(self, state: Path, trace: Path, profile: Path | None = None, args: tuple[str, ...] = ()) -> None:
         profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self.proc = subprocess.Popen(
-            [sys.executable, *profiled, "-m", "harness", "serve", "--state-dir", str(state)],
+            [sys.executable, *profiled, "-m", "harness", "serve", "--state-dir", str(state), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -122,7 +122,13 @@ def best_request(judged: dict[str, Any], path: Path, device: str) -> dict[str, A
 
 
 def measure(
-    problem: str, base: str, count: int, root: Path, profile: Path | None = None, burst: tuple[float, int] | None = None
+    problem: str,
+    base: str,
+    count: int,
+    root: Path,
+    profile: Path | None = None,
+    burst: tuple[float, int] | None = None,
+    judge_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """`count` new versions judged one after another (each sent once the last is judged), or with `burst`
     (seconds, agents): each of that many agents writes a new version every that many seconds, whatever is
@@ -134,7 +140,7 @@ def measure(
     first = folder / "v001.py"
     first.write_text(source)
     trace = root / "trace.jsonl"
-    judge = Judge(root / ".state", trace, profile)
+    judge = Judge(root / ".state", trace, profile, judge_args)
     try:
         warm = judge.judge(first, {})
         best = best_request(warm, first, str(judge.device.get("name")))
@@ -296,6 +302,12 @@ def main() -> int:
         help="each agent writes a new version every SECONDS, judged or not (times count from the write)",
     )
     parser.add_argument("--agents", type=int, default=2, help="agents writing at once, with --burst")
+    parser.add_argument(
+        "--judge-arg",
+        action="append",
+        default=[],
+        help="an option for the judge (repeatable), e.g. --judge-arg=--no-fork",
+    )
     args = parser.parse_args()
     results = []
     head = f"{'problem':<9} {'first s':>8} {'correct p50':>12} {'p95':>6} {'ladder p50':>11} {'p95':>6}"
@@ -304,7 +316,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="kerneltui-latency-") as root:
             stats = args.profile_judge / f"{problem}.prof" if args.profile_judge else None
             burst = (args.burst, args.agents) if args.burst else None
-            found = measure(problem, args.base, args.versions, Path(root), stats, burst)
+            found = measure(problem, args.base, args.versions, Path(root), stats, burst, tuple(args.judge_arg))
         results.append(found)
         rungs = " ".join(f"{k} {v:.2f}" for k, v in found["rung_median_s"].items())
         print(
