@@ -18,7 +18,7 @@ from harness.options import Options
 from harness.problem import load_problem
 from harness.results import Evaluation
 from harness.rungs.benchmark import benchmark
-from harness.rungs.compile import smem_overflow
+from harness.rungs.compile import in_case_order, smem_overflow
 from harness.rungs.correctness import mutated_inputs
 from harness.rungs.roofline import roofline
 from tests.conftest import add_version, judge_many, make_workspace, run, rung
@@ -321,3 +321,17 @@ def test_a_cubin_disassembled_before_is_not_disassembled_again(tmp_path: Path, m
     small.put("a", "x" * 20)
     small.put("b", "y" * 20)
     assert small.get("a") is None and small.get("b") == "y" * 20
+
+
+def test_kernels_compiled_ahead_are_listed_in_the_order_of_their_cases_not_of_when_their_compiles_ended() -> None:
+    """On a GPU every case's specialisations compile at once on threads: the bench case's (n=4096) ended first
+    on an H100, and the compile rung listed it first, as if the first call had compiled it."""
+    ended_first = [Kernel("add_kernel", "triton", case="n=4096"), Kernel("add_kernel", "triton", case="n=1000")]
+    ended_first += [Kernel("add_kernel", "triton", case="n=1"), Kernel("mul_kernel", "triton", case="n=1")]
+    ordered = in_case_order(ended_first, ["n=1", "n=1000", "n=1000", "n=4096"])
+    assert [(k.name, k.case) for k in ordered] == [
+        ("add_kernel", "n=1"),
+        ("add_kernel", "n=1000"),
+        ("add_kernel", "n=4096"),
+        ("mul_kernel", "n=1"),
+    ]

@@ -96,7 +96,14 @@ def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str, labels: 
             list(pool.map(dumps_mod.read_resources, fresh))
     for kernel in fresh:
         kernel.case = (labels or {}).get(kernel.group, label)
-        run.kernels.append(kernel)
+    run.kernels += in_case_order(fresh, list((labels or {}).values()))
+
+
+def in_case_order(kernels: list[dumps_mod.Kernel], cases: list[str]) -> list[dumps_mod.Kernel]:
+    """Each kernel's specialisations in the order of the cases that compiled them (`cases`, as planned), not of
+    when their compiles ended: compiled ahead at once on threads, a large case's may end first."""
+    rank = {case: i for i, case in reversed(list(enumerate(cases)))}
+    return sorted(kernels, key=lambda k: (k.name, rank.get(k.case or "", len(rank))))
 
 
 def _precompile(
