@@ -359,8 +359,13 @@ def end_escaped(known_children: set[int]) -> int:
 class Watch:
     """One worker's limits, checked from the judge (by the pool's Watcher) against its process tree."""
 
-    def __init__(self, pid: int, scratch: Path, limits: Limits, cgroup_parent: str | None) -> None:
+    def __init__(
+        self, pid: int, scratch: Path, limits: Limits, cgroup_parent: str | None, root_reaps: bool = False
+    ) -> None:
         self.pid, self.scratch, self.limits = pid, scratch, limits
+        # The root is the subreaper of its tree (a forked worker's outer process): it is ended last, so whatever a
+        # killed process leaves behind is reparented to it, inside the tree, not out of sight.
+        self.root_reaps = root_reaps
         self.reason: str | None = None
         self.lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()  # its Watcher's, once added
         self.cgroup: Cgroup | None = None
@@ -407,6 +412,12 @@ class Watch:
         """Every process of the tree, repeatedly until none is left (a fork loop races a single pass)."""
         if self.cgroup is not None:
             self.cgroup.kill()
+        for _ in range(50 if self.root_reaps else 0):
+            below = tree(self.pid, processes())[1:]
+            if not below:
+                break
+            kill_all(below)
+            time.sleep(0.005)
         for _ in range(20):
             pids = tree(self.pid, processes())
             if not pids:

@@ -104,6 +104,7 @@ def fork_worker(request: dict[str, Any], fds: list[int], control: socket.socket,
 def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str) -> int:
     os.setsid()
     sandbox.die_with_parent()
+    containment.become_subreaper()  # killed from the top down, its tree's orphans stay beneath it (Watch.kill)
     os.write(sock, b"\0")  # the judge reads this process's pid from it (SO_PASSCRED)
     notes, pid_namespace = [], False
     why = namespaces.unshare_all() if request["confine"] else "no namespaces of its own (--no-sandbox)"
@@ -123,10 +124,24 @@ def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str)
             os._exit(code)
     for fd in (sock, log, status):
         os.close(fd)
+    return keep_until_empty(first)
+
+
+def keep_until_empty(first: int) -> int:
+    """Waits for `first`, then ends whatever is left beneath this process (as its subreaper, every orphan of the
+    tree comes here) and exits only once nothing is: an orphan never outlives it, still holding the worker's
+    socket, out of the judge's sight."""
+    ending = False
     while True:
-        with contextlib.suppress(InterruptedError):
-            os.waitpid(first, 0)
+        if ending:
+            containment.kill_all(containment.tree(os.getpid(), containment.processes())[1:])
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
             return 0
+        except InterruptedError:
+            continue
+        ending = ending or pid == first
 
 
 def first_process(
@@ -161,8 +176,11 @@ def first_process(
     code = os.waitstatus_to_exitcode(wait_status)
     with contextlib.suppress(OSError):
         os.write(status, (f"signal {-code}" if code < 0 else f"exit {code}").encode())
-    if not pid_namespace:
-        containment.end_all(containment.tree(os.getpid(), containment.processes())[1:])
+    for _ in range(0 if pid_namespace else 50):  # a fork loop races one pass; its orphans come back to this one
+        left = containment.tree(os.getpid(), containment.processes())[1:]
+        if not left:
+            break
+        containment.end_all(left, wait_s=0.2)
     return 0
 
 

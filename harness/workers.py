@@ -187,7 +187,8 @@ class WorkerProcess:
             child.close()
         if TRACE:  # how many workers a run starts, and when (benchmarks/verdict_latency.py, the test suite's count)
             _trace(mode, {"op": "start"}, {}, f"pid {self.proc.pid}" + (" forked" if self.forked else ""), 0.0)
-        self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, offer.cgroup if offer else None)
+        cgroup = offer.cgroup if offer else None
+        self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, cgroup, root_reaps=self.forked)
         self.ready: dict[str, Any] | None = None
         self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
         self.block: Any = None  # a harness.shared_block block the worker maps too, once a request needs one
@@ -379,6 +380,8 @@ class WorkerProcess:
         taken whole first and ended while the watcher waits: killed from the top (bubblewrap), the processes
         under it were orphans for a moment, and a tick took them for a daemon the version started."""
         with self.watch.lock:
+            if self.forked:  # its tree first, from below, while its outer process still takes in the orphans
+                self.watch.kill()
             started = containment.tree(self.proc.pid, containment.processes())
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -107,3 +107,35 @@ def test_a_forked_worker_reaches_neither_its_sibling_nor_the_template(bwrap: str
     if "pid" in found["containment"].split(";")[1] or landlock_abi() >= 6:  # no pid namespace: Landlock scopes
         assert spy["signalled"] == [], spy["signalled"]  # neither the other worker nor the template
     assert found["other_alive"]
+
+
+FORK_LOOP = r"""
+import time
+from pathlib import Path
+from harness.workers import Spawn, WorkerFailure, WorkerPool
+pool = WorkerPool(Spawn(), keep_spare=False)
+source = Path("tests/exploits/fork_loop.py").read_bytes().replace(b"time.sleep(60)", b"time.sleep(300)")
+for _ in range(4):
+    worker = pool.take("run")
+    worker.wait_ready()
+    try:
+        worker.request({"op": "load", "path": str(worker.copy_in(source, "loop.py")), "dsls": []}, None, 30, "")
+        print("loaded")
+    except WorkerFailure as exc:
+        print(str(exc).splitlines()[0])
+    pool.release(worker)
+pool.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_fork_loop_killed_by_the_watch_leaves_nothing_holding_its_socket() -> None:
+    """Killed mid-loop, a forked worker's children were orphaned past its outer process (which exited with its
+    first one) to bubblewrap's init, still holding the worker's socket: the judge heard nothing until its
+    timeout. The outer process is their subreaper and exits only once nothing is left beneath it."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_LOOP], capture_output=True, text=True, timeout=600, cwd=REPO, env=os.environ
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcomes = done.stdout.strip().splitlines()
+    assert len(outcomes) == 4 and all(line.startswith("killed: it") for line in outcomes), outcomes
