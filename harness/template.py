@@ -21,12 +21,14 @@ import json
 import os
 import runpy
 import select
+import signal
 import socket
 import sys
 import tempfile
 import time
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from harness import containment, namespaces, sandbox
 
@@ -86,25 +88,34 @@ def reap() -> None:
 
 
 def fork_worker(request: dict[str, Any], fds: list[int], control: socket.socket, slots: str) -> int:
+    sock, log, status = fds
     pid = os.fork()
-    if pid:
-        return pid
+    if pid == 0:
+        os.close(control.detach())  # the template's socket is never a worker's
+        in_child(lambda: outer(request, sock, log, status, slots), log)
+    return pid
+
+
+def in_child(body: Callable[[], int], log: int) -> NoReturn:
+    """Runs `body` in a forked child and exits with its code: never back into the template's loop; what failed
+    is said in `log` (the worker's, the judge reads it)."""
     code = SETUP_FAILED
     try:
-        os.close(control.detach())  # the template's socket is never a worker's
-        sock, log, status = fds
-        code = outer(request, sock, log, status, slots)
-    except BaseException as exc:
+        code = body()
+    except BaseException:
         with contextlib.suppress(OSError):
-            os.write(fds[1], f"kerneltui: the worker's set-up failed: {exc}\n".encode())
+            os.write(log, f"kerneltui: the worker's set-up failed:\n{traceback.format_exc()}".encode())
     finally:
         os._exit(code)
 
 
 def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str) -> int:
+    """The judge's handle on the worker: says its pid, enters the worker's namespaces, then waits beneath them as
+    the subreaper of the tree and exits only once nothing is left in it (so no orphan keeps the worker's socket
+    open out of the judge's sight)."""
     os.setsid()
     sandbox.die_with_parent()
-    containment.become_subreaper()  # killed from the top down, its tree's orphans stay beneath it (Watch.kill)
+    containment.become_subreaper()
     os.write(sock, b"\0")  # the judge reads this process's pid from it (SO_PASSCRED)
     notes, pid_namespace = [], False
     why = namespaces.unshare_all() if request["confine"] else "no namespaces of its own (--no-sandbox)"
@@ -117,37 +128,19 @@ def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str)
         notes.append(why)
     first = os.fork()
     if first == 0:
-        code = SETUP_FAILED
-        try:
-            code = first_process(request, sock, log, status, notes, pid_namespace)
-        finally:
-            os._exit(code)
+        in_child(lambda: first_process(request, sock, log, status, notes, pid_namespace), log)
     for fd in (sock, log, status):
         os.close(fd)
-    return keep_until_empty(first)
-
-
-def keep_until_empty(first: int) -> int:
-    """Waits for `first`, then ends whatever is left beneath this process (as its subreaper, every orphan of the
-    tree comes here) and exits only once nothing is: an orphan never outlives it, still holding the worker's
-    socket, out of the judge's sight."""
-    ending = False
-    while True:
-        if ending:
-            containment.kill_all(containment.tree(os.getpid(), containment.processes())[1:])
-        try:
-            pid, _ = os.waitpid(-1, 0)
-        except ChildProcessError:
-            return 0
-        except InterruptedError:
-            continue
-        ending = ending or pid == first
+    reap_until(first)
+    end_beneath()
+    return 0
 
 
 def first_process(
     request: dict[str, Any], sock: int, log: int, status: int, notes: list[str], pid_namespace: bool
 ) -> int:
-    """Reaps every process of the worker's tree and reports the worker's status; ending, ends the rest."""
+    """Reaps every process of the worker's tree, reports the worker's exit status, then ends the rest (in a pid
+    namespace of its own, its exit alone would)."""
     sandbox.die_with_parent()
     if pid_namespace:
         namespaces.own_proc()
@@ -155,36 +148,46 @@ def first_process(
         containment.become_subreaper()  # a daemon the version starts stays beneath this process
     worker = os.fork()
     if worker == 0:
-        try:
-            become_worker(request, sock, log, notes)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.write(2, f"kerneltui: the worker's set-up failed:\n{traceback.format_exc()}".encode())
-        finally:
-            os._exit(SETUP_FAILED)
+        in_child(lambda: become_worker(request, sock, log, notes), 2)  # 2: the log, once the worker set it up
     os.close(sock)
     os.close(log)
+    code = reap_until(worker)
+    with contextlib.suppress(OSError):
+        os.write(status, (f"signal {-code}" if code < 0 else f"exit {code}").encode())
+    end_beneath()
+    return 0
+
+
+def reap_until(child: int) -> int:
+    """Reaps this process's children (orphans included, where it is their subreaper) until `child` has exited:
+    its exit code (-N: killed by signal N)."""
     while True:
         try:
             pid, wait_status = os.waitpid(-1, 0)
         except ChildProcessError:
-            return 0
+            return -signal.SIGKILL  # reaped already: nothing more to know
         except InterruptedError:
             continue
-        if pid == worker:
-            break
-    code = os.waitstatus_to_exitcode(wait_status)
-    with contextlib.suppress(OSError):
-        os.write(status, (f"signal {-code}" if code < 0 else f"exit {code}").encode())
-    for _ in range(0 if pid_namespace else 50):  # a fork loop races one pass; its orphans come back to this one
-        left = containment.tree(os.getpid(), containment.processes())[1:]
-        if not left:
-            break
-        containment.end_all(left, wait_s=0.2)
-    return 0
+        if pid == child:
+            return os.waitstatus_to_exitcode(wait_status)
 
 
-def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]) -> None:
+def end_beneath() -> None:
+    """Ends everything left beneath this process and reaps it; returns once nothing is (a fork loop races a
+    single pass, and its orphans come back here)."""
+    while True:
+        containment.kill_all(containment.tree(os.getpid(), containment.processes())[1:])
+        try:
+            os.waitpid(-1, 0)
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]) -> int:
     """Output to the judge's log, nothing else open, the worker's environment and folder; confined; then the
     worker, as `python -m harness.sandbox ... harness.worker` runs it."""
     null = os.open(os.devnull, os.O_RDONLY)
@@ -209,6 +212,7 @@ def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]
     sandbox.APPLIED[:] = [*notes, *applied]
     sys.argv = ["harness.worker", "--fd", str(sock), "--mode", request["mode"], "--arch", request["arch"]]
     runpy.run_module("harness.worker", run_name="__main__", alter_sys=True)
+    return 0  # harness.worker exits by itself; a return is not the way it ends
 
 
 def main() -> None:
