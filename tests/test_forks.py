@@ -23,11 +23,11 @@ import json, os, signal
 me = os.path.realpath(os.getcwd())  # its scratch folder
 own = os.path.dirname(me)
 slots = os.path.dirname(own)
-found = {"pid": os.getpid(), "slots": None}
+found = {"own": os.path.basename(own), "slots": None, "slots_refused": None}
 try:
     found["slots"] = sorted(os.listdir(slots))
-except OSError:
-    pass  # Landlock: not its to list
+except OSError as exc:  # Landlock: not its to list
+    found["slots_refused"] = exc.strerror
 try:
     with open(os.path.join(own, "inbox", "planted.py"), "w") as handle:
         handle.write("x")
@@ -101,7 +101,10 @@ def test_a_forked_worker_reaches_neither_its_sibling_nor_the_template(bwrap: str
     spy = found["spy"]
     assert found["load_ok"] is True
     assert "namespaces" in found["containment"], found["containment"]
-    assert spy["slots"] is None or len(spy["slots"]) == 1, spy["slots"]  # its own folder only
+    if spy["slots"] is None:
+        assert spy["slots_refused"], spy  # Landlock refused the listing
+    else:
+        assert spy["slots"] == [spy["own"]], spy  # the others' folders covered: its own alone
     assert spy["inbox_written"] is False  # its own inbox is the judge's: read-only
     assert spy["other_read"] == []  # not the other worker's version, not its scratch
     if "pid" in found["containment"].split(";")[1] or landlock_abi() >= 6:  # no pid namespace: Landlock scopes
