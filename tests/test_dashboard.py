@@ -228,8 +228,11 @@ async def test_keys_remapped_from_the_config(history: Workspace, tmp_path: Path)
         # the command palette names the key in use (it said "key a" whatever the config mapped)
         from kerneltui.ui.commands import KernelCommands
 
-        keys = {name: key for name, _, key in KernelCommands(app.screen).commands() if key}
+        commands = {name: (run, key) for name, run, key in KernelCommands(app.screen).commands()}
+        keys = {name: key for name, (_, key) in commands.items() if key}
         assert keys["Approve the selected version"] == "A" and keys["Search the pane on show"] == "/"
+        app.call_later(commands["Help: keys"][0])  # as the palette runs a command it was given
+        await wait_for(lambda: isinstance(app.screen, HelpScreen), pilot)
     with db(history.root) as conn:
         assert conn.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 1
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from kerneltui.ui.app import KernelTUI
+from kerneltui.ui.steering import Steering  # the app's actions; kerneltui.ui.app builds on it and imports this
 
 
-def key_of(app: KernelTUI, binding_id: str) -> str:
+def key_of(app: Steering, binding_id: str) -> str:
     """How the key bound to `binding_id` reads now ("A" after `approve = "A"`, "/" for slash), or ""."""
     for binding in app.BINDINGS:
         if isinstance(binding, Binding) and binding.id == binding_id:
@@ -24,7 +23,7 @@ def key_of(app: KernelTUI, binding_id: str) -> str:
 
 class KernelCommands(Provider):
     def commands(self) -> list[tuple[str, Callable[[], Any], str]]:
-        app: KernelTUI = self.app  # type: ignore[assignment]
+        app: Steering = self.app  # type: ignore[assignment]
         key = partial(key_of, app)  # the key in use: a remap in the config's [keys] shows here too
         found: list[tuple[str, Callable[[], Any], str]] = [
             ("Approve the selected version", app.action_approve, key("approve")),
@@ -35,8 +34,8 @@ class KernelCommands(Provider):
             ("Stop this problem's agent", app.action_stop_agent, key("stop_agent")),
             ("Diff: cycle previous / best / approved", app.action_diff, key("diff")),
             ("Search the pane on show", app.action_search, key("search")),
-            ("Judges: each GPU's load", app.action_judges, key("gpus")),
-            ("Help: keys", app.action_help, key("help")),
+            ("Judges: each GPU's load", partial(app.run_action, "judges"), key("gpus")),  # the app's own actions
+            ("Help: keys", partial(app.run_action, "help"), key("help")),
         ]
         for tab in ("rungs", "diff", "trends", "asm", "agent", "profile"):
             found.append((f"Show the {tab.title()} pane", partial(app.action_tab, tab), ""))
