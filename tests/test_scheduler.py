@@ -117,14 +117,14 @@ def test_a_file_named_like_a_version_that_is_not_one_is_named_once(tmp_path: Pat
 def test_judges_are_pinned_to_the_gpus_kerneltui_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Judges were pinned to CUDA_VISIBLE_DEVICES=0,1 whatever kerneltui was given: started with "2,3" it judged on
     GPUs 0 and 1, someone else's. (The GPU count is the one thing faked: this machine has none.)"""
-    from kerneltui.core import scheduler as scheduler_mod
+    from kerneltui.core import judges as judges_mod
     from kerneltui.core.config import LadderConfig
 
-    monkeypatch.setattr(scheduler_mod, "cuda_device_count", lambda: 2)
+    monkeypatch.setattr(judges_mod, "cuda_device_count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    judges = scheduler_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue())
+    judges = judges_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue())
     assert [j.env["CUDA_VISIBLE_DEVICES"] for j in judges] == ["2", "3"]
     assert [j.where for j in judges] == ["GPU 2", "GPU 3"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    judges = scheduler_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue())
+    judges = judges_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue())
     assert [j.env["CUDA_VISIBLE_DEVICES"] for j in judges] == ["0", "1"]

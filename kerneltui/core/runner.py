@@ -165,7 +165,7 @@ def evaluate_remotely(
     import dataclasses
     import queue
 
-    from kerneltui.core.scheduler import make_judges
+    from kerneltui.core.judges import make_judges
 
     path = path.resolve()
     evaluation_id, problem = start_evaluation(store, workspace, path, options, kind)
