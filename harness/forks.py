@@ -18,15 +18,24 @@ import socket
 import struct
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness import containment
+from harness.text import printable
 
 MAX_REPLY_BYTES = 1 << 16
 UCRED = struct.Struct("iII")  # pid, uid, gid
+
+
+def file_tail(log: BinaryIO, chars: int) -> str:
+    """The last `chars` bytes of an unnamed log file, read through its descriptor ("" where it is closed)."""
+    try:
+        size = os.fstat(log.fileno()).st_size
+        return os.pread(log.fileno(), chars, max(0, size - chars)).decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
 
 
 class TemplateError(Exception):
@@ -57,7 +66,6 @@ class Template:
         child.close()
         self.lock = threading.Lock()
         self.ready: dict[str, Any] | None = None
-        self.started = time.monotonic()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -119,11 +127,7 @@ class Template:
         return f"the worker template exited (code {code}) {what}" + (f"\n{tail}" if tail else "")
 
     def log_tail(self, chars: int = 1500) -> str:
-        try:
-            size = os.fstat(self.log.fileno()).st_size
-            return os.pread(self.log.fileno(), chars, max(0, size - chars)).decode(errors="replace").strip()
-        except (OSError, ValueError):
-            return ""
+        return printable(file_tail(self.log, chars)).strip()
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -366,12 +366,7 @@ class WorkerProcess:
 
     def log_tail(self) -> str:
         """The end of what the worker printed (a log can be hundreds of MiB), control characters removed."""
-        try:
-            size = os.fstat(self.log.fileno()).st_size
-            data = os.pread(self.log.fileno(), 4 * LOG_TAIL_CHARS, max(0, size - 4 * LOG_TAIL_CHARS))
-        except OSError:
-            return ""
-        lines = data.decode(errors="replace").splitlines()
+        lines = forks.file_tail(self.log, 4 * LOG_TAIL_CHARS).splitlines()
         text = printable("\n".join(line for line in lines if not PROFILER_CHATTER.match(line))).strip()
         return text[-LOG_TAIL_CHARS:] if text else ""
 
