@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.ladder import Ladder
     from harness.problem import ProblemError
     from harness.report import evaluation_text, rung_line, trust_lines
+    from harness.rungs.builtin import LADDER
     from harness.source import VersionTooLarge
 
     def on_rung(rung: RungResult) -> None:
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         elif not args.json:
             print(rung_line(rung), flush=True)
 
-    ladder = Ladder(options, pool)
+    ladder = Ladder(options, LADDER, pool)
     try:
         ev = ladder.evaluate(args.version, on_rung)
     except (ProblemError, VersionTooLarge) as exc:
@@ -134,8 +135,9 @@ def serve(argv: list[str]) -> int:
     pool.prestart(base.rungs)
 
     from harness.ladder import Ladder
+    from harness.rungs.builtin import LADDER
 
-    ladder = Ladder(base, pool)
+    ladder = Ladder(base, LADDER, pool)
     emit(protocol.Ready(ladder.device_info))
     idle = IdleSpares(pool, base.spare_idle_s)
     try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness import nsight, wire
+from harness.bench_calls import time_case
 from harness.problem import Problem, case_label
 from harness.results import Flag
 from harness.rungs.correctness import buffers_of, clone_inputs, judge_outputs
@@ -99,7 +100,6 @@ def confirm(ladder: Ladder, run: VersionRun, first: dict[str, Any]) -> Confirmat
     timed anew (`first`: its timing in the first worker). An error is the version's failure; a timing far from
     the first is a flag."""
     first_median_us = float(first["median_us"])
-    from harness.rungs.benchmark import time_case  # the benchmark rung imports this module
 
     worker = ladder.pool.take("run")
     run.workers["confirm"] = worker  # released with the others when the evaluation ends

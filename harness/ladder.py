@@ -30,8 +30,7 @@ from harness.clocks import ClockSampler
 from harness.options import Options
 from harness.problem import Problem, ProblemError, load_problem
 from harness.results import RUNG_ORDER, Evaluation, Flag, RungResult
-from harness.rungs import Rung, problem_defined
-from harness.rungs.builtin import BUILTIN
+from harness.rungs import Rung, RungSet
 from harness.sandbox import make_undumpable
 from harness.source import read_version
 from harness.text import printable, printable_tree
@@ -59,8 +58,9 @@ class VersionRun:
 
 
 class Ladder:
-    def __init__(self, options: Options, pool: WorkerPool | None = None) -> None:
+    def __init__(self, options: Options, rungs: RungSet, pool: WorkerPool | None = None) -> None:
         make_undumpable()
+        self.rungs = rungs  # harness.rungs.builtin.LADDER: passed in, so this module imports no rung
         trace_judge("start", 0.0)  # one judge: how many a run starts (the test suite counts them)
         self.options = options
         self.cuda = torch.cuda.is_available()
@@ -126,9 +126,9 @@ class Ladder:
         for name in RUNG_ORDER:
             if name != "load" and name not in self.options.rungs:
                 continue
-            yield BUILTIN[name]
+            yield self.rungs.builtin[name]
             if name == "correctness":
-                yield from (problem_defined.on_ladder(r) for r in problem.rungs)
+                yield from (self.rungs.problem_rung(r) for r in problem.rungs)
 
     def worker(self, run: VersionRun, mode: str) -> WorkerProcess:
         """The evaluation's worker for `mode`, taken from the pool the first time it is asked for."""
@@ -188,8 +188,8 @@ class Ladder:
         """Why `rung` is skipped, from what the rungs it needs (or comes after) did; None: it runs."""
         for name in rung.after:
             prior = run.ev.rung(name)
-            if prior is None and name in BUILTIN:  # not asked: what it comes after stands in for it
-                blocked = self._blocked(run, BUILTIN[name])
+            if prior is None and name in self.rungs.builtin:  # not asked: what it comes after stands in for it
+                blocked = self._blocked(run, self.rungs.builtin[name])
                 if blocked is not None:
                     return blocked
             elif prior is not None and (failed := _failure(name, prior)):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import scratch, source, timing
-from harness.rungs.benchmark import BenchInputs, checked_samples, device_figures, timed_calls
+from harness.bench_calls import BenchInputs, checked_samples, device_figures, timed_calls
 from harness.workers import WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ import pytest
 
 from harness.ladder import Ladder
 from harness.options import Options
+from harness.rungs.builtin import LADDER
 from harness.workers import WorkerProcess
 from tests.conftest import add_version, make_workspace
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow  # every test here judges versions
 @pytest.fixture(scope="module")
 def ladder() -> Iterator[Ladder]:
     """The judge; each test sets the options it judges with (monkeypatch.setattr(ladder, "options", ...))."""
-    judge = Ladder(Options())
+    judge = Ladder(Options(), LADDER)
     yield judge
     judge.close()
 

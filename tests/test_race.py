@@ -164,7 +164,7 @@ def test_the_reference_is_timed_once_per_problem_and_case_for_ten_minutes(monkey
     from types import SimpleNamespace
 
     from harness import timing
-    from harness.rungs.benchmark import REFERENCE_TTL_S, reference_timing
+    from harness.bench_calls import REFERENCE_TTL_S, reference_timing
 
     timed: list[int] = []
     monkeypatch.setattr(timing, "time_calls", lambda call, flush, budget_s: timed.append(1) or [2.0] * 10)

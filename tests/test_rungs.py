@@ -274,7 +274,7 @@ def test_the_next_bench_cases_inputs_are_made_while_one_is_timed() -> None:
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
-    from harness.rungs.benchmark import _bench_inputs
+    from harness.bench_calls import bench_inputs
 
     made = {i: threading.Event() for i in range(3)}
 
@@ -285,7 +285,7 @@ def test_the_next_bench_cases_inputs_are_made_while_one_is_timed() -> None:
     problem = SimpleNamespace(bench_cases=[{"i": 0}, {"i": 1}, {"i": 2}], inputs_for=inputs_for)
     ladder = SimpleNamespace(device=torch.device("cpu"))
     with ThreadPoolExecutor(max_workers=1) as maker:
-        for bench in _bench_inputs(ladder, problem, maker):  # type: ignore[arg-type]
+        for bench in bench_inputs(ladder, problem, maker):  # type: ignore[arg-type]
             i = bench.case["i"]
             assert float(bench.values[0][0]) == i
             if i < 2:  # the next case's inputs come while this one is in hand, not after

@@ -7,7 +7,7 @@ harness.rungs.builtin gathers them). A problem.py may define rungs of its own wi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -26,6 +26,15 @@ class Rung:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class RungSet:
+    """The rungs a ladder climbs (harness.rungs.builtin.LADDER): the built-in ones by name, and how a problem.py's
+    own rung is climbed. Handed to the ladder, which imports no rung: the rungs use the ladder, not the reverse."""
+
+    builtin: Mapping[str, Rung]
+    problem_rung: Callable[[Rung], Rung]
 
 
 def rung(

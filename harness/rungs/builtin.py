@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.rungs import Rung, defined_in
+from harness.rungs import Rung, RungSet, defined_in, problem_defined
 from harness.rungs import benchmark as benchmark_rung
 from harness.rungs import compile as compile_rung
 from harness.rungs import correctness as correctness_rung
@@ -13,3 +13,4 @@ from harness.rungs import roofline as roofline_rung
 
 MODULES = (load_rung, compile_rung, correctness_rung, benchmark_rung, roofline_rung, dumps_rung, profile_rung)
 BUILTIN: dict[str, Rung] = {r.name: r for module in MODULES for r in defined_in(module)}
+LADDER = RungSet(BUILTIN, problem_defined.on_ladder)
