@@ -8,6 +8,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, run
 
 
@@ -96,3 +98,42 @@ def test_no_class_over_300_lines() -> None:
                 if isinstance(node, ast.ClassDef) and node.end_lineno and node.end_lineno - node.lineno >= 300:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
     assert not long, long
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """Groups of modules of `package` that import each other, round a cycle (imports under TYPE_CHECKING and
+    inside functions count: they tie the modules together all the same)."""
+    import grimp  # import-linter's own graph of imports
+
+    graph = grimp.build_graph(package, include_external_packages=False)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            group = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph.modules):
+        if module not in order:
+            visit(module)
+    return found
+
+
+@pytest.mark.parametrize("package", ["harness", "kerneltui", "agents"])
+def test_no_import_cycles(package: str) -> None:
+    """Modules that import each other cannot be understood, tested or moved one at a time."""
+    assert import_cycles(package) == []
