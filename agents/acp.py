@@ -567,10 +567,13 @@ def split_command(command: str) -> list[str]:
     return words
 
 
-def mcp_command(workspace: Path, config: Path | None = None, hidden: tuple[Path, ...] = ()) -> list[str]:
+def mcp_command(
+    workspace: Path, config: Path | None = None, hidden: tuple[Path, ...] = (), problem: str | None = None
+) -> list[str]:
     """How an agent starts kerneltui's MCP server on this workspace, with the person's config; `hidden`: problem
-    folders its tools may not open."""
+    folders its tools may not open; `problem`: the one problem it acts for."""
     command = [sys.executable, "-m", "kerneltui", "mcp", "--workspace", str(workspace)]
+    command += ["--problem", problem] if problem else []
     command += [arg for folder in hidden for arg in ("--hide", folder.name)]
     return command + (["--config", str(config)] if config else [])
 

@@ -179,12 +179,31 @@ def kerneltui_version() -> str:
         return "unknown"
 
 
-def build_server(session: "Session") -> "MCPServer[Any]":
-    """The MCP server over `session`, whose tool calls do the work."""
+class Scope:
+    """The problems a server acts for: those it was started for (--problem, the joined agent session's), or every
+    problem of the workspace when it was started for none. A call naming another problem is refused before it
+    opens anything of it (guidance, versions, results, files)."""
+
+    def __init__(self, problems: frozenset[str] = frozenset()) -> None:
+        self.problems = problems
+
+    def check(self, problem: str) -> None:
+        if self.problems and problem not in self.problems:
+            named = ", ".join(sorted(self.problems))
+            tool_error(f"this kerneltui MCP server acts for {named} only: {problem!r} is not its problem")
+
+    def shown(self, names: list[str]) -> list[str]:
+        return [name for name in names if not self.problems or name in self.problems]
+
+
+def build_server(session: "Session", scope: Scope | None = None) -> "MCPServer[Any]":
+    """The MCP server over `session`, whose tool calls do the work, for the problems of `scope`."""
     from mcp.server.mcpserver import MCPServer
 
+    scope = scope or Scope()
     hidden = {path.name for path in session.external.hidden}  # other agents' copies, in a bench
-    problems = ", ".join(p.name for p in session.workspace.problems() if p.name not in hidden) or "none yet"
+    names = scope.shown([p.name for p in session.workspace.problems() if p.name not in hidden])
+    problems = ", ".join(names) or "none yet"
     server: MCPServer[Any] = MCPServer(
         "kerneltui",
         version=kerneltui_version(),
@@ -196,11 +215,11 @@ def build_server(session: "Session") -> "MCPServer[Any]":
         ),
         log_level="WARNING",
     )
-    add_version_tools(server, session)
+    add_version_tools(server, session, scope)
     return server
 
 
-def add_version_tools(server: "MCPServer[Any]", session: "Session") -> None:
+def add_version_tools(server: "MCPServer[Any]", session: "Session", scope: Scope) -> None:
     """The toolbox's tools, made from their one definition (agents.tools.TOOLS), and get_guidance."""
     from mcp.server.mcpserver import Context
     from mcp_types import CallToolResult
@@ -208,7 +227,7 @@ def add_version_tools(server: "MCPServer[Any]", session: "Session") -> None:
 
     Problem = Annotated[str, Field(description=PROBLEM)]
     for tool in TOOLS:
-        add_toolbox_tool(server, session, tool)
+        add_toolbox_tool(server, session, tool, scope)
 
     @server.tool(
         description=(
@@ -217,12 +236,13 @@ def add_version_tools(server: "MCPServer[Any]", session: "Session") -> None:
         )
     )
     async def get_guidance(problem: Problem, ctx: Context) -> Annotated[CallToolResult, Guidance]:
+        scope.check(problem)
         done = await offload(session.guidance_for, problem, client_name(ctx.request_context))
         items = [item_of(f) for f in done.feedback]
         return answer(done.text, Guidance(problem=problem, items=items, text=done.text))
 
 
-def add_toolbox_tool(server: "MCPServer[Any]", session: "Session", tool: ToolSpec) -> None:
+def add_toolbox_tool(server: "MCPServer[Any]", session: "Session", tool: ToolSpec, scope: Scope) -> None:
     """One toolbox tool as an MCP tool: `problem`, then the tool's own arguments, as its model defines them."""
     import inspect
 
@@ -233,6 +253,7 @@ def add_toolbox_tool(server: "MCPServer[Any]", session: "Session", tool: ToolSpe
     output, shape = RESULTS[tool.name]
 
     async def call(problem: str, ctx: Context, **args: Any) -> CallToolResult:
+        scope.check(problem)
         client = client_name(ctx.request_context)
         done = await offload(session.tool_call, problem, client, tool.name, args, progress_sender(ctx))
         return answer(done.text, shape(problem, done, args))
@@ -325,11 +346,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.session is not None:
         session.join_agent_session(args.session)  # before judging starts: a wrong id ends the command at once
     session.external.hidden = tuple(workspace.root / name for name in args.hide or ())
+    joined = session.external.joined
+    scope = Scope(frozenset(args.problem or ()) | ({joined[1]} if joined else set()))
     session.start_scheduler(wait_s=120)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, functools.partial(stop_now, session))
     try:
-        build_server(session).run("stdio")  # returns when the client closes stdin
+        build_server(session, scope).run("stdio")  # returns when the client closes stdin
     finally:
         session.close("the MCP client disconnected")
     return EXIT_OK
@@ -342,6 +365,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--session",
         type=int,
         help="record into this agent session (one the process driving the agent started) instead of a new one",
+    )
+    parser.add_argument(
+        "--problem",
+        action="append",
+        metavar="PROBLEM",
+        help="the problem this server acts for (repeat for more; default: the joined session's, else every problem)",
     )
     parser.add_argument(
         "--hide",

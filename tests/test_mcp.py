@@ -275,3 +275,40 @@ async def test_problems_hidden_from_the_server_are_closed_to_its_agents(tmp_path
         listed = await session.call_tool("read_file", {"problem": "vadd", "path": "."})
         assert "vadd/" in text(listed) and "vadd--other" not in text(listed), text(listed)
         assert "vadd" in INSTRUCTIONS[id(session)] and "vadd--other" not in INSTRUCTIONS[id(session)]
+
+
+async def test_a_server_acts_only_for_the_problem_it_was_started_for(tmp_path: Path) -> None:
+    """get_guidance on another problem took that problem's guidance (marked delivered) and its Agent pane: a server
+    started for vadd (--problem, or the agent session it joins) refuses every tool called with another problem."""
+    mine = make_workspace(tmp_path / "ws", "vadd")
+    workspace = mine.parent
+    other = workspace / "softmax"
+    other.mkdir()
+    (other / "problem.py").write_text((mine / "problem.py").read_text())
+    (other / "v001.py").write_text((VERSIONS / "good.py").read_text())
+    assert (await person("guide", "softmax", "only for softmax's agent", "--workspace", str(workspace))).returncode == 0
+    store = Store(workspace / ".kerneltui" / "history.db")
+    joined = store.start_agent_session("vadd", "acp", "some-agent 1.0", os.getpid())
+    store.close()
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("get_guidance", {}),
+        ("read_results", {"version": "v001"}),
+        ("wait_for_verdict", {"version": "v001"}),
+        ("read_file", {"path": "softmax/problem.py"}),
+        ("read_dump", {"version": "v001", "kind": "sass"}),
+        ("profile", {"version": "v001"}),
+        ("search_context", {"query": "softmax"}),
+        ("write_version", {"code": (VERSIONS / "good.py").read_text(), "notes": "not mine"}),
+    ]
+    for started_for in (("--problem", "vadd"), ("--session", str(joined))):
+        async with connect(workspace, *started_for) as session:
+            for name, args in calls:
+                refused = await session.call_tool(name, {"problem": "softmax", **args})
+                assert refused.is_error and "acts for vadd only" in text(refused), (name, text(refused))
+            own = await session.call_tool("read_file", {"problem": "vadd", "path": "vadd/problem.py"})
+            assert not own.is_error, text(own)
+            assert "softmax" not in INSTRUCTIONS[id(session)]
+    db = workspace / ".kerneltui" / "history.db"
+    assert rows(db, "SELECT text, delivered FROM guidance") == [("only for softmax's agent", None)]
+    assert rows(db, "SELECT DISTINCT problem FROM agent_sessions") == [("vadd",)]
+    assert rows(db, "SELECT COUNT(*) FROM versions WHERE problem = 'softmax' AND name != 'v001'") == [(0,)]

@@ -414,7 +414,7 @@ def make_acp_agent(
     logs = workspace.state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     name = config.acp if config.acp in acp_agents else command[0]
-    mcp = mcp_command(workspace.root, config_file if config_file and config_file.is_file() else None, hidden)
+    mcp = mcp_command(workspace.root, config_file if config_file and config_file.is_file() else None, hidden, problem)
     return AcpAgent(
         command,
         mcp,
