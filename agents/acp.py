@@ -7,7 +7,7 @@ plans, tool calls) goes to the transcript. Between turns, the person's guidance 
 the results of new evaluations become the next prompt; guidance that arrives mid-turn waits for
 the turn to end, unless the person interrupts it (session/cancel). Permission requests go to the
 person (or a fixed policy, headless). The agent's file-system calls are confined: reads to the
-workspace and the context folder, writes to the workspace.
+workspace and the context folder, writes to versions and scratch in its own problem's folder.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from agents.base import Budget, Feedback, Host, Judged, best_roofline, budget_reason, render_feedback
 from agents.known import known_for
 from agents.prompt import task_prompt
-from agents.tools import ToolError, confine
+from agents.tools import ToolError, confine, confine_write
 
 IDLE_BEFORE_WAITING_S = 5.0  # a version written just before the turn ended may not be queued yet
 POLL_S = 0.2
@@ -434,11 +434,10 @@ class _Client:
         from acp import RequestError
         from acp.schema import WriteTextFileResponse
 
-        try:  # writes: the workspace only (the context folder is reference material)
-            problem = self.host.problem
-            real = confine(path, (problem.workspace,), problem.folder, problem.private)
+        try:  # writes: versions and scratch in its own problem's folder (the problem's files are the person's)
+            real = confine_write(path, self.host.problem)
             real.parent.mkdir(parents=True, exist_ok=True)
-            real.write_text(content)
+            write_no_follow(real, content)
         except (ToolError, OSError) as exc:
             raise RequestError.invalid_params({"path": path, "reason": str(exc)}) from None
         self.host.record("file_write", str(real), bytes=len(content))
@@ -451,6 +450,13 @@ class _Client:
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
+
+
+def write_no_follow(path: Path, content: str) -> None:
+    """Writes the file itself: a link put in its place after it was checked is refused, not followed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as out:
+        out.write(content)
 
 
 def tool_output(update: Any) -> str:

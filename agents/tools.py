@@ -185,6 +185,31 @@ def confine(raw: str, roots: tuple[Path, ...], base: Path, private: tuple[Path, 
     return real
 
 
+VERSION_NAME = re.compile(r"^v\d+\.py$")
+
+
+def confine_write(raw: str, problem: ProblemInfo) -> Path:
+    """Where an agent may write: its own problem's folder, a version (vNNN.py) at its top or anything in a
+    sub-folder (the agent's scratch, never judged). The problem's own files (problem.py, what it imports or
+    reads, anything else at the top of its folder) are the person's, and other problems' folders are not this
+    agent's: ToolError saying so."""
+    real = confine(raw, (problem.workspace,), problem.folder, problem.private)
+    folder = Path(os.path.realpath(problem.folder))
+    if real != folder and folder not in real.parents:
+        raise ToolError(
+            f"{raw}: agents write only inside their problem's folder ({problem.name}/): versions as vNNN.py, "
+            "notes in a sub-folder"
+        )
+    if real.parent == folder and not VERSION_NAME.match(real.name):
+        raise ToolError(
+            f"{raw}: {real.name} is the problem's own file, the person's to change: agents write versions "
+            f"(vNNN.py) and, in a sub-folder of {problem.name}/, notes of their own"
+        )
+    if real == folder or real.is_dir():
+        raise ToolError(f"{raw} is a folder: give a file's path")
+    return real
+
+
 def check_arguments(tool: ToolSpec, args: dict[str, Any]) -> None:
     """ToolError naming what is wrong with the caller's arguments: unknown, missing, or of the wrong type."""
     fields = tool.args.model_fields

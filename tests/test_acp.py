@@ -134,6 +134,53 @@ def test_file_methods_stay_inside_the_workspace(tmp_path: Path) -> None:
     assert (tmp_path / "secret.txt").read_text() == "key"
 
 
+def test_file_writes_never_touch_a_problems_own_files(tmp_path: Path) -> None:
+    """fs/write_text_file rewrote problem.py (tolerance 1e9), its own and another problem's, and a zeros version
+    passed. Writes go to versions and scratch sub-folders of the agent's own problem folder; the rest is refused."""
+    from acp import RequestError
+
+    from agents.acp import AcpAgent, _Client
+    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.history.store import Store
+
+    workspace = Workspace(make_workspace(tmp_path / "ws").parent)
+    other = make_workspace(workspace.root, "unitrows")
+    mine = workspace.root / "vadd"
+    (mine / "task.py").write_text("SIZES = [1, 2]\n")
+    (mine / "notes").mkdir()
+    (mine / "notes" / "problem.py").symlink_to(mine / "problem.py")  # a link in scratch to the problem's file
+    before = {p: p.read_bytes() for p in (mine / "problem.py", mine / "task.py", other / "problem.py")}
+    store = Store(workspace.db_path)
+    client = _Client(AcpAgent(["true"]), StoreHost(workspace, problem_info(workspace, "vadd", None), store, 1))
+    refused: dict[str, str] = {}
+
+    async def calls() -> None:
+        for bad in (
+            "problem.py",
+            str(mine / "problem.py"),
+            "task.py",  # a file problem.py reads
+            "reference.py",  # a new file at the top, where problem.py would import it from
+            "notes/problem.py",
+            "../unitrows/problem.py",
+            "../unitrows/v002.py",  # another problem's folder, even a version
+            "../newproblem/problem.py",
+            "v001_fast.py",
+        ):
+            with pytest.raises(RequestError) as caught:
+                await client.write_text_file("s", bad, "tolerance = {'atol': 1e9, 'rtol': 1e9}\n")
+            refused[bad] = str(caught.value.data)
+        await client.write_text_file("s", "v002.py", "def custom_kernel(a, b):\n    return a + b\n")
+        await client.write_text_file("s", "notes/plan.md", "ok")
+
+    asyncio.run(calls())
+    store.close()
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (workspace.root / "newproblem").exists() and not (mine / "reference.py").exists()
+    assert "the problem's own file, the person's to change" in refused["problem.py"], refused
+    assert "only inside their problem's folder (vadd/)" in refused["../unitrows/v002.py"], refused
+    assert (mine / "v002.py").is_file() and (mine / "notes" / "plan.md").read_text() == "ok"
+
+
 @pytest.mark.slow
 async def test_dashboard_asks_permission_inline_interrupts_and_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
