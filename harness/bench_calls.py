@@ -98,6 +98,7 @@ def bench_case(
     if err is not None:
         return {}, err
     run.observed.add(reply.get("recorded"), "run", f"bench case {label}", profiled=worker.profiles_calls)
+    run.timed.add(reply.get("timed_watch"), f"bench case {label}", reply.get("recorded"), run.problem.allows)
     kernel = timing.summarize(checked_samples(reply.get("samples_ms")))
     settled_us, unawaited = _unawaited_work(kernel, reply)
     if unawaited:
@@ -130,7 +131,8 @@ def reference_timing(ladder: Ladder, problem: Problem, label: str, inputs: tuple
     if ladder.flush is None:
         ladder.flush = timing.flush_buffer(ladder.device)
     call = functools.partial(problem.reference, *inputs)
-    measured = timing.summarize(timing.time_calls(call, ladder.flush, budget_s=ladder.options.bench_budget_s))
+    with ladder.pool.quiet(None):
+        measured = timing.summarize(timing.time_calls(call, ladder.flush, budget_s=ladder.options.bench_budget_s))
     ladder.reference_times[key] = (time.monotonic(), measured)
     return measured
 
@@ -157,7 +159,8 @@ def timed_calls(
     else:
         header["inputs"] = wire.encode_tree(list(inputs), tensors)
     timeout = ladder.options.timeout + 4 * budget_s
-    reply, got = worker.request(header, tensors, timeout, f"benchmarking {label}")
+    with ladder.pool.quiet(worker):
+        reply, got = worker.request(header, tensors, timeout, f"benchmarking {label}")
     if not reply.get("ok"):
         return reply, f"{label}: {reply.get('err')}"
     outputs = wire.decode_tree(reply["outputs"], got)

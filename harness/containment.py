@@ -227,6 +227,14 @@ class Cgroup:
             return False
         return int(events.get("oom_kill", "0")) > 0
 
+    def freeze(self, frozen: bool) -> bool:
+        """Freezes (or thaws) every process in it at once; whether the kernel took it."""
+        try:
+            (self.path / "cgroup.freeze").write_text("1" if frozen else "0")
+            return True
+        except OSError:
+            return False
+
     def kill(self) -> None:
         if (self.path / "cgroup.kill").exists():
             self._write("cgroup.kill", "1")
@@ -293,9 +301,13 @@ def tree(root: int, table: dict[int, Proc]) -> list[int]:
 
 
 def kill_all(pids: list[int]) -> None:
+    signal_all(pids, signal.SIGKILL)
+
+
+def signal_all(pids: list[int], sig: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
 
 
 def end_all(pids: list[int], wait_s: float = 2.0) -> None:
@@ -400,6 +412,24 @@ class Watch:
             if used > self.limits.scratch_bytes:
                 return f"wrote {used >> 20} MiB to its scratch folder (limit {self.limits.scratch_bytes >> 20} MiB)"
         return None
+
+    def freeze(self) -> None:
+        """Stops every process of the tree (its cgroup frozen, else SIGSTOP to each, again until no new one
+        appears): nothing of the version runs while something else is timed."""
+        if self.cgroup is not None and self.cgroup.freeze(True):
+            return
+        stopped: set[int] = set()
+        for _ in range(20):  # a process forked during a pass is stopped in the next
+            pids = set(tree(self.pid, processes())) - stopped
+            if not pids:
+                return
+            signal_all(sorted(pids), signal.SIGSTOP)
+            stopped |= pids
+
+    def thaw(self) -> None:
+        if self.cgroup is not None and self.cgroup.freeze(False):
+            return
+        signal_all(tree(self.pid, processes()), signal.SIGCONT)
 
     def death_note(self) -> str | None:
         if self.reason:

@@ -34,6 +34,7 @@ from harness.rungs import Rung, RungSet
 from harness.sandbox import make_undumpable
 from harness.source import read_version
 from harness.text import printable, printable_tree
+from harness.timed_kernels import TimedKernels
 from harness.trust import Observed
 from harness.workers import Spawn, WorkerFailure, WorkerPool, WorkerProcess, trace_judge
 
@@ -50,6 +51,7 @@ class VersionRun:
     text: str = ""  # the source decoded, for what the load rung reads in it
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     observed: Observed = field(default_factory=Observed)
+    timed: TimedKernels = field(default_factory=TimedKernels)
     kernels: list[dumps_mod.Kernel] = field(default_factory=list)
     warmup_error: str | None = None
     timings: list[dict[str, Any]] = field(default_factory=list)
@@ -115,7 +117,8 @@ class Ladder:
                 ev.flags.append(
                     Flag("escaped-process", f"{escaped} process(es) it started left its worker (daemons): killed")
                 )
-        ev.flags += run.observed.flags(run.problem, _dumped_names(ev))
+        run.observed.tampered.update(run.timed.tampered)
+        ev.flags += run.observed.flags(run.problem, _dumped_names(ev)) + run.timed.flags()
         ev.seconds = time.perf_counter() - start
         ev.finish()
         return ev

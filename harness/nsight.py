@@ -117,7 +117,8 @@ def run_under_ncu(
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(inputs), tensors)
         header = {"op": "outside", "inputs": tree, "range": range_name, "calls": calls}
-        reply, _ = worker.request(header, tensors, NCU_TIMEOUT_S, f"{doing} under Nsight Compute")
+        with ladder.pool.quiet(worker):
+            reply, _ = worker.request(header, tensors, NCU_TIMEOUT_S, f"{doing} under Nsight Compute")
         if not reply.get("ok"):
             return None, f"under Nsight Compute it failed: {reply.get('err')}"
         if not worker.ask_to_exit(NCU_TIMEOUT_S / 2):

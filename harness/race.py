@@ -61,6 +61,8 @@ def race(
                 raise WorkerFailure(f"while racing the best: {err}")
             ladder.pool.drop(rival)
             return {**against, "label": None, "note": f"the best failed in the race: {err}"[:300]}
+        if who == "new":
+            run.timed.add(reply.get("timed_watch"), f"bench case {bench.label}", None, run.problem.allows)
         rounds.append({"who": who, **_figures(reply)})
     return {**against, "case": bench.label, **decide(rounds), "rounds": rounds}
 

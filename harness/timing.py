@@ -127,10 +127,11 @@ def idle_us(per_call_ms: float) -> float:
 
 
 def rest(flush: torch.Tensor, rest_us: float) -> None:
-    """Evicts the L2 (evict_l2), then lets the device idle `rest_us` before the next call (on a one-block spin)."""
-    _sum(flush)
+    """Lets the device idle `rest_us` (on a one-block spin), then evicts the L2 (evict_l2) right before the next
+    call: nothing the version's process ran during the rest is left in the L2 for the call to find."""
     if rest_us > 0 and _spin is not None:
         _spin(int(SPIN_CYCLES_PER_US * rest_us))
+    _sum(flush)
 
 
 def time_calls(
@@ -140,10 +141,12 @@ def time_calls(
     min_reps: int = 10,
     max_reps: int = 5000,
     noise_target: float = 0.005,
+    watch: Any = None,
 ) -> list[float]:
-    """Times fn once per sample (ms), after an L2 eviction and a rest (idle_us); stops once the median is known to
-    noise_target."""
-    resting = idle_us(warm_up(fn))
+    """Times fn once per sample (ms), after a rest (idle_us) and an L2 eviction; stops once the median is known to
+    noise_target. `watch` (harness.kernel_watch's): each call and each rest inside a block of its own."""
+    call = fn if watch is None else watch.calling(fn)
+    resting = idle_us(warm_up(call))
     samples: list[float] = []
     batch = 5
     start = _perf_counter()
@@ -151,9 +154,13 @@ def time_calls(
         events = [(_new_event(), _new_event()) for _ in range(batch)]
         stream = caller_stream()
         for begin, end in events:
-            rest(flush, resting)
+            if watch is None:
+                rest(flush, resting)
+            else:
+                with watch.resting():
+                    rest(flush, resting)
             _record(begin, stream)
-            fn()
+            call()
             _record(end, stream)
         _synchronize()
         samples += [_elapsed(begin, end) for begin, end in events]
@@ -172,8 +179,8 @@ def settled_calls(
     A version can launch work on a stream of its own that the caller's stream never waits for: the
     events of time_calls then stop early. Here the end event is recorded after a device-wide
     synchronize, so that work counts, and so does the synchronize's wake-up latency: each call is
-    paired with one of nothing, timed the same way, to subtract it. Ahead of the begin event the flush
-    and then a spin on the GPU outlast fn's host launch path (1.5 times what the first call took, CuTeDSL's
+    paired with one of nothing, timed the same way, to subtract it. Ahead of the begin event a spin on the
+    GPU and then the flush outlast fn's host launch path (1.5 times what the first call took, CuTeDSL's
     takes ~0.2 ms), so the time the host takes to launch is not counted as work. Each call also gives its
     tail: from an event on the caller's stream right after fn to the end, i.e. how long the device stayed busy
     once the caller's stream was done (plus that latency), the same for a version that waits on the device
@@ -186,8 +193,8 @@ def settled_calls(
     def settle(call: Callable[[], Any], learn: bool = False) -> tuple[float, float]:
         begin, stream_end, end = _new_event(), _new_event(), _new_event()
         stream = caller_stream()
-        _sum(flush)
         _spin(int(SPIN_CYCLES_PER_US * (1.5e6 * launch_s[0] + 10)))
+        _sum(flush)
         _record(begin, stream)
         called = _perf_counter()
         call()

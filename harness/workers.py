@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,6 +193,8 @@ class WorkerProcess:
         self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
         self.block: Any = None  # a harness.shared_block block the worker maps too, once a request needs one
         self.share_note: str | None = None  # why large tensors go through the socket, where sharing failed
+        self.loaded = False  # a version was sent to it: from then on its process is the version's
+        self.frozen = False
 
     def wait_ready(self) -> dict[str, Any]:
         if self.ready is None:
@@ -243,6 +245,8 @@ class WorkerProcess:
         from harness import wire
 
         self.wait_ready()
+        self.thaw()
+        self.loaded |= header.get("op") == "load"
         sent = time.perf_counter()
         share = self._placement(tensors or [], timeout)
         if self.block is not None:  # the reply's large tensors may come back through it too
@@ -257,6 +261,17 @@ class WorkerProcess:
         if TRACE:
             _trace(self.mode, header, reply[0], what, time.perf_counter() - sent)
         return reply
+
+    def freeze(self) -> None:
+        """Stops the version's processes (nothing to do before a version was loaded) until the next request."""
+        if self.loaded and not self.frozen and self.proc.poll() is None:
+            self.watch.freeze()
+            self.frozen = True
+
+    def thaw(self) -> None:
+        if self.frozen:
+            self.watch.thaw()
+            self.frozen = False
 
     def _placement(self, tensors: list[torch.Tensor], timeout: float) -> Any:
         """Where this request's large tensors go in the block shared with the worker (offered now, or a larger
@@ -397,6 +412,7 @@ class WorkerProcess:
         return self.proc.poll() is not None
 
     def close(self, grace: float = 2.0) -> None:
+        self.thaw()
         self.ask_to_exit(grace)
         self.kill()
         self.watch.close()
@@ -537,6 +553,7 @@ class WorkerPool:
         self.spares_lock = threading.Lock()  # the judge's idle timer retires spares from a thread of its own
         self.watcher = containment.Watcher(reap=reap)
         self.held: tuple[str, WorkerProcess] | None = None  # see hold()
+        self.taken: set[WorkerProcess] = set()  # out of the pool until released: quiet() stops these
         self.templates = forks.Templates(lambda interpret: start_template(self.spawn, interpret), self.watcher)
 
     def modes(self, rungs: Iterable[str] | None = None) -> list[str]:
@@ -576,16 +593,33 @@ class WorkerPool:
         with self.watcher.lock:
             worker = WorkerProcess("run", dataclasses.replace(self.spawn, wrapper=wrapper), interpret=True)
             self.watcher.add(worker.watch)
+        with self.spares_lock:
+            self.taken.add(worker)
         return worker
 
     def take(self, mode: str) -> WorkerProcess:
         with self.spares_lock:
             ready = self.spares.setdefault(mode, [])
             worker = ready.pop(0) if ready else self._spawn(mode)  # the oldest: the likeliest to be ready
+            self.taken.add(worker)
             if self.keep_spare:
                 while len(ready) < self.spares_wanted(mode):
                     ready.append(self._spawn(mode))
         return worker
+
+    @contextlib.contextmanager
+    def quiet(self, timed: WorkerProcess | None) -> Iterator[None]:
+        """While something is timed (the reference in the judge, `timed`'s calls): every other worker holding a
+        version stopped, so no thread of a version's loads the device or the CPU meanwhile."""
+        with self.spares_lock:
+            others = [w for w in self.taken if w is not timed]
+        for worker in others:
+            worker.freeze()
+        try:
+            yield
+        finally:
+            for worker in others:
+                worker.thaw()
 
     def hold(self, key: str, worker: WorkerProcess) -> None:
         """Keeps `worker` across evaluations under `key` (the best version's worker, loaded once for every race
@@ -645,6 +679,8 @@ class WorkerPool:
         is taken first and ended with it while the watcher waits: a child still running as the worker exits (a
         compiler it called, a fork loop being killed) is the worker's, not a process that escaped it; seen
         orphaned for a moment it was counted as an escape, and as the next version's once the sweep had run."""
+        with self.spares_lock:
+            self.taken.discard(worker)
         with self.watcher.lock:
             started = containment.tree(worker.proc.pid, containment.processes())
             worker.close()

@@ -1,0 +1,225 @@
+"""What CUPTI's records over the timed calls say (harness.kernel_watch) and what the judge makes of it
+(harness.timed_kernels), decided on timelines built like the profiler's: CUPTI itself needs a GPU (the GPU
+tests judge versions that cheat this way)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.autograd import DeviceType
+
+from harness.kernel_watch import Records
+from harness.timed_kernels import TimedKernels
+
+MAIN, THEIRS = 1, 2
+
+
+def nothing_allowed(op: str) -> bool:
+    return False
+
+
+PREFIX = {"call": "kerneltui.call.x.", "rest": "kerneltui.rest.x."}
+
+
+@dataclass
+class Event:
+    """One of the profiler's raw events, with the accessors harness.kernel_watch reads."""
+
+    _name: str
+    _kind: str
+    _device: Any
+    _corr: int
+    _linked: int
+    _start: int
+    _end: int
+    _thread: int = MAIN
+
+    def name(self) -> str:
+        return self._name
+
+    def activity_type(self) -> str:
+        return self._kind
+
+    def device_type(self) -> Any:
+        return self._device
+
+    def correlation_id(self) -> int:
+        return self._corr
+
+    def linked_correlation_id(self) -> int:
+        return self._linked
+
+    def start_ns(self) -> int:
+        return self._start
+
+    def end_ns(self) -> int:
+        return self._end
+
+    def start_thread_id(self) -> int:
+        return self._thread
+
+
+@dataclass
+class Timeline:
+    """Host time advances as blocks are opened; the device runs each launch when the one before it ended."""
+
+    events: list[Event] = field(default_factory=list)
+    host: int = 0
+    device: int = 0
+    corr: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"call": 0, "rest": 0})
+
+    def _id(self) -> int:
+        self.corr += 1
+        return self.corr
+
+    def block(self, kind: str, launches: list[tuple[str, str | None]]) -> int:
+        """A call or rest block launching kernels: (kernel name, the torch op launching it or None)."""
+        index = self.counts[kind]
+        self.counts[kind] += 1
+        start, block = self.host, self._id()
+        for kernel, op in launches:
+            self.launch(kernel, op, linked_to=block)
+        self.host += 10
+        self.events.append(
+            Event(f"{PREFIX[kind]}{index}", "user_annotation", DeviceType.CPU, block, 0, start, self.host)
+        )
+        return index
+
+    def launch(
+        self, kernel: str, op: str | None, linked_to: int, thread: int = MAIN, run_at: int | None = None
+    ) -> None:
+        self.host += 1
+        linked = linked_to
+        if op is not None:
+            linked = self._id()
+            self.events.append(Event(op, "cpu_op", DeviceType.CPU, linked, 0, self.host, self.host + 1, thread))
+        corr = self._id()
+        self.events.append(Event("cuLaunchKernel", "cuda_driver", DeviceType.CPU, corr, 0, self.host, self.host + 1))
+        start = max(self.device, self.host) if run_at is None else run_at
+        self.events.append(Event(kernel, "kernel", DeviceType.CUDA, corr, linked, start, start + 5))
+        if run_at is None:
+            self.device = start + 5
+        self.host += 1
+
+    def timed(self, calls: int, kernel: str = "softmax_kernel", op: str | None = None) -> None:
+        self.block("call", [(kernel, op)])  # the warm-up's call
+        for _ in range(calls):
+            self.block("rest", [("spin_kernel", None), ("reduce_kernel", "aten::sum")])
+            self.block("call", [(kernel, op)])
+
+    def report(self) -> dict[str, Any]:
+        return Records(list(self.events), PREFIX).report(self.counts)
+
+
+def test_honest_timed_calls_report_their_kernels_and_nothing_outside() -> None:
+    line = Timeline()
+    line.timed(5)
+    seen = line.report()
+    assert seen["timed_calls"] == 5
+    assert seen["kernels"] == {"softmax_kernel": 5}
+    assert seen["outside"] == [] and seen["ops"] == {}
+
+
+def test_a_kernel_launched_by_a_thread_of_its_own_between_calls_is_outside() -> None:
+    line = Timeline()
+    line.timed(3)
+    line.host += 5  # between the calls: the judge's loop, not a call
+    line.launch("precompute_kernel", None, linked_to=0, thread=THEIRS)
+    line.timed(2)
+    seen = line.report()
+    assert seen["outside"] == ["precompute_kernel was launched between the timed calls"]
+
+
+def test_a_thread_launching_during_a_rest_is_not_taken_for_the_judge() -> None:
+    line = Timeline()
+    line.timed(2)
+    index = line.counts["rest"]
+    start, block = line.host, line._id()
+    line.launch("spin_kernel", None, linked_to=block)
+    line.launch("warm_l2_kernel", "aten::sum", linked_to=0, thread=THEIRS)  # on its thread, inside the rest's time
+    line.launch("reduce_kernel", "aten::sum", linked_to=block)
+    line.host += 10
+    line.events.append(Event(f"{PREFIX['rest']}{index}", "user_annotation", DeviceType.CPU, block, 0, start, line.host))
+    line.counts["rest"] += 1
+    line.block("call", [("softmax_kernel", None)])
+    seen = line.report()
+    assert any(o.startswith("warm_l2_kernel was launched between") for o in seen["outside"])
+
+
+def test_a_kernel_of_a_call_that_runs_during_the_next_rest_is_outside() -> None:
+    line = Timeline()
+    line.timed(2)
+    line.block("rest", [("spin_kernel", None), ("reduce_kernel", "aten::sum")])
+    rest_on_device = line.device - 10
+    index = line.counts["call"]
+    start, block = line.host, line._id()
+    line.launch("late_kernel", None, linked_to=block, run_at=line.device + 100)  # runs after the next rest began
+    line.host += 10
+    line.events.append(Event(f"{PREFIX['call']}{index}", "user_annotation", DeviceType.CPU, block, 0, start, line.host))
+    line.counts["call"] += 1
+    line.block("rest", [("spin_kernel", None), ("reduce_kernel", "aten::sum")])
+    line.block("call", [("softmax_kernel", None)])
+    assert rest_on_device < line.device
+    seen = line.report()
+    assert seen["outside"] == ["late_kernel ran on the device outside its call (during the judge's rest)"]
+
+
+def test_a_profiler_stopped_during_the_calls_is_said() -> None:
+    line = Timeline()
+    line.timed(3)
+    line.counts["call"] += 1  # a block the profiler never saw closed
+    assert "lost" in line.report()
+
+
+def test_records_that_do_not_link_as_expected_are_said_not_flagged() -> None:
+    line = Timeline()
+    line.timed(4)
+    for event in line.events:
+        event._linked = 0  # a CUPTI or torch that links no kernel to its op
+    seen = line.report()
+    assert "note" in seen and "outside" not in seen
+
+
+def test_library_when_timed_is_flagged_against_the_recorded_call() -> None:
+    line = Timeline()
+    line.timed(4, kernel="sm90_xmma_gemm", op="aten::mm")
+    seen = line.report()
+    assert seen["kernels"] == {} and seen["ops"] == {"aten::mm": 4}
+    recorded = {"ops": {}, "profiled": {"ops": {}, "kernels": {"matmul_kernel": 1}}}
+    timed = TimedKernels()
+    timed.add(seen, "bench case 4096", recorded, nothing_allowed)
+    flags = {f.name: f.reason for f in timed.flags()}
+    assert "none of the recorded call's kernels ran in the timed calls (matmul_kernel)" in flags["timed-not-recorded"]
+
+
+def test_a_kernel_timed_but_never_recorded_is_flagged_and_honest_calls_are_not() -> None:
+    recorded = {"ops": {}, "profiled": {"ops": {}, "kernels": {"softmax_kernel": 1}}}
+    honest, other = Timeline(), Timeline()
+    honest.timed(3)
+    other.timed(3, kernel="fast_softmax_kernel")
+    timed = TimedKernels()
+    timed.add(honest.report(), "bench case a", recorded, nothing_allowed)
+    assert timed.flags() == []
+    timed.add(other.report(), "bench case b", recorded, nothing_allowed)
+    assert [f.name for f in timed.flags()] == ["timed-not-recorded"]
+    assert "fast_softmax_kernel" in timed.flags()[0].reason
+
+
+def test_a_race_round_is_compared_with_its_benchmarks_recorded_call() -> None:
+    recorded = {"ops": {}, "profiled": {"ops": {}, "kernels": {"softmax_kernel": 1}}}
+    line, cheat = Timeline(), Timeline()
+    line.timed(3)
+    cheat.timed(3, kernel="other_kernel")
+    timed = TimedKernels()
+    timed.add(line.report(), "bench case a", recorded, nothing_allowed)
+    timed.add(cheat.report(), "bench case a", None, nothing_allowed)
+    assert [f.name for f in timed.flags()] == ["timed-not-recorded"]
+
+
+def test_a_missing_or_lost_report_is_tampering() -> None:
+    timed = TimedKernels()
+    timed.add(None, "bench case a", None, nothing_allowed)
+    timed.add({"lost": "torch's profiler lost the timed calls' blocks"}, "bench case b", None, nothing_allowed)
+    assert len(timed.tampered) == 2
