@@ -31,7 +31,7 @@ import torch
 if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
-from harness import kernelbench, profiled, shared_block, timing, wire
+from harness import kernel_watch, kernelbench, profiled, shared_block, timing, wire
 from harness.recorder import Recorder, kernel_sources
 from harness.sandbox import FILE_LIMIT_HINT
 
@@ -317,7 +317,7 @@ class Worker:
                     outputs = check_outputs(self.entry(*inputs))
                 extra["recorded"] = RECORDER.report(outputs)
             with phases("timed calls"):
-                samples = timer.time_calls(call, self.flush, budget_s=float(header.get("budget_s", 1.0)))
+                samples, extra["timed_watch"] = self.timed(call, timer, float(header.get("budget_s", 1.0)))
             if not header.get("race"):
                 with phases("settled calls"):
                     settled = timer.settled_calls(call, self.flush)
@@ -330,6 +330,21 @@ class Worker:
             extra.update(self.device_times(call, min(samples), timer))
         # returned None: its outputs are in the output buffers among the inputs, sent back for the judge to pick
         self.send_outputs(last[0], inputs if last[0] is None else None, {**extra, "phases_s": phases.seconds})
+
+    def timed(self, call: Any, timer: Any, budget_s: float) -> tuple[list[float], dict[str, Any]]:
+        """The timed calls' samples, and on a GPU what CUPTI saw of them (harness.kernel_watch): which kernels each
+        call ran, and whether any kernel of this process ran outside its calls."""
+        if not self.cuda or self.profiler is not None:
+            return timer.time_calls(call, self.flush, budget_s=budget_s), {
+                "note": "no GPU" if not self.cuda else f"torch's profiler is {self.profiler}"
+            }
+        watch = kernel_watch.KernelWatch()
+        watch.start()
+        try:
+            samples = timer.time_calls(call, self.flush, budget_s=budget_s, watch=watch)
+        finally:
+            seen = watch.stop()
+        return samples, seen
 
     def device_times(self, call: Any, fastest_ms: float, timer: Any = TIMING) -> dict[str, Any]:
         """{"device_ms": [...]} from CUPTI's kernel records, or {"device_note": why there are none}. A figure
