@@ -22,6 +22,15 @@ EXPECTED = {
 }
 
 
+# Versions that cheat around the timed calls, and the flag each must earn.
+AROUND_THE_TIMING = {
+    "library_when_timed": ("timed-not-recorded", "none of the recorded call's kernels ran in the timed calls"),
+    "loads_gpu_between_calls": ("outside-call", "was launched between the timed calls"),
+    "rewarms_l2": ("outside-call", "outside its own timed calls"),
+    "precomputes_during_rest": ("timed-not-recorded", "copy_kernel"),
+}
+
+
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = make_workspace(tmp_path_factory.mktemp("gpu") / "ws")
@@ -34,6 +43,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths.append(add_version(folder, "fakes_timing_slow_kernel"))
     paths.append(add_version(folder, "slow_launch"))
     paths.append(add_version(folder, "waits_inside"))
+    paths += [add_version(folder, name) for name in AROUND_THE_TIMING]
     paths.append(add_version(folder, "good", "good_again.py"))
     return judge_many(paths, timeout=10)
 
@@ -193,3 +203,16 @@ def test_a_version_is_raced_against_the_best_back_to_back(tmp_path: Path) -> Non
         [again], timeout=10, race_with={torch.cuda.get_device_name(): target}, rungs=rungs, confirm=False
     )["v003"]
     assert rung(faster, "benchmark")["metrics"]["race"]["label"] == "faster"
+
+
+@pytest.mark.parametrize("version", sorted(AROUND_THE_TIMING))
+def test_what_runs_around_the_timed_calls_is_flagged(judged: dict[str, dict], version: str) -> None:
+    name, words = AROUND_THE_TIMING[version]
+    flags = {f["name"]: f["reason"] for f in judged[version]["flags"]}
+    assert words in flags.get(name, ""), judged[version]["flags"]
+
+
+def test_honest_timed_calls_earn_no_flag_of_their_own(judged: dict[str, dict]) -> None:
+    for version in ("good", "good_again", "slow_launch", "waits_inside"):
+        names = {f["name"] for f in judged[version]["flags"]}
+        assert not names & {"timed-not-recorded", "outside-call", "tampered"}, (version, judged[version]["flags"])
