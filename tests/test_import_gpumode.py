@@ -73,7 +73,7 @@ NATIVE_VERSIONS = {
 
 
 def imported(into: Path, name: str) -> Path:
-    return import_problem(GPUMODE / name, into)
+    return import_problem(GPUMODE / name, into, files_root=GPUMODE)  # utils.py from the folder above
 
 
 @pytest.fixture(scope="module")
@@ -169,16 +169,18 @@ def test_import_refuses_what_is_not_a_gpumode_problem(tmp_path: Path) -> None:
     shutil.copytree(GPUMODE / "vectoradd_py", source)
     shutil.copy(GPUMODE / "utils.py", source.parent / "utils.py")
     (source / "task.yml").unlink()
-    done = kerneltui("import", "gpumode", str(source), "--into", str(tmp_path / "ws"))
+    done = kerneltui(
+        "import", "gpumode", str(source), "--into", str(tmp_path / "ws"), "--files-root", str(source.parent)
+    )
     assert done.returncode == 2 and "no task.yml" in done.stderr, done.stderr
     shutil.copy(GPUMODE / "vectoradd_py" / "task.yml", source / "task.yml")
     reference = source / "reference.py"
     reference.write_text(reference.read_text().replace("    c.copy_(a + b)", '    raise KeyError("c")'))
     with pytest.raises(WorkspaceError, match="the first test's inputs and reference failed here: 'c'"):
-        import_problem(source, tmp_path / "ws")
+        import_problem(source, tmp_path / "ws", files_root=source.parent)
     reference.write_text(reference.read_text().replace("check_implementation = ", "check = "))
     with pytest.raises(WorkspaceError, match="defines no check_implementation"):
-        import_problem(source, tmp_path / "ws2")
+        import_problem(source, tmp_path / "ws2", files_root=source.parent)
 
 
 def test_inputs_that_need_a_gpu_are_said_to(tmp_path: Path) -> None:
@@ -188,7 +190,7 @@ def test_inputs_that_need_a_gpu_are_said_to(tmp_path: Path) -> None:
     reference = source / "reference.py"
     text = reference.read_text().replace("    return a, b, c", "    torch.cuda.synchronize()\n    return a, b, c")
     reference.write_text(text)
-    folder = import_problem(source, tmp_path / "ws")
+    folder = import_problem(source, tmp_path / "ws", files_root=source.parent)
     readme = (folder / "README.md").read_text()
     assert "it needs a GPU" in readme and "name them with --output-buffer" in readme
     problem = load_problem(folder)
@@ -329,12 +331,12 @@ def test_output_buffers_found_where_the_reference_writes_or_named_by_hand(tmp_pa
     reference = source / "reference.py"
     text = reference.read_text()
     reference.write_text(text.replace("    return c\n", "    return a + b\n", 1))  # written, not returned
-    assert load_problem(import_problem(source, tmp_path / "ws")).output_buffers == ((0, 2),)
+    assert load_problem(import_problem(source, tmp_path / "ws", files_root=source.parent)).output_buffers == ((0, 2),)
     reference.write_text(text.replace("    c.copy_(a + b)\n    return c\n", "    return a + b\n", 1))  # neither
-    neither = import_problem(source, tmp_path / "ws", name="v2")
+    neither = import_problem(source, tmp_path / "ws", name="v2", files_root=source.parent)
     assert load_problem(neither).output_buffers == ()
     assert "data holds tensors of its shape (0 or 1 or 2)" in (neither / "README.md").read_text()
-    by_hand = import_problem(source, tmp_path / "ws", name="v3", buffers=[parse_buffer("2")])
+    by_hand = import_problem(source, tmp_path / "ws", name="v3", buffers=[parse_buffer("2")], files_root=source.parent)
     assert load_problem(by_hand).output_buffers == ((0, 2),)
     assert parse_buffer("1.out") == (0, 1, "out")
     with pytest.raises(WorkspaceError, match="give an index or a key of data"):

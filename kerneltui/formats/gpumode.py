@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import ast
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from kerneltui.core.workspace import WorkspaceError
+from kerneltui.formats.contained import Bounds, add_arguments, bounds_of, run_problem_code, staged
+from kerneltui.formats.safe_read import inside, load_yaml, read_regular, read_text
 
 IMPORT_HELP = "a GPU MODE reference-kernels problem folder (reference.py, task.yml, task.py, solutions/)"
 TEMPLATE = Path(__file__).parent / "templates" / "gpumode_problem.py.txt"
@@ -42,12 +43,28 @@ def import_arguments(parser: argparse.ArgumentParser) -> None:
         "writes it: its index in data's tuple (2) or its key in data's dict (out), dotted for nested ones "
         "(1.out); repeat for several",
     )
+    parser.add_argument(
+        "--files-root",
+        metavar="DIR",
+        help="the folder task.yml's files may come from (default: the problem folder itself); GPU MODE's problems "
+        "take utils.py from the folder above theirs: name that folder here to allow it",
+    )
+    add_arguments(parser)
 
 
 def run_import(args: argparse.Namespace) -> int:
     into = Path(args.into) if args.into else _default_workspace()
     buffers = [parse_buffer(text) for text in getattr(args, "output_buffer", [])]
-    folder = import_problem(Path(args.source), into, name=args.name, force=args.force, buffers=buffers)
+    files_root = Path(args.files_root) if getattr(args, "files_root", None) else None
+    folder = import_problem(
+        Path(args.source),
+        into,
+        name=args.name,
+        force=args.force,
+        buffers=buffers,
+        files_root=files_root,
+        bounds=bounds_of(args),
+    )
     print(f"{folder.name}: imported into {folder} ({len(list(folder.glob('v*.py')))} version(s))")
     sys.stdout.flush()
     for note in _notes(folder):
@@ -78,78 +95,86 @@ def import_problem(
     name: str | None = None,
     force: bool = False,
     buffers: list[tuple[int | str, ...]] | None = None,
+    files_root: Path | None = None,
+    bounds: Bounds | None = None,
 ) -> Path:
-    """Writes `into`/<name>/ from the GPU MODE problem folder `source`; returns the new problem folder. A source
-    that is not one raises WorkspaceError saying what is missing. `buffers`: output buffers named by the person,
-    beside those found (what ref_kernel returns or writes into)."""
+    """Writes `into`/<name>/ from the GPU MODE problem folder `source`, whole or not at all; returns the new
+    problem folder. A source that is not one raises WorkspaceError saying what is missing. `buffers`: output
+    buffers named by the person, beside those found (what ref_kernel returns or writes into). `files_root`: where
+    task.yml's files may come from (the problem folder where not given). reference.py runs contained
+    (formats.contained) within `bounds`."""
     source = source.expanduser().resolve()
     if not source.is_dir():
         raise WorkspaceError(f"{source}: no such folder (a GPU MODE problem folder holds reference.py and task.yml)")
-    task = read_task(source)
-    _check_reference(source)
-    files = _files_to_copy(source, task)
+    root = (files_root or source).expanduser().resolve()
+    if source != root and root not in source.parents:
+        raise WorkspaceError(f"--files-root {root}: must be the problem folder {source} or a folder above it")
+    task, task_bytes = read_task(source), read_regular(source / "task.yml", str(source / "task.yml"))
+    reference = _check_reference(source)
+    files = _files_to_copy(source, task, root)
+    files["reference.py"] = reference
+    tests = _cases(task, "tests", source)
+    benchmarks = _cases(task, "benchmarks", source, allow_empty=True)
+    solutions = _solutions(source)
     name = name or source.name
     if not name.isidentifier() and not name.replace("-", "_").isidentifier():
         raise WorkspaceError(f"{name!r} is not a usable problem name: pass --name")
     target = into.expanduser().resolve() / name
     if target.exists() and not force:
         raise WorkspaceError(f"{target} exists already: pass --force to write over it, or --name for another")
-    target.mkdir(parents=True, exist_ok=True)
-    for dest, src in files.items():
-        shutil.copyfile(src, target / dest)
-    shutil.copyfile(source / "task.yml", target / "task.yml")
-    tests = _cases(task, "tests", source)
-    benchmarks = _cases(task, "benchmarks", source, allow_empty=True)
-    description = str(task.get("description") or "").strip()
-    _write_problem(target, source, description, tests, benchmarks, [])
-    found, note = probe_output_buffers(target)
-    named = [b for b in buffers or [] if b not in found]
-    if found or named:
-        _write_problem(target, source, description, tests, benchmarks, found + named)
-        if named:
-            _check_loads(target)
-    solutions = _solutions(source)
-    _write_versions(target, source, solutions)
-    _write_readme(target, source, solutions, note)
+    with staged(target, force) as stage:
+        for dest, data in files.items():
+            (stage / dest).write_bytes(data)
+        (stage / "task.yml").write_bytes(task_bytes)
+        description = str(task.get("description") or "").strip()
+        _write_problem(stage, source, description, tests, benchmarks, [])
+        found, note = probe_output_buffers(stage, bounds or Bounds(), target)
+        named = [b for b in buffers or [] if b not in found]
+        if found or named:
+            _write_problem(stage, source, description, tests, benchmarks, found + named)
+            if named:
+                run_problem_code(stage, "load", "reference.py", bounds or Bounds(), shown_as=target)
+        _write_versions(stage, source, solutions)
+        _write_readme(stage, source, [(kind, path) for kind, path, _ in solutions], note)
     return target
 
 
 def read_task(source: Path) -> dict[str, Any]:
-    import yaml
-
     path = source / "task.yml"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise WorkspaceError(f"{source}: no task.yml (GPU MODE's format lists a problem's tests and benchmarks there)")
-    try:
-        task = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise WorkspaceError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    task = load_yaml(path, str(path))
     if not isinstance(task, dict):
         raise WorkspaceError(f"{path}: must be a mapping with tests (and benchmarks)")
     return task
 
 
-def _check_reference(source: Path) -> None:
+def _check_reference(source: Path) -> bytes:
+    """reference.py's bytes, once it parses and defines what the format needs."""
     from harness.source import defines
 
     path = source / "reference.py"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise WorkspaceError(f"{source}: no reference.py (it defines {', '.join(NEEDED)})")
-    text = path.read_text(errors="replace")
+    text = read_text(inside(source, "reference.py", str(path)), str(path))
     try:
         ast.parse(text)
     except SyntaxError as exc:
         raise WorkspaceError(f"{path}:{exc.lineno}: SyntaxError: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise WorkspaceError(f"{path}: nested too deep to read") from None
     missing = [n for n in NEEDED if not defines(text, n)]
     if missing:
         raise WorkspaceError(f"{path}: defines no {', '.join(missing)} (GPU MODE's format needs {', '.join(NEEDED)})")
+    return text.encode()
 
 
-def _files_to_copy(source: Path, task: dict[str, Any]) -> dict[str, Path]:
-    """task.yml's `files` (name -> source, relative to the problem folder), but for eval.py and the submission;
-    without that list, reference.py, task.py and utils.py from the folder or the one above it."""
+def _files_to_copy(source: Path, task: dict[str, Any], root: Path) -> dict[str, bytes]:
+    """task.yml's `files` (name -> its bytes, from a source relative to the problem folder), but for eval.py and
+    the submission; without that list, task.py and utils.py from the folder (or the one above it, where that is
+    inside `root`). Every file comes from inside `root`: no absolute path, no '..' out of it, no link."""
     listed = task.get("files")
-    found: dict[str, Path] = {}
+    found: dict[str, bytes] = {}
     if isinstance(listed, list) and listed:
         for entry in listed:
             if not isinstance(entry, dict) or "name" not in entry or "source" not in entry:
@@ -157,18 +182,31 @@ def _files_to_copy(source: Path, task: dict[str, Any]) -> dict[str, Path]:
             dest, src = str(entry["name"]), str(entry["source"])
             if src.startswith("@") or dest in SKIPPED_FILES or Path(dest).name != dest or not dest.endswith(".py"):
                 continue
-            path = (source / src).resolve()
-            if not path.is_file():
-                raise WorkspaceError(f"{source / 'task.yml'}: files names {src} for {dest}, which is not there")
-            found[dest] = path
+            if dest != "reference.py":  # reference.py is the folder's own, read and checked above
+                found[dest] = _listed_file(source, root, dest, src)
     else:
-        for dest in ("reference.py", "task.py", "utils.py"):
-            for candidate in (source / dest, source.parent / dest):
-                if candidate.is_file():
-                    found[dest] = candidate
+        for dest in ("task.py", "utils.py"):
+            folders = [source] + ([source.parent] if source != root else [])
+            for folder in folders:
+                if (folder / dest).is_file() or (folder / dest).is_symlink():
+                    found[dest] = read_regular(inside(root, str((folder / dest).relative_to(root)), dest), dest)
                     break
-    found.setdefault("reference.py", source / "reference.py")
     return found
+
+
+def _listed_file(source: Path, root: Path, dest: str, src: str) -> bytes:
+    where = f"{source / 'task.yml'}: files entry {dest} (source {src!r})"
+    relative = os.path.normpath(os.path.join(os.path.relpath(source, root), src)) if not os.path.isabs(src) else src
+    try:
+        path = inside(root, relative, where)
+    except WorkspaceError as exc:
+        hint = "; --files-root DIR lets them come from DIR (e.g. the folder above, for a shared utils.py)"
+        raise WorkspaceError(str(exc) + (hint if root == source and ".." in src else "")) from None
+    if not src.endswith(".py"):
+        raise WorkspaceError(f"{where}: not a Python file: only .py files are copied")
+    if not path.is_file() and not path.is_symlink():
+        raise WorkspaceError(f"{where}: not there")
+    return read_regular(path, where)
 
 
 def _cases(task: dict[str, Any], key: str, source: Path, allow_empty: bool = False) -> list[dict[str, Any]]:
@@ -229,78 +267,54 @@ def _listing(cases: list[dict[str, Any]]) -> str:
     return "[\n" + "".join(f"    {case!r},\n" for case in cases) + "]"
 
 
-def _check_loads(target: Path) -> Any:
-    from harness.problem import ProblemError, load_problem
-
-    try:
-        problem = load_problem(target)
-    except ProblemError as exc:
-        raise WorkspaceError(f"the imported problem does not load: {exc}") from None
-    return problem
-
-
-def probe_output_buffers(target: Path) -> tuple[list[tuple[int | str, ...]], str | None]:
+def probe_output_buffers(
+    folder: Path, bounds: Bounds, shown_as: Path | None = None
+) -> tuple[list[tuple[int | str, ...]], str | None]:
     """The tensors of `data` that ref_kernel returns or writes into (where it writes its output), on the first
-    test's inputs made here; with a note where they could not be made (a problem that needs a GPU)."""
-    import torch
-
-    problem = _check_loads(target)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        (data,) = problem.make_inputs(dict(problem.cases[0]), 1, device)
-        before = [(path, leaf.clone()) for path, leaf in _leaves(data, ())]
-        output = problem.reference(data)
-    except Exception as exc:
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if device.type != "cuda" and "cuda" in text.lower():  # made here with no GPU, or its reference needs one
-            return [], f"it needs a GPU ({text}); its output buffers were not probed: name them with --output-buffer"
-        raise WorkspaceError(f"{target.name}: the first test's inputs and reference failed here: {text}") from None
-    outputs = output if isinstance(output, (tuple, list)) else (output,)
-    pointers = {t.data_ptr() for t in outputs if isinstance(t, torch.Tensor) and t.numel()}
-    found = []
-    for (path, leaf), (_, was) in zip(_leaves(data, ()), before, strict=True):
-        written = bool(leaf.numel()) and not torch.equal(_bytes(leaf), _bytes(was))
-        if written or (leaf.numel() and leaf.data_ptr() in pointers):
-            found.append((0, *path))
-    shapes = {tuple(t.shape) for t in outputs if isinstance(t, torch.Tensor)}
-    alike = [path for path, leaf in _leaves(data, ()) if tuple(leaf.shape) in shapes] if not found else []
-    if alike and len(list(_leaves(data, ()))) > 1:  # a buffer the reference leaves alone, perhaps: asked, not guessed
-        named = " or ".join(".".join(str(step) for step in path) for path in alike)
-        return found, (
-            f"ref_kernel returns a new tensor, and data holds tensors of its shape ({named}): submissions may write "
-            "their output into one ref_kernel never reads and return it; for ones that return None, import again "
-            f"with --output-buffer {named.split(' or ')[-1]} (or the one it is)"
-        )
-    return found, None
+    test's inputs, found by running reference.py contained (formats.problem_probe says how); with a note where
+    they could not be made (a problem that needs a GPU)."""
+    answer = run_problem_code(folder, "gpumode", "reference.py", bounds, shown_as=shown_as)
+    buffers = answer.get("buffers")
+    note = answer.get("note")
+    if not isinstance(buffers, list) or not all(_buffer_path(b) for b in buffers):
+        raise WorkspaceError("reference.py's probe answered something else than output buffers")
+    return [tuple(b) for b in buffers], note if isinstance(note, str) else None
 
 
-def _bytes(tensor: Any) -> Any:
-    import torch
-
-    return tensor.detach().contiguous().view(-1).view(torch.uint8)
-
-
-def _leaves(value: Any, path: tuple[int | str, ...]) -> list[tuple[tuple[int | str, ...], Any]]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [(path, value)]
-    if isinstance(value, (list, tuple)):
-        return [leaf for i, item in enumerate(value) for leaf in _leaves(item, (*path, i))]
-    if isinstance(value, dict):
-        return [leaf for key, item in value.items() for leaf in _leaves(item, (*path, str(key)))]
-    return []
+def _buffer_path(value: Any) -> bool:
+    """[0, 2] or [0, "out", 1]: a path into make_inputs' (data,), as the probe answers it."""
+    return (
+        isinstance(value, list)
+        and 1 < len(value) <= 32
+        and all(isinstance(step, (int, str)) and not isinstance(step, bool) for step in value)
+    )
 
 
-def _solutions(source: Path) -> list[tuple[str, Path]]:
-    """(what it is, file): solutions/correct/, solutions/wrong/, then other folders; else submission.py."""
+def _solutions(source: Path) -> list[tuple[str, Path, bytes]]:
+    """(what it is, file, its bytes): solutions/correct/, solutions/wrong/, then other folders; else
+    submission.py. A link among them is refused: it may lead anywhere."""
     folder = source / "solutions"
+    if folder.is_symlink():
+        raise WorkspaceError(f"{folder}: a symbolic link: solutions come only from inside {source}")
     if not folder.is_dir():
-        return [("the example submission", source / "submission.py")] if (source / "submission.py").is_file() else []
-    kinds = sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: (_rank(p.name), p.name))
-    found = [(p.name, f) for p in kinds for f in sorted(p.glob("*.py"))]
-    found += [("a solution", f) for f in sorted(folder.glob("*.py"))]
-    return found
+        submission = source / "submission.py"
+        if not submission.is_file() and not submission.is_symlink():
+            return []
+        return [("the example submission", submission, _solution_bytes(source, submission))]
+    kinds = sorted((p for p in folder.iterdir() if p.is_dir() or p.is_symlink()), key=lambda p: (_rank(p.name), p.name))
+    found = [(p.name, f) for p in kinds for f in sorted(_python_files(source, p))]
+    found += [("a solution", f) for f in sorted(_python_files(source, folder))]
+    return [(kind, path, _solution_bytes(source, path)) for kind, path in found]
+
+
+def _python_files(source: Path, folder: Path) -> list[Path]:
+    inside(source, str(folder.relative_to(source)), str(folder.relative_to(source)))
+    return [p for p in folder.iterdir() if p.name.endswith(".py")]
+
+
+def _solution_bytes(source: Path, path: Path) -> bytes:
+    relative = str(path.relative_to(source))
+    return read_regular(inside(source, relative, relative), relative)
 
 
 def _rank(kind: str) -> int:
@@ -311,11 +325,11 @@ def _kind_text(kind: str) -> str:
     return {"correct": "a correct solution", "wrong": "a wrong solution"}.get(kind, kind)
 
 
-def _write_versions(target: Path, source: Path, solutions: list[tuple[str, Path]]) -> None:
-    for number, (kind, path) in enumerate(solutions, start=1):
+def _write_versions(target: Path, source: Path, solutions: list[tuple[str, Path, bytes]]) -> None:
+    for number, (kind, path, data) in enumerate(solutions, start=1):
         relative = path.relative_to(source)
         note = f'"""GPU MODE {relative}, as it was imported ({_kind_text(kind)}, by its folder)."""\n'
-        (target / f"v{number:03d}.py").write_text(note + path.read_text())
+        (target / f"v{number:03d}.py").write_bytes(note.encode() + data)
 
 
 def _write_readme(target: Path, source: Path, solutions: list[tuple[str, Path]], note: str | None) -> None:

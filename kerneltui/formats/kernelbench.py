@@ -3,8 +3,9 @@
 A KernelBench file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`, with module
 constants (`batch_size = 16`) setting the sizes. Imported, it becomes <workspace>/<name>/problem.py beside a
 copy of the file, which problem.py loads as it is through harness.kernelbench (how seeds, weights and ModelNew
-versions work is said there). `--set NAME=VALUE` sets a module constant for the correctness cases; the
-benchmark case keeps the file's own sizes.
+versions work is said there). `--set NAME=VALUE` sets a module constant for the correctness cases, and the
+constants computed from it follow (`bias_shape = (out_features,)`); the benchmark case keeps the file's own sizes.
+The file's code runs at import in a contained process (formats.contained), never in kerneltui's.
 
 Exported, a version becomes a KernelBench submission: a file defining `ModelNew`. A version defining ModelNew is
 written as it is; one defining custom_kernel(*inputs, model) gets a ModelNew that subclasses the problem's
@@ -15,13 +16,16 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from kerneltui.core.workspace import LOOKS_LIKE_VERSION, VERSION_RE, WorkspaceError, resolve
+from kerneltui.formats.constants import ConstantRefused, Unknown, evaluate
+from kerneltui.formats.contained import Bounds, add_arguments, bounds_of, run_problem_code, staged
+from kerneltui.formats.safe_read import read_text
 
 IMPORT_HELP = "a KernelBench problem file (Model, get_inputs, get_init_inputs), or a folder of them"
 SOURCE_CONSTANT = "KERNELBENCH_SOURCE"  # in an imported problem.py: the file name of the original beside it
@@ -38,28 +42,28 @@ def import_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="set a module constant for the correctness cases, e.g. --set batch_size=16 (again for more); "
-        "the benchmark case keeps the file's value",
+        "the benchmark case keeps the file's value; constants computed from it follow it",
     )
+    add_arguments(parser)
 
 
 def run_import(args: argparse.Namespace) -> int:
     source = Path(args.source).expanduser()
     if not source.exists():
         raise WorkspaceError(f"no such file or folder: {source}")
-    files = sorted(p for p in source.glob("*.py") if _looks_like_kernelbench(p)) if source.is_dir() else [source]
-    if source.is_dir() and not files:
-        raise WorkspaceError(f"{source} holds no KernelBench files (*.py defining {', '.join(NEEDED)})")
+    files = _files_of(source)
     if len(files) > 1 and args.name:
         raise WorkspaceError("--name names one problem; importing a folder names each after its file")
     sets = parse_sets(args.set)
-    unused = set(sets) - {n for f in files for n in file_constants(f.read_text())}
+    bounds = bounds_of(args)
+    unused = set(sets) - {n for f in files for n in file_constants(_read(f), where=f.name)}
     if unused:
         raise WorkspaceError(f"--set {', '.join(sorted(unused))}: no such module constant in {source}")
     into = target_workspace(args)
     failed = 0
     for path in files:
         try:
-            folder = import_file(path, into, sets, name=args.name, force=args.force)
+            folder = import_file(path, into, sets, name=args.name, force=args.force, bounds=bounds)
         except WorkspaceError as exc:
             if len(files) == 1:
                 raise
@@ -68,6 +72,26 @@ def run_import(args: argparse.Namespace) -> int:
             continue
         print(f"{path.name} -> {folder}")
     return 2 if failed else 0
+
+
+def _files_of(source: Path) -> list[Path]:
+    """The file named, or a folder's KernelBench files (a link among them is said and left out: it may lead
+    anywhere)."""
+    if not source.is_dir():
+        return [source]
+    files = []
+    for path in sorted(source.glob("*.py")):
+        if path.is_symlink():
+            print(f"note: {path} is a symbolic link: not imported", file=sys.stderr)
+        elif _looks_like_kernelbench(path):
+            files.append(path)
+    if not files:
+        raise WorkspaceError(f"{source} holds no KernelBench files (*.py defining {', '.join(NEEDED)})")
+    return files
+
+
+def _read(path: Path) -> str:
+    return read_text(path, str(path))
 
 
 def target_workspace(args: argparse.Namespace) -> Path:
@@ -100,50 +124,53 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return sets
 
 
-def file_constants(text: str) -> dict[str, Any]:
+def file_constants(text: str, sets: dict[str, Any] | None = None, where: str = "the file") -> dict[str, Any]:
     """The module constants a KernelBench file assigns at its top level, with their values: literals, and
-    arithmetic on literals and the constants above (`dim = 16 * 1024`)."""
+    arithmetic on literals and the constants above (`dim = 16 * 1024`), evaluated in order with bounds (an
+    expression past them raises WorkspaceError naming it). `sets`: values given to some of them (--set), which the
+    constants below follow (`bias_shape = (out_features,)`)."""
+    sets = sets or {}
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return {}
+    except (RecursionError, MemoryError, ValueError):
+        raise WorkspaceError(f"{where}: nested too deep to read") from None
     found: dict[str, Any] = {}
     for node in tree.body:
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
-            continue
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        names = [t.id for t in targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
-        value = _constant_value(node.value, found)
-        if names and value is not None:
-            found.update(dict.fromkeys(names, value))
+        for name, value in _assigned(node):
+            if name in sets:
+                found[name] = sets[name]
+                continue
+            try:
+                found[name] = evaluate(value, found)
+            except Unknown:
+                found.pop(name, None)  # assigned again, to something this does not evaluate: not a constant here
+            except ConstantRefused as exc:
+                shown = ast.unparse(value)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                raise WorkspaceError(f"{where}: module constant {name} = {shown}: {exc}; refused") from None
     return found
 
 
-def _constant_value(node: ast.expr, known: dict[str, Any]) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError):
-        pass
-    allowed = (
-        ast.Expression,
-        ast.BinOp,
-        ast.UnaryOp,
-        ast.Constant,
-        ast.Name,
-        ast.Load,
-        ast.Tuple,
-        ast.operator,
-        ast.unaryop,
-    )
-    if not all(isinstance(n, allowed) for n in ast.walk(node)):
-        return None
-    if any(isinstance(n, ast.Name) and n.id not in known for n in ast.walk(node)):
-        return None
-    try:
-        value = eval(compile(ast.Expression(node), "<constant>", "eval"), {"__builtins__": {}}, dict(known))
-    except Exception:
-        return None
-    return value if isinstance(value, (bool, int, float, str, tuple)) else None
+def _assigned(node: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, value) for a top-level `name = value` (or annotated), names starting with '_' left out."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+        return []
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [(t.id, node.value) for t in targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
+
+
+def unfollowed(text: str, changed: set[str]) -> list[str]:
+    """Constants computed from one `changed` (by --set) in a way file_constants does not evaluate (a call): they
+    keep the file's value in the correctness case."""
+    found: list[str] = []
+    for node in ast.parse(text).body:
+        for name, value in _assigned(node):
+            uses = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+            if uses & changed and name not in changed:
+                found.append(name)
+    return found
 
 
 def _looks_like_kernelbench(path: Path) -> bool:
@@ -163,15 +190,28 @@ def problem_name(stem: str) -> str:
     return name
 
 
-def import_file(path: Path, into: Path, sets: dict[str, Any], name: str | None = None, force: bool = False) -> Path:
-    """Writes <into>/<name>/problem.py and a copy of `path`; checks that the problem loads and its inputs,
-    weights and cost can be made (shapes only). Returns the problem folder."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkspaceError(f"cannot read {path}: {exc}") from None
-    constants = file_constants(text)
+def import_file(
+    path: Path,
+    into: Path,
+    sets: dict[str, Any],
+    name: str | None = None,
+    force: bool = False,
+    bounds: Bounds | None = None,
+) -> Path:
+    """Writes <into>/<name>/problem.py and a copy of `path`, whole or not at all; checks, running the file in a
+    contained process, that the problem loads, its inputs, weights and cost can be made (shapes only) and its
+    Model's forward pass runs on the correctness case. Returns the problem folder."""
+    text = _read(path)
+    constants = file_constants(text, where=path.name)
     own = {k: v for k, v in sets.items() if k in constants}
+    small = file_constants(text, own, where=path.name)
+    changed = {k for k in small if small[k] != constants.get(k)}
+    for stale in unfollowed(text, changed):
+        print(
+            f"note: {path.name}: {stale} is computed from {', '.join(sorted(changed))} in a way the import does "
+            "not evaluate: it keeps the file's value in the correctness case (--set it too)",
+            file=sys.stderr,
+        )
     name = problem_name(name or path.stem)
     folder = into / name
     if (folder / "problem.py").exists() and not force:
@@ -181,28 +221,22 @@ def import_file(path: Path, into: Path, sets: dict[str, Any], name: str | None =
     )
     if copy_name == "problem.py":
         copy_name = "kernelbench_problem.py"
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, folder / copy_name)
-    (folder / "problem.py").write_text(problem_text(path, copy_name, constants, own))
-    try:
-        check_problem(folder)
-    except WorkspaceError:
-        (folder / "problem.py").unlink()
-        (folder / copy_name).unlink()
-        if not any(folder.iterdir()):
-            folder.rmdir()
-        raise
+    with staged(folder, force=True) as stage:  # a folder there without a problem.py is written into, as before
+        (stage / copy_name).write_text(text)
+        (stage / "problem.py").write_text(problem_text(path, text, copy_name, constants, small, own))
+        check_problem(stage, path.name, bounds or Bounds(), shown_as=folder)
     return folder
 
 
-def problem_text(path: Path, copy_name: str, constants: dict[str, Any], sets: dict[str, Any]) -> str:
-    small = {**constants, **sets}
+def problem_text(
+    path: Path, text: str, copy_name: str, constants: dict[str, Any], small: dict[str, Any], sets: dict[str, Any]
+) -> str:
     where = (
         "correctness at " + ", ".join(f"{k}={v!r}" for k, v in sets.items()) + " (--set), timing at the file's sizes"
         if sets
         else "correctness and timing at the file's own sizes (--set NAME=VALUE on import sets smaller ones)"
     )
-    summary = _model_summary(path.read_text()) or "a KernelBench problem"
+    summary = _model_summary(text) or "a KernelBench problem"
     return f'''"""KernelBench {path.stem}: {summary}
 
 Imported from {path.name} by `kerneltui import kernelbench`; {copy_name} beside this file is that file, loaded
@@ -252,26 +286,15 @@ def _model_summary(text: str) -> str:
     return ""
 
 
-def check_problem(folder: Path) -> None:
-    """The problem loads; every case's inputs and weights build (shape-only, on the meta device), and cost
-    works: a broken file is said now, not in the middle of a version's judgement. Needs torch here; without
-    it, the check is left to the first evaluation."""
-    try:
-        import torch
-    except ImportError:
+def check_problem(folder: Path, what: str, bounds: Bounds, shown_as: Path | None = None) -> None:
+    """The problem loads; every case's inputs and weights build (shape-only, on the meta device), cost works,
+    and the forward pass runs on each correctness case (on the CPU): a broken file is said now, not in the
+    middle of a version's judgement. Run contained (formats.contained), as it runs the file's code. Needs torch
+    here; without it, the check is left to the first evaluation."""
+    if importlib.util.find_spec("torch") is None:
         print(f"note: no torch in this Python: {folder.name} is not checked until it is judged", file=sys.stderr)
         return
-    from harness.problem import ProblemError, load_problem
-
-    try:
-        problem = load_problem(folder)
-        for case in problem.cases:
-            problem.make_inputs(dict(case), 0, torch.device("meta"))
-        for case in problem.bench_cases:
-            problem.make_inputs(dict(case), 0, torch.device("meta"))
-            problem.cost_of(case)
-    except ProblemError as exc:
-        raise WorkspaceError(str(exc)) from None
+    run_problem_code(folder, "kernelbench", what, bounds, shown_as=shown_as)
 
 
 # --- export ------------------------------------------------------------------------------------------------
