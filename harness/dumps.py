@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import threading
 from collections import OrderedDict
 from collections.abc import Set
@@ -23,13 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from harness import scratch as scratch_mod
+from harness.confined import ToolLimits, run_confined
 
 TRITON_KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin")
 TILELANG_KINDS = ("tl", "tir", "cu", "ptx", "cubin")  # TileLang program, lowered device IR, CUDA source, ...
 CUDA_KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(")
-MAX_ARTIFACT_BYTES = 64 << 20
 MAX_DISASSEMBLERS = 32
-MAX_META_BYTES = 1 << 20
+MAX_META_BYTES = 256 << 10
+MAX_META_KEYS = 64
+MAX_ENTRIES = 10_000
+MAX_REFUSALS = 8
+KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
 SMEM_LIMITS = {90: 232448, 100: 232448, 89: 101376, 86: 101376, 80: 166912, 75: 65536}
 
 
@@ -93,66 +96,147 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def _run_tool(args: list[str], timeout: float = 60) -> tuple[int, str]:
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 1, str(exc)
-    return done.returncode, done.stdout + done.stderr
+TOOL_LIMITS = ToolLimits(timeout_s=60.0, memory_bytes=4 << 30, output_bytes=64 << 20)
 
 
-def collect_triton(scratch: Path, into: Path, subdir: str = "triton", skip: Set[str] = frozenset()) -> list[Kernel]:
+def _run_tool(args: list[str], reads: list[Path]) -> tuple[int, str]:
+    """A CUDA tool on files the worker wrote, confined (harness.confined); its failure said in its output."""
+    done = run_confined(args, reads, TOOL_LIMITS)
+    if done.failure:
+        return 1, done.failure
+    return done.code, done.output
+
+
+@dataclass
+class Caps:
+    """What one version's collection may take from its workers' scratch folders."""
+
+    kernels: int = 64
+    file_bytes: int = 16 << 20
+    version_bytes: int = 128 << 20
+
+
+@dataclass
+class Collected:
+    """One version's collection so far: what it took (within its caps) and what it refused. Every refusal
+    flags the version: honest compilers leave none of it."""
+
+    caps: Caps = field(default_factory=Caps)
+    kernels: int = 0
+    held_bytes: int = 0
+    refused: list[str] = field(default_factory=list)
+    full: bool = False  # at its kernel cap: nothing more is looked at
+
+    def refuse(self, what: str) -> None:
+        if what not in self.refused and len(self.refused) < MAX_REFUSALS:
+            self.refused.append(what[:300])
+
+    def take_kernel(self) -> bool:
+        if self.kernels >= self.caps.kernels:
+            self.refuse(f"more than {self.caps.kernels} compiled kernels (the rest were not collected)")
+            self.full = True
+            return False
+        self.kernels += 1
+        return True
+
+    def read(self, scratch: Path, relative: str) -> bytes | None:
+        """A file's bytes within the caps; None when it is not there or was refused (and the refusal noted)."""
+        try:
+            data = scratch_mod.read_file(scratch, relative, self.caps.file_bytes)
+        except scratch_mod.Missing:
+            return None
+        except scratch_mod.Untrusted as exc:
+            self.refuse(str(exc))
+            return None
+        if self.held_bytes + len(data) > self.caps.version_bytes:
+            self.refuse(f"{relative}: the version's compiled files passed {self.caps.version_bytes >> 20} MiB")
+            return None
+        self.held_bytes += len(data)
+        return data
+
+    def read_json(self, scratch: Path, relative: str) -> object:
+        try:
+            return scratch_mod.read_json(scratch, relative, MAX_META_BYTES)
+        except scratch_mod.Missing:
+            return None
+        except scratch_mod.Untrusted as exc:
+            self.refuse(str(exc))
+            return None
+
+    def listing(self, scratch: Path, relative: str) -> list[scratch_mod.Entry]:
+        """A folder's entries; what is neither file nor folder refused."""
+        found = scratch_mod.entries(scratch, relative, limit=MAX_ENTRIES)
+        for entry in found:
+            if entry.kind == "other":
+                self.refuse(f"{relative}/{entry.name} is a link or not a regular file")
+        return found
+
+
+def collect_triton(
+    scratch: Path,
+    into: Path,
+    subdir: str = "triton",
+    skip: Set[str] = frozenset(),
+    collected: Collected | None = None,
+) -> list[Kernel]:
     """One Kernel per compiled specialization in the worker's Triton cache (scratch/subdir), copied into `into`;
     cache groups named in `skip` (what the worker compiled before it loaded the version) left out.
 
-    The worker wrote that cache, so it is read through harness.scratch (no links, regular files, capped)
-    and every name the judge writes with is its own: a kernel's name from its metadata is only a label.
+    The worker wrote that cache, so it is read through harness.scratch (no links, regular files, capped by
+    `collected`, which notes what was refused) and every name the judge writes with is its own: a kernel's
+    name from its metadata is only a label.
     """
+    collected = collected if collected is not None else Collected()
     kernels: list[tuple[int, Kernel]] = []
-    for group in scratch_mod.entries(scratch, subdir):
+    for group in collected.listing(scratch, subdir):
+        if collected.full:
+            break
         if group.kind != "dir" or group.name in skip:
             continue
-        for item in scratch_mod.entries(scratch, f"{subdir}/{group.name}"):
+        for item in collected.listing(scratch, f"{subdir}/{group.name}"):
             if item.kind != "file" or not item.name.endswith(".json") or item.name.startswith("__grp__"):
                 continue
-            meta = _read_meta(scratch, f"{subdir}/{group.name}/{item.name}")
-            if meta is None:
+            relative = f"{subdir}/{group.name}/{item.name}"
+            meta = _read_meta(scratch, relative, collected)
+            if meta is None or not collected.take_kernel():
                 continue
             stem = item.name[: -len(".json")]
             local = into / scratch_mod.safe_name(group.name, "group") / scratch_mod.safe_name(stem)
-            files = _copy_artifacts(scratch, f"{subdir}/{group.name}/{stem}", local, TRITON_KINDS)
+            files = _copy_artifacts(scratch, f"{subdir}/{group.name}/{stem}", local, TRITON_KINDS, collected)
             if "cubin" in files:
-                name = scratch_mod.safe_name(meta["name"])
-                kernel = Kernel(name=name, dsl="triton", files=files, meta=meta, group=group.name)
+                kernel = Kernel(
+                    name=scratch_mod.safe_name(meta["name"]), dsl="triton", files=files, meta=meta, group=group.name
+                )
                 kernels.append((item.mtime_ns, kernel))
     return [kernel for _, kernel in sorted(kernels, key=lambda pair: (pair[1].name, pair[0]))]
 
 
-def _read_meta(scratch: Path, relative: str) -> dict[str, Any] | None:
+def _read_meta(scratch: Path, relative: str, collected: Collected) -> dict[str, Any] | None:
     """A Triton cache entry's metadata, kept to plain values (it is shown, and written back out as JSON)."""
-    try:
-        meta = json.loads(scratch_mod.read_file(scratch, relative, MAX_META_BYTES))
-    except (scratch_mod.Untrusted, ValueError, UnicodeDecodeError):
-        return None
+    meta = collected.read_json(scratch, relative)
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None  # not a kernel's metadata (an autotuner's cache, say)
+    if not KERNEL_NAME.fullmatch(meta["name"]):
+        collected.refuse(f"{relative} names its kernel {meta['name'][:80]!r}, not an identifier")
         return None
     plain = (str, int, float, bool, type(None), list, dict)
-    kept = {str(k): v for k, v in meta.items() if isinstance(v, plain)}
+    kept = {str(k): v for k, v in list(meta.items())[:MAX_META_KEYS] if isinstance(v, plain)}
     for key in ("num_warps", "num_stages", "shared"):
         if key in kept and not isinstance(kept[key], int):
             kept.pop(key)
     return kept
 
 
-def _copy_artifacts(scratch: Path, stem: str, local: Path, kinds: tuple[str, ...]) -> dict[str, Path]:
+def _copy_artifacts(
+    scratch: Path, stem: str, local: Path, kinds: tuple[str, ...], collected: Collected
+) -> dict[str, Path]:
     """Copies stem.<kind> for each kind out of the scratch folder into judge-owned files local.<kind>."""
     files: dict[str, Path] = {}
     for kind in kinds:
         target = local.with_name(f"{local.name}.{kind}")
         if not target.exists():
-            try:
-                data = scratch_mod.read_file(scratch, f"{stem}.{kind}", MAX_ARTIFACT_BYTES)
-            except scratch_mod.Untrusted:
+            data = collected.read(scratch, f"{stem}.{kind}")
+            if data is None:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -160,15 +244,18 @@ def _copy_artifacts(scratch: Path, stem: str, local: Path, kinds: tuple[str, ...
     return files
 
 
-def collect_cutedsl(scratch: Path, into: Path, subdir: str = "cute") -> list[Kernel]:
+def collect_cutedsl(
+    scratch: Path, into: Path, subdir: str = "cute", collected: Collected | None = None
+) -> list[Kernel]:
     """CuTeDSL's CUTE_DSL_KEEP output (scratch/subdir): one .ptx/.cubin pair per compiled function, copied."""
+    collected = collected if collected is not None else Collected()
     kernels: list[Kernel] = []
-    for relative, _ in scratch_mod.walk_files(scratch, subdir):
-        if not relative.endswith(".cubin"):
+    for relative, _ in _walk(scratch, subdir, collected, depth=6):
+        if not relative.endswith(".cubin") or collected.full or not collected.take_kernel():
             continue
         stem = relative[: -len(".cubin")]
         local = into / "cute" / _unique_name(stem.replace("/", "_"))
-        files = _copy_artifacts(scratch, stem, local, ("cubin", "ptx"))
+        files = _copy_artifacts(scratch, stem, local, ("cubin", "ptx"), collected)
         if "cubin" not in files:
             continue
         name = _ptx_entry(files["ptx"]) if "ptx" in files else None
@@ -176,6 +263,14 @@ def collect_cutedsl(scratch: Path, into: Path, subdir: str = "cute") -> list[Ker
         label = scratch_mod.safe_name(name, fallback) if name else fallback
         kernels.append(Kernel(name=label, dsl="cutedsl", files=files))
     return kernels
+
+
+def _walk(scratch: Path, subdir: str, collected: Collected, depth: int) -> list[tuple[str, int]]:
+    others: list[str] = []
+    found = scratch_mod.walk_files(scratch, subdir, depth=depth, others=others)
+    for path in others:
+        collected.refuse(f"{path} is a link or not a regular file")
+    return found
 
 
 def _unique_name(stem: str) -> str:
@@ -188,24 +283,35 @@ def _unique_name(stem: str) -> str:
     return f"{name[: scratch_mod.MAX_NAME - len(digest) - 1]}-{digest}"
 
 
-def collect_tilelang(scratch: Path, into: Path, subdir: str = "tilelang") -> list[Kernel]:
+def collect_tilelang(
+    scratch: Path, into: Path, subdir: str = "tilelang", collected: Collected | None = None
+) -> list[Kernel]:
     """What harness.tilelang_hooks wrote per compiled TileLang kernel (scratch/subdir): its program (.tl),
     device IR (.tir), CUDA source (.cu) and, where nvcc was found, .ptx and .cubin, copied; its metadata
     (.json: the dynamic shared memory it asks for at launch, the worker's word as Triton's is)."""
+    collected = collected if collected is not None else Collected()
     kernels: list[Kernel] = []
-    for relative, _ in sorted(scratch_mod.walk_files(scratch, subdir, depth=0)):
-        if not relative.endswith(".cu"):
+    for relative, _ in sorted(_walk(scratch, subdir, collected, depth=0)):
+        if not relative.endswith(".cu") or collected.full or not collected.take_kernel():
             continue
         stem = relative[: -len(".cu")]
         local = into / "tilelang" / scratch_mod.safe_name(Path(stem).name)
-        files = _copy_artifacts(scratch, stem, local, TILELANG_KINDS)
+        files = _copy_artifacts(scratch, stem, local, TILELANG_KINDS, collected)
         if "cu" not in files:
             continue
         entry = _ptx_entry(files["ptx"]) if "ptx" in files else _cuda_entry(files["cu"])
         name = scratch_mod.safe_name(entry or Path(stem).name.rsplit("-", 1)[0])
-        meta = {**(_read_meta(scratch, f"{stem}.json") or {}), **_nvcc_note(scratch, stem)}
+        meta = {**(_tilelang_meta(scratch, f"{stem}.json", collected) or {}), **_nvcc_note(scratch, stem)}
         kernels.append(Kernel(name=name, dsl="tilelang", files=files, meta=meta))
     return kernels
+
+
+def _tilelang_meta(scratch: Path, relative: str, collected: Collected) -> dict[str, Any] | None:
+    meta = collected.read_json(scratch, relative)
+    if not isinstance(meta, dict):
+        return None
+    plain = (str, int, float, bool, type(None))
+    return {str(k): v for k, v in list(meta.items())[:MAX_META_KEYS] if isinstance(v, plain)}
 
 
 def _cuda_entry(source: Path) -> str | None:
@@ -233,7 +339,7 @@ def read_resources(kernel: Kernel) -> None:
     cubin = kernel.files.get("cubin")
     if not cuobjdump or not cubin:
         return
-    code, text = _run_tool([cuobjdump, "--dump-resource-usage", str(cubin)])
+    code, text = _run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], [cubin])
     if code != 0:
         kernel.resources["error"] = text.strip()[-300:]
         return
@@ -260,7 +366,7 @@ def _ptxas_spills(kernel: Kernel) -> int | None:
         return None
     target = re.search(r"\.target\s+(sm_\w+)", ptx.read_text(errors="replace"))
     arch = target.group(1) if target else "sm_90a"
-    code, text = _run_tool([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", os.devnull])
+    code, text = _run_tool([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", os.devnull], [ptx])
     found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
     return sum(int(a) + int(b) for a, b in found) if code == 0 and found else None
 
@@ -297,9 +403,15 @@ LISTINGS = Listings()
 
 def disassemble(cubin: Path | None) -> str | None:
     """SASS with source lines interleaved (nvdisasm -g), or cuobjdump's plain listing."""
+    return disassemble_noting(cubin)[0]
+
+
+def disassemble_noting(cubin: Path | None) -> tuple[str | None, str | None]:
+    """(the SASS listing, or None and why not): each tool's failure (a timeout, its limits) is said."""
     if cubin is None:
-        return None
+        return None, None
     digest = hashlib.sha256(cubin.read_bytes()).hexdigest()
+    why: list[str] = []
     for name, args in (("nvdisasm", ["-c", "-g"]), ("cuobjdump", ["--dump-sass"])):
         tool = find_tool(name)
         if not tool:
@@ -307,37 +419,45 @@ def disassemble(cubin: Path | None) -> str | None:
         key = f"{tool}\0{digest}"
         text = LISTINGS.get(key)
         if text is None:
-            code, text = _run_tool([tool, *args, str(cubin)])
+            code, text = _run_tool([tool, *args, str(cubin)], [cubin])
             if code != 0 or not text.strip():
+                why.append(text.strip().splitlines()[-1][:200] if text.strip() else f"{name} printed nothing")
                 continue
             LISTINGS.put(key, text)
-        return text
-    return None
+        return text, None
+    return None, "; ".join(why) or None
 
 
-def write_dumps(kernels: list[Kernel], dest: Path) -> list[dict[str, Any]]:
-    """Copies every artifact (plus .sass) to dest as <kernel>.<kind>; returns the list of files."""
+def write_dumps(kernels: list[Kernel], dest: Path, budget_bytes: int = Caps.version_bytes) -> list[dict[str, Any]]:
+    """Copies every artifact (plus .sass) to dest as <kernel>.<kind>, within `budget_bytes` in all (a kernel's
+    files past it are not kept, and it says so); returns the list of files."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     # nvdisasm is the slow part: ~0.3 s a cubin whatever its size (its own start-up), one cubin a run; all at once
     with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), MAX_DISASSEMBLERS, os.cpu_count() or 1))) as pool:
-        sass_listings = list(pool.map(disassemble, [k.files.get("cubin") for k in kernels]))
-    listed = []
+        sass_listings = list(pool.map(disassemble_noting, [k.files.get("cubin") for k in kernels]))
+    listed: list[dict[str, Any]] = []
     used: dict[str, int] = {}
-    for kernel, sass in zip(kernels, sass_listings, strict=True):
+    left = budget_bytes
+    for kernel, (sass, why) in zip(kernels, sass_listings, strict=True):
         count = used[kernel.name] = used.get(kernel.name, 0) + 1
         base = kernel.label = kernel.name if count == 1 else f"{kernel.name}-{count}"
-        for kind, src in kernel.files.items():
-            if src.stat().st_size > MAX_ARTIFACT_BYTES:
+        if why:
+            kernel.resources["sass_error"] = why
+        kept = [(kind, src.stat().st_size) for kind, src in kernel.files.items()]
+        kept += [("sass", len(sass.encode()))] if sass else []
+        for kind, size in kept:
+            if size > left:
+                kernel.resources.setdefault("not_kept", []).append(kind)
                 continue
+            left -= size
             target = dest / f"{base}.{kind}"
-            shutil.copyfile(src, target)
+            if kind == "sass" and sass:
+                target.write_text(sass)
+            else:
+                shutil.copyfile(kernel.files[kind], target)
             listed.append(_listing(kernel, base, kind, target))
-        if sass:
-            target = dest / f"{base}.sass"
-            target.write_text(sass)
-            listed.append(_listing(kernel, base, "sass", target))
         if kernel.meta:
             (dest / f"{base}.json").write_text(json.dumps(kernel.meta, indent=1, default=str))
     return listed

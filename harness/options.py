@@ -171,6 +171,30 @@ class Options:
             positive(float, zero=True),
         ),
     )
+    max_kernels: int = field(
+        default=64,
+        metadata=option("max_kernels", "compiled kernels collected per version; more flags it tampered", positive(int)),
+    )
+    max_dump_file_mb: float = field(
+        default=16.0,
+        metadata=option(
+            "max_dump_file_mb",
+            "largest compiled file (cubin, PTX, IR) taken from a worker; larger flags it",
+            positive(float),
+        ),
+    )
+    max_dumps_mb: float = field(
+        default=128.0,
+        metadata=option("max_dumps_mb", "compiled files and listings kept per version", positive(float)),
+    )
+    dumps_budget_mb: float = field(
+        default=2048.0,
+        metadata=option(
+            "dumps_budget_mb",
+            "dumps kept per workspace: past it, old unapproved versions' dumps are pruned first (kerneltui gc)",
+            positive(float),
+        ),
+    )
     max_version_kb: float = field(
         default=MAX_VERSION_KB, metadata=option("max_version_kb", "a larger version file is refused", positive(float))
     )

@@ -9,6 +9,8 @@ folder with O_NOFOLLOW, only regular files with a single link are read, and no m
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import re
 import stat
@@ -24,6 +26,14 @@ MAX_NAME = 96
 
 class Untrusted(Exception):
     """A file in the scratch folder that the judge will not read (a link, not a regular file, too big...)."""
+
+
+class Missing(Untrusted):
+    """A file that is not there: nothing was refused."""
+
+
+MAX_JSON_DEPTH = 32
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 def safe_name(text: object, fallback: str = "kernel") -> str:
@@ -57,6 +67,10 @@ def read_file(root: Path, relative: str | Path, limit: int) -> bytes:
         with _dir_fd(root, parts[:-1]) as parent:
             fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
     except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise Missing(f"{relative} is not there") from None
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Untrusted(f"{relative} is a link") from None
         raise Untrusted(f"{relative}: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
@@ -78,6 +92,25 @@ def read_file(root: Path, relative: str | Path, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(root: Path, relative: str | Path, limit: int, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """The JSON value in root/relative, read as read_file does, nested at most `max_depth` deep: deeper (a planted
+    file 200k brackets deep would exhaust the parser's recursion) or malformed text is refused, never raised."""
+    data = read_file(root, relative, limit)
+    depth = deepest = 0
+    for token in _JSON_TOKEN.finditer(data):  # strings skipped whole: brackets inside them do not count
+        first = token.group()[:1]
+        if first == b'"':
+            continue
+        depth += 1 if first in b"[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > max_depth:
+            raise Untrusted(f"{relative} nests JSON deeper than {max_depth} levels")
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise Untrusted(f"{relative} is not JSON ({str(exc)[:80]})") from None
 
 
 @dataclass(frozen=True)
@@ -104,13 +137,18 @@ def entries(root: Path, relative: str | Path = "", limit: int = 10_000) -> list[
     return sorted(found, key=lambda e: e.name)
 
 
-def walk_files(root: Path, relative: str = "", depth: int = 6) -> list[tuple[str, int]]:
-    """(relative path, mtime_ns) of the regular files under root/relative, never through a link, `depth` deep."""
+def walk_files(
+    root: Path, relative: str = "", depth: int = 6, others: list[str] | None = None
+) -> list[tuple[str, int]]:
+    """(relative path, mtime_ns) of the regular files under root/relative, never through a link, `depth` deep;
+    the paths of what is neither a file nor a folder (links, FIFOs...) added to `others`."""
     out: list[tuple[str, int]] = []
     for entry in entries(root, relative):
         path = f"{relative}/{entry.name}" if relative else entry.name
         if entry.kind == "file":
             out.append((path, entry.mtime_ns))
         elif entry.kind == "dir" and depth > 0:
-            out += walk_files(root, path, depth - 1)
+            out += walk_files(root, path, depth - 1, others)
+        elif entry.kind == "other" and others is not None:
+            others.append(path)
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.problem import Problem
-from harness.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, INPUT, Flag
+from harness.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT, Flag
 
 MAX_LAUNCHES = 256
 MAX_NOTES = 3
@@ -27,6 +27,7 @@ class Observed:
     kernel_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     not_from_kernel: list[str] = field(default_factory=list)
     tampered: set[str] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)  # what the judge would not take from a worker's scratch folder
     calls: int = 0
     profiled_ops: collections.Counter[str] = field(default_factory=collections.Counter)  # harness.profiled
     cuda_kernels: collections.Counter[str] = field(default_factory=collections.Counter)  # launched by no torch op
@@ -102,10 +103,10 @@ class Observed:
         mismatch = self._mismatch(ran, dumped)
         if mismatch:
             flags.append(Flag("kernel-mismatch", mismatch))
-        if self.tampered:
-            flags.append(
-                Flag("tampered", "the version replaced what records its work: " + ", ".join(sorted(self.tampered)))
-            )
+        said = ["the version replaced what records its work: " + ", ".join(sorted(self.tampered))] * bool(self.tampered)
+        said += ["the judge refused what its worker left: " + "; ".join(sorted(self.refused))] * bool(self.refused)
+        if said:
+            flags.append(Flag("tampered", "; ".join(said)))
         return flags
 
     def _uses_library(self, problem: Problem) -> str | None:
@@ -194,6 +195,11 @@ def describe_writers(writers: list[str]) -> str:
         parts.append("came from host code (numpy, a raw pointer: memory no torch op or kernel wrote)")
     if HOST_AFTER_KERNEL in writers:
         parts.append("was changed after its kernel ran, by host code (numpy, a raw pointer) no hook sees")
+    for copier in sorted(w.removeprefix(HOST_COPIED) for w in writers if w.startswith(HOST_COPIED))[:2]:
+        parts.append(
+            f"was copied by {copier} from a buffer host code filled during the call (numpy, a Python list, "
+            "torch.tensor of host data): the answer was computed on the host"
+        )
     if ALLOCATED in writers and not parts:
         parts.append("was never written by a kernel (only allocated or filled with a constant)")
     return ", ".join(parts) + ", not by a kernel of the version"

@@ -297,9 +297,16 @@ def test_a_cubin_disassembled_before_is_not_disassembled_again(tmp_path: Path, m
     again) reuse the listing; other bytes, or another disassembler, do not."""
     from harness import dumps
 
-    calls = tmp_path / "calls"
+    calls: list[list[str]] = []  # the tool runs confined: it can write nowhere the test could read
+    run_tool = dumps._run_tool
+
+    def counted(args: list[str], reads: list[Path]) -> tuple[int, str]:
+        calls.append(args)
+        return run_tool(args, reads)
+
+    monkeypatch.setattr(dumps, "_run_tool", counted)
     tool = tmp_path / "nvdisasm"
-    tool.write_text(f'#!/bin/sh\necho "$@" >> {calls}\necho "SASS of $(cat "$3")"\n')
+    tool.write_text('#!/bin/sh\necho "SASS of $(cat "$3")"\n')
     tool.chmod(0o755)
     monkeypatch.setenv("KERNELTUI_NVDISASM", str(tool))
     monkeypatch.setattr(dumps, "LISTINGS", dumps.Listings())
@@ -312,11 +319,11 @@ def test_a_cubin_disassembled_before_is_not_disassembled_again(tmp_path: Path, m
         "SASS of kernel one\n",
         "SASS of kernel two\n",
     ]
-    assert len(calls.read_text().splitlines()) == 2
+    assert len(calls) == 2
     moved = tmp_path / "other-nvdisasm"
     tool.rename(moved)
     monkeypatch.setenv("KERNELTUI_NVDISASM", str(moved))
-    assert dumps.disassemble(first) == "SASS of kernel one\n" and len(calls.read_text().splitlines()) == 3
+    assert dumps.disassemble(first) == "SASS of kernel one\n" and len(calls) == 3
     small = dumps.Listings(max_chars=30)
     small.put("a", "x" * 20)
     small.put("b", "y" * 20)

@@ -14,6 +14,7 @@ import torch
 
 from harness import dumps as dumps_mod
 from harness import precompile, wire
+from harness.options import Options
 from harness.problem import Problem, case_label
 from harness.results import RungResult
 from harness.rungs import rung
@@ -65,7 +66,7 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
         tree = wire.encode_tree(list(inputs), tensors)
         what = "in the first call (JIT compile)" if mode == "jit" else "while compiling ahead of time"
         reply = _compile_call(ladder, worker, {"op": op, "inputs": tree}, tensors, what)
-        collect_kernels(run, worker, case_label(case), labels)
+        collect_kernels(run, worker, caps_for(ladder.options), case_label(case), labels)
         if reply.get("ok"):
             if op == "compile":
                 run.observed.add(reply.get("recorded"), "compile", case_label(case))
@@ -81,15 +82,21 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
     return _verdict(run, metrics, failures, mode, arch)
 
 
-def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str, labels: dict[str, str] | None = None) -> None:
+def collect_kernels(
+    run: VersionRun, worker: WorkerProcess, caps: dumps_mod.Caps, label: str, labels: dict[str, str] | None = None
+) -> None:
     """Adds kernels compiled since the last look, each labelled with the case that compiled it: `labels`'s by
-    Triton cache group where it names one (kernels compiled ahead for every case), else `label`."""
+    Triton cache group where it names one (kernels compiled ahead for every case), else `label`. Within `caps`
+    for the whole version; what the judge refused (harness.dumps.Collected) flags it."""
     known = {_identity(k) for k in run.kernels}
     into = run.private / worker.mode
     seen_groups = {k.group for k in run.kernels if k.group}  # not copied out again at every look
-    found = dumps_mod.collect_triton(worker.scratch, into, skip=worker.compiled_before_version | seen_groups)
-    found += dumps_mod.collect_cutedsl(worker.scratch, into)
-    found += dumps_mod.collect_tilelang(worker.scratch, into)
+    collected = collected_so_far(run, caps)
+    skip = worker.compiled_before_version | seen_groups
+    found = dumps_mod.collect_triton(worker.scratch, into, skip=skip, collected=collected)
+    found += dumps_mod.collect_cutedsl(worker.scratch, into, collected=collected)
+    found += dumps_mod.collect_tilelang(worker.scratch, into, collected=collected)
+    run.observed.refused.update(collected.refused)
     fresh = [kernel for kernel in found if _identity(kernel) not in known]
     if fresh:
         with ThreadPoolExecutor(min(precompile.threads(), len(fresh))) as pool:  # a cuobjdump each: at once
@@ -97,6 +104,20 @@ def collect_kernels(run: VersionRun, worker: WorkerProcess, label: str, labels: 
     for kernel in fresh:
         kernel.case = (labels or {}).get(kernel.group, label)
     run.kernels += in_case_order(fresh, list((labels or {}).values()))
+
+
+def caps_for(options: Options) -> dumps_mod.Caps:
+    return dumps_mod.Caps(
+        kernels=options.max_kernels,
+        file_bytes=int(options.max_dump_file_mb * (1 << 20)),
+        version_bytes=int(options.max_dumps_mb * (1 << 20)),
+    )
+
+
+def collected_so_far(run: VersionRun, caps: dumps_mod.Caps) -> dumps_mod.Collected:
+    """The version's collection as its kernels stand: the caps hold for all its looks together."""
+    held = sum(path.stat().st_size for kernel in run.kernels for path in kernel.files.values() if path.exists())
+    return dumps_mod.Collected(caps=caps, kernels=len(run.kernels), held_bytes=held)
 
 
 def in_case_order(kernels: list[dumps_mod.Kernel], cases: list[str]) -> list[dumps_mod.Kernel]:

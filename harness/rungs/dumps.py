@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from harness import dumps as dumps_mod
 from harness.results import RungResult
 from harness.rungs import rung
-from harness.rungs.compile import collect_kernels
+from harness.rungs.compile import caps_for, collect_kernels
 
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 @rung("dumps", after=("compile",))
 def dumps(ladder: Ladder, run: VersionRun) -> RungResult:
+    caps = caps_for(ladder.options)
     for worker in run.workers.values():
-        collect_kernels(run, worker, "later calls")
+        collect_kernels(run, worker, caps, "later calls")
     if not run.kernels:
         return RungResult(
             name="dumps", ok=True, metrics={"files": [], "note": "no Triton, CuTeDSL or TileLang kernels compiled"}
@@ -26,7 +27,7 @@ def dumps(ladder: Ladder, run: VersionRun) -> RungResult:
     dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
     dumps_mod.specialise(run.kernels, [launch for found in run.observed.launches.values() for launch in found])
     try:
-        files = dumps_mod.write_dumps(run.kernels, dest)
+        files = dumps_mod.write_dumps(run.kernels, dest, caps.version_bytes)
     except OSError as exc:
         return RungResult(name="dumps", ok=False, err=f"cannot write dumps to {dest}: {exc.strerror or exc}")
     kinds = sorted({f["kind"] for f in files})

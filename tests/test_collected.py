@@ -1,0 +1,222 @@
+"""What the judge takes from a worker's scratch folder (compiled kernels, their metadata) and what runs on those
+bytes (nvdisasm, cuobjdump, ptxas): confined tools, capped collections, refusals that flag the version."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import dumps
+from harness.confined import ToolLimits, run_confined
+from harness.containment import probe
+from tests.conftest import add_version, judge_many, rung
+
+SECRET = "kerneltui-judge-secret-4d1f"
+# A stand-in for a tool with a planted exploit: it reports what it could reach.
+SPY = """
+import json, os, socket, sys
+secret_file, outside, judge = sys.argv[1:4]
+seen = {"env": dict(os.environ)}
+for key, path in (("file", secret_file), ("judge_environ", f"/proc/{judge}/environ")):
+    try:
+        with open(path, "rb") as handle:
+            seen[key] = handle.read().decode(errors="replace")
+    except OSError as exc:
+        seen[key] = f"refused: {exc}"
+try:
+    with open(outside, "w") as handle:
+        handle.write("escaped")
+    seen["wrote"] = True
+except OSError:
+    seen["wrote"] = False
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    seen["socket"] = True
+except OSError:
+    seen["socket"] = False
+print(json.dumps(seen))
+"""
+
+CONTAINMENTS = [
+    pytest.param(None, id="bubblewrap"),
+    pytest.param(False, id="landlock"),
+]
+
+
+def skip_without(use_bwrap: bool | None) -> None:
+    if use_bwrap is None and not probe().bwrap:
+        pytest.skip("bubblewrap is not installed")
+    if use_bwrap is False and probe().landlock_abi < 1:
+        pytest.skip("Landlock is not available on this kernel")
+
+
+@pytest.fixture
+def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """A secret in the judge's environment and in a file of its home; the spy tool; where it must not write."""
+    monkeypatch.setenv("KERNELTUI_TEST_SECRET", SECRET)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_text(f"machine api password {SECRET}\n")
+    tool = tmp_path / "tool.py"
+    tool.write_text(SPY)
+    return home / ".netrc", tool, tmp_path / "escaped"
+
+
+def spy_argv(tool: Path, secret_file: Path, outside: Path) -> list[str]:
+    return [os.path.realpath(sys.executable), "-S", str(tool), str(secret_file), str(outside), str(os.getpid())]
+
+
+@pytest.mark.parametrize("use_bwrap", CONTAINMENTS)
+def test_a_confined_tool_reaches_no_secret_writes_nothing_outside_and_opens_no_socket(
+    planted: tuple[Path, Path, Path], use_bwrap: bool | None
+) -> None:
+    skip_without(use_bwrap)
+    secret_file, tool, outside = planted
+    argv = spy_argv(tool, secret_file, outside)
+    unconfined = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert SECRET in unconfined.stdout and outside.exists()  # the spy sees what it should not, when let
+    outside.unlink()
+    done = run_confined(argv, [tool, sys.base_prefix], use_bwrap=use_bwrap)
+    assert done.ok, (done.failure, done.output)
+    seen = json.loads(done.output)
+    assert SECRET not in done.output
+    assert seen["file"].startswith("refused") and seen["judge_environ"].startswith("refused")
+    assert not seen["wrote"] and not outside.exists()
+    assert seen["socket"] is False
+
+
+def test_the_dumps_disassembler_runs_confined(
+    planted: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cubin crafted against nvdisasm would run with the judge's rights: here nvdisasm is a spy."""
+    secret_file, tool, outside = planted
+    script = tool.with_name("nvdisasm")
+    python = "/usr/bin/python3"  # beneath /usr, which a confined tool may read, as it does its loader and libc
+    if not os.access(python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 to stand in for nvdisasm")
+    spy = f"{python} -S -c {shlex.quote(SPY)} {secret_file} {outside} {os.getpid()}"
+    script.write_text(f"#!/bin/sh\nexec {spy}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("KERNELTUI_NVDISASM", str(script))
+    monkeypatch.setattr(dumps, "LISTINGS", dumps.Listings())
+    cubin = tool.with_name("k.cubin")
+    cubin.write_bytes(b"\x7fELF planted")
+    listing = dumps.disassemble(cubin)
+    assert listing is not None, "the spy did not run"
+    assert SECRET not in listing and not outside.exists()
+    assert json.loads(listing)["wrote"] is False
+
+
+@pytest.mark.parametrize("use_bwrap", CONTAINMENTS)
+def test_a_tool_past_its_time_memory_or_output_is_stopped_and_says_so(tmp_path: Path, use_bwrap: bool | None) -> None:
+    skip_without(use_bwrap)
+    python = [os.path.realpath(sys.executable), "-S", "-c"]
+    reads = [sys.base_prefix]
+    slow = run_confined([*python, "import time; time.sleep(60)"], reads, ToolLimits(timeout_s=2), use_bwrap)
+    assert not slow.ok and "ran past 2 s" in (slow.failure or "")
+    hog = "x = bytearray(1 << 30); print('allocated')"
+    greedy = run_confined([*python, hog], reads, ToolLimits(memory_bytes=256 << 20), use_bwrap)
+    assert not greedy.ok and "allocated" not in greedy.output and "MemoryError" in greedy.output
+    chatty = "import sys\nwhile True: sys.stdout.write('x' * 65536)"
+    flood = run_confined([*python, chatty], reads, ToolLimits(output_bytes=1 << 20), use_bwrap)
+    assert not flood.ok and "more than 1 MiB of output" in (flood.failure or "")
+    assert len(flood.output) <= 1 << 20
+
+
+def plant_kernel(cache: Path, group: str, name: str, cubin: bytes = b"\x7fELF", meta: str | None = None) -> None:
+    folder = cache / group
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(meta if meta is not None else json.dumps({"name": name, "num_warps": 4}))
+    (folder / f"{name}.cubin").write_bytes(cubin)
+
+
+def test_three_hundred_planted_kernels_are_capped_and_refused(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    for index in range(300):
+        plant_kernel(scratch / "triton", f"G{index:03d}", f"k{index}")
+    collected = dumps.Collected(dumps.Caps(kernels=10))
+    kernels = dumps.collect_triton(scratch, tmp_path / "into", collected=collected)
+    assert len(kernels) == 10 and collected.kernels == 10
+    assert len(list((tmp_path / "into").rglob("*.cubin"))) == 10  # the rest never copied
+    assert any("more than 10 compiled kernels" in r for r in collected.refused)
+
+
+def test_oversized_files_are_refused_and_a_versions_bytes_are_capped(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    plant_kernel(scratch / "triton", "A", "huge", cubin=b"\0" * (3 << 20))
+    for index in range(5):
+        plant_kernel(scratch / "triton", f"B{index}", f"mid{index}", cubin=b"\0" * (1 << 20))
+    collected = dumps.Collected(dumps.Caps(file_bytes=2 << 20, version_bytes=3 << 20))
+    kernels = dumps.collect_triton(scratch, tmp_path / "into", collected=collected)
+    assert "huge" not in {k.name for k in kernels}
+    assert len(kernels) == 3 and collected.held_bytes <= 3 << 20
+    assert any("huge.cubin is 3145728 bytes (limit 2097152)" in r for r in collected.refused), collected.refused
+    assert any("passed 3 MiB" in r for r in collected.refused), collected.refused
+
+
+def test_deep_or_malformed_metadata_is_refused_not_a_judge_failure(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    plant_kernel(scratch / "triton", "A", "deep", meta="[" * 100_000 + "]" * 100_000)
+    plant_kernel(scratch / "triton", "B", "broken", meta='{"name": "broken", ')
+    plant_kernel(scratch / "triton", "C", "brackets_in_strings", meta=json.dumps({"name": "ok_kernel", "s": "[" * 99}))
+    collected = dumps.Collected()
+    kernels = dumps.collect_triton(scratch, tmp_path / "into", collected=collected)
+    assert [k.name for k in kernels] == ["ok_kernel"]
+    assert any("deeper than 32 levels" in r for r in collected.refused), collected.refused
+    assert any("broken.json is not JSON" in r for r in collected.refused), collected.refused
+
+
+def test_links_and_path_names_are_refused(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    plant_kernel(scratch / "triton", "A", "k", meta=json.dumps({"name": "../../problem"}))
+    (scratch / "triton" / "B").mkdir()
+    (scratch / "triton" / "B" / "k.json").write_text(json.dumps({"name": "k"}))
+    (scratch / "triton" / "B" / "k.cubin").symlink_to("/etc/passwd")
+    (scratch / "triton" / "C").symlink_to("/")
+    collected = dumps.Collected()
+    assert dumps.collect_triton(scratch, tmp_path / "into", collected=collected) == []
+    text = " | ".join(collected.refused)
+    assert "'../../problem', not an identifier" in text and "k.cubin is a link" in text, text
+    assert "triton/C is a link or not a regular file" in text, text
+
+
+def test_a_socket_in_the_cache_is_refused(tmp_path: Path) -> None:
+    cache = tmp_path / "s" / "triton" / "A"
+    cache.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(cache / "k.cubin"))
+        (cache / "k.json").write_text(json.dumps({"name": "k"}))
+        collected = dumps.Collected()
+        assert dumps.collect_triton(tmp_path / "s", tmp_path / "into", collected=collected) == []
+    finally:
+        listener.close()
+    assert any("k.cubin" in r for r in collected.refused), collected.refused
+
+
+@pytest.mark.slow
+def test_a_version_flooding_its_cache_is_capped_and_flagged_with_what_was_refused(workspace: Path) -> None:
+    """300 planted kernels took the dumps rung from 2 s to 225 s; a deep JSON read as "the judge failed"."""
+    path = add_version(workspace, "floods_dumps", "v001.py")
+    honest = add_version(workspace, "good", "v002.py")
+    judged = judge_many(
+        [path, honest], rungs=["load", "compile", "correctness", "dumps"], max_kernels=8, max_dump_file_mb=2
+    )
+    evaluation = judged["v001"]
+    dumped = rung(evaluation, "dumps")
+    assert dumped["ok"] is True, dumped
+    kernels = dumped["metrics"]["kernels"]
+    assert 1 <= len(kernels) <= 8 and "add_kernel" in {k["name"] for k in kernels}, kernels
+    assert len(rung(evaluation, "compile")["metrics"]["kernels"]) <= 8
+    flags = {f["name"]: f["reason"] for f in evaluation["flags"]}
+    reason = flags.get("tampered", "")
+    assert "more than 8 compiled kernels" in reason, flags
+    assert "deeper than 32 levels" in reason and "big.cubin is 3145732 bytes (limit 2097152)" in reason, reason
+    assert not judged["v002"]["flags"], judged["v002"]["flags"]  # an honest version's cache is taken whole
