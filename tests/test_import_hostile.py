@@ -349,3 +349,48 @@ def test_the_kernelbench_check_runs_the_forward_pass_on_the_correctness_case(tmp
     assert done.returncode == 2 and "no forward" in done.stderr and "Traceback" not in done.stderr
     assert "runs bad_forward.py" in done.stderr
     assert leftovers(ws) == []
+
+
+@pytest.mark.parametrize("dest", ["problem.py", "v001.py", "v2_fast.py"])
+def test_a_files_entry_may_not_name_what_the_import_writes(tmp_path: Path, dest: str) -> None:
+    source = vectoradd(tmp_path)
+    task = source / "task.yml"
+    entry = '  - {"name": "task.py", "source": "task.py"}\n'
+    task.write_text(task.read_text().replace(entry, entry + f'  - {{"name": "{dest}", "source": "utils.py"}}\n'))
+    with pytest.raises(WorkspaceError, match=f"files entry {dest}: a name the import writes itself"):
+        import_problem(source, tmp_path / "ws")
+    assert leftovers(tmp_path / "ws") == []
+
+
+@pytest.mark.slow
+def test_a_reference_past_the_memory_bound_is_refused(tmp_path: Path) -> None:
+    source = vectoradd(tmp_path)
+    reference = source / "reference.py"
+    reference.write_text(reference.read_text() + "\n_hoard = bytearray(3 << 30)\n")
+    ws = tmp_path / "ws"
+    done = kerneltui("import", "gpumode", str(source), "--into", str(ws), "--check-memory-mb", "2048")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "MemoryError" in done.stderr and "--check-memory-mb raises it" in done.stderr
+    assert leftovers(ws) == []
+
+
+@pytest.mark.slow
+def test_a_link_left_in_the_problem_folder_is_not_followed_for_the_reference(tmp_path: Path) -> None:
+    """--force starts from the folder there now: a link an agent left in it must not bring what it leads to
+    within the reference's reach."""
+    source = vectoradd(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text(FAKE_KEY)
+    ws = tmp_path / "ws"
+    (ws / "vectoradd_py").mkdir(parents=True)
+    (ws / "vectoradd_py" / "notes.txt").symlink_to(secret)
+    reference = source / "reference.py"
+    reference.write_text(
+        reference.read_text()
+        + "\nimport pathlib as _p\n_n = _p.Path(__file__).with_name('notes.txt')\n"
+        + "try:\n    _seen = _n.read_text()\nexcept OSError:\n    _seen = ''\n"
+        + "if _seen:\n    raise RuntimeError('read ' + _seen)\n"
+    )
+    done = kerneltui("import", "gpumode", str(source), "--into", str(ws), "--force")
+    assert FAKE_KEY not in done.stdout + done.stderr
+    assert done.returncode == 0, done.stderr

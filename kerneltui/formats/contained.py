@@ -89,7 +89,7 @@ def run_problem_code(folder: Path, task: str, what: str, bounds: Bounds, shown_a
     error = answer.get("error")
     if error is not None:
         text = str(error).replace(str(copy), str(shown_as or folder))
-        raise WorkspaceError(f"{what} failed at import: {text}")
+        raise WorkspaceError(f"{what} failed at import: {text}{_memory_hint(text)}")
     return answer
 
 
@@ -98,7 +98,8 @@ def _lay_out(root: Path, folder: Path) -> Path:
     for name in ("scratch/tmp", "inbox", "pkg", "out"):
         (root / name).mkdir(parents=True)
     copy = root / "inbox" / folder.name
-    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("v[0-9]*.py"))
+    # links stay links: followed, one left in the folder would copy what it leads to where the code can read it
+    shutil.copytree(folder, copy, symlinks=True, ignore=shutil.ignore_patterns("v[0-9]*.py"))
     shutil.copyfile(PROBE, root / "pkg" / f"{PROBE_MODULE}.py")
     return copy
 
@@ -191,8 +192,14 @@ def _answer(out: Path, err: Path, code: int, bounds: Bounds, what: str) -> dict:
         why = f"was killed by signal {signal.Signals(-code).name}"
     else:
         why = f"ended with exit code {code}"
-    hint = "; it may have run out of memory (--check-memory-mb raises the bound)" if "memory" in tail.lower() else ""
-    raise WorkspaceError(f"{what} {why} at import{hint}" + (f": {tail}" if tail else ""))
+    raise WorkspaceError(f"{what} {why} at import" + (f": {tail}" if tail else "") + _memory_hint(tail))
+
+
+def _memory_hint(text: str) -> str:
+    said = text.lower()
+    if "memory" in said or "bad_alloc" in said or "cannot allocate" in said:
+        return " (past the memory bound, perhaps: --check-memory-mb raises it)"
+    return ""
 
 
 def _tail(path: Path) -> str:

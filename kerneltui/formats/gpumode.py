@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneltui.core.workspace import WorkspaceError
+from kerneltui.core.workspace import LOOKS_LIKE_VERSION, WorkspaceError
 from kerneltui.formats.contained import Bounds, add_arguments, bounds_of, run_problem_code, staged
 from kerneltui.formats.safe_read import inside, load_yaml, read_regular, read_text
 
@@ -31,6 +31,7 @@ NEEDED = ("ref_kernel", "generate_input", "check_implementation")
 SKIPPED_FILES = ("eval.py", "submission.py")  # their harness and the submission: ours are the ladder and versions
 SOLUTION_ORDER = ("correct", "wrong")
 VERSION_FILES = ("task.py", "utils.py")  # what a submission may import beside it
+OWN_FILES = ("problem.py",)  # written by the import: a files entry may not name them (nor a version's name)
 
 
 def import_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,6 +183,8 @@ def _files_to_copy(source: Path, task: dict[str, Any], root: Path) -> dict[str, 
             dest, src = str(entry["name"]), str(entry["source"])
             if src.startswith("@") or dest in SKIPPED_FILES or Path(dest).name != dest or not dest.endswith(".py"):
                 continue
+            if dest in OWN_FILES or LOOKS_LIKE_VERSION.match(dest):
+                raise WorkspaceError(f"{source / 'task.yml'}: files entry {dest}: a name the import writes itself")
             if dest != "reference.py":  # reference.py is the folder's own, read and checked above
                 found[dest] = _listed_file(source, root, dest, src)
     else:

@@ -56,7 +56,7 @@ def run_import(args: argparse.Namespace) -> int:
         raise WorkspaceError("--name names one problem; importing a folder names each after its file")
     sets = parse_sets(args.set)
     bounds = bounds_of(args)
-    unused = set(sets) - {n for f in files for n in file_constants(_read(f), where=f.name)}
+    unused = set(sets) - {n for f in files for n in _constant_names(f)}
     if unused:
         raise WorkspaceError(f"--set {', '.join(sorted(unused))}: no such module constant in {source}")
     into = target_workspace(args)
@@ -88,6 +88,14 @@ def _files_of(source: Path) -> list[Path]:
     if not files:
         raise WorkspaceError(f"{source} holds no KernelBench files (*.py defining {', '.join(NEEDED)})")
     return files
+
+
+def _constant_names(path: Path) -> set[str]:
+    """The file's module constants; none where it cannot be read or is refused (import_file then says why)."""
+    try:
+        return set(file_constants(_read(path), where=path.name))
+    except WorkspaceError:
+        return set()
 
 
 def _read(path: Path) -> str:
@@ -175,8 +183,8 @@ def unfollowed(text: str, changed: set[str]) -> list[str]:
 
 def _looks_like_kernelbench(path: Path) -> bool:
     try:
-        tree = ast.parse(path.read_text())
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(_read(path))
+    except (WorkspaceError, SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     return set(NEEDED) <= defined
