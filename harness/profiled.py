@@ -23,7 +23,7 @@ from torch.profiler import record_function
 CREATION = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
     "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "scalar_tensor",
-    "arange", "lift_fresh", "resize_", "set_", "_local_scalar_dense", "record_stream", "detach", "alias",
+    "arange", "lift_fresh", "resize_", "set_", "_local_scalar_dense", "record_stream", "detach", "detach_", "alias",
     "_unsafe_view", "view", "reshape", "_reshape_alias", "as_strided", "t", "expand", "permute", "transpose",
     "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind", "narrow",
     "unflatten", "flatten", "view_as", "is_nonzero", "_to_dense", "contiguous", "is_same_size", "size", "stride",

@@ -26,7 +26,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.profiled import CREATION, MOVEMENT, Profiled
-from harness.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, INPUT
+from harness.provenance import Accesses, Provenance, Region, span
+from harness.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT
 
 REPORTING = ("report", "origins", "made_by", "intact")  # what turns the record into the report
 
@@ -75,63 +76,13 @@ class _Ops(TorchDispatchMode):
         return out
 
 
-class _Stores:
-    """The addresses an interpreted Triton launch stored to (the interpreter's masked stores and atomics, through
-    which every store goes): a kernel that stores the very bytes its output already held still wrote it."""
-
-    # InterpreterBuilder's writing methods: (position of the pointers, of the mask or None) among their arguments
-    METHODS = {"create_masked_store": (0, 2), "create_atomic_rmw": (1, 3), "create_atomic_cas": (0, None)}
-
-    def __init__(self) -> None:
-        self.addresses: list[Any] = []  # this launch's, as numpy arrays
-        self.on = False
-
-    def install(self, installed: dict[str, tuple[type, str, Any]]) -> None:
-        with contextlib.suppress(ImportError):
-            from triton.runtime.interpreter import InterpreterBuilder
-
-            for name, (at, mask_at) in self.METHODS.items():
-                if hasattr(InterpreterBuilder, name):
-                    wrapper = self._noting(getattr(InterpreterBuilder, name), at, mask_at)
-                    setattr(InterpreterBuilder, name, wrapper)
-                    installed[f"{InterpreterBuilder.__module__}.InterpreterBuilder.{name}"] = (
-                        InterpreterBuilder,
-                        name,
-                        wrapper,
-                    )
-
-    def _noting(self, original: Any, at: int, mask_at: int | None) -> Any:
-        stores = self
-
-        def wrapper(builder: Any, *args: Any, **kwargs: Any) -> Any:
-            if stores.on and len(args) > at:
-                with contextlib.suppress(Exception):  # a malformed call fails in the interpreter, as it would
-                    import numpy as np
-
-                    pointers = np.asarray(args[at].data, dtype=np.uint64).reshape(-1)
-                    if mask_at is not None and len(args) > mask_at:
-                        pointers = pointers[np.asarray(args[mask_at].data, dtype=bool).reshape(-1)]
-                    stores.addresses.append(pointers)
-            return original(builder, *args, **kwargs)
-
-        return wrapper
-
-    def wrote(self, tensor: torch.Tensor) -> bool:
-        """Whether this launch stored to an address of the tensor's storage."""
-        if not self.addresses:
-            return False
-        storage = tensor.untyped_storage()
-        low = storage.data_ptr()
-        high = low + storage.nbytes()
-        return any(bool(((a >= low) & (a < high)).any()) for a in self.addresses)
-
-
 class Recorder:
     def __init__(self) -> None:
         self.local = threading.local()  # per thread: a launch in one thread sets aside none of another's ops
         self.mode: _Ops | None = None
         self.installed: dict[str, Any] = {}
-        self.stores = _Stores()
+        self.stores = Accesses()
+        self.provenance = Provenance()
         self.reset()
 
     @property
@@ -151,6 +102,8 @@ class Recorder:
         # report is made were written by host code (numpy, a pointer) no hook sees, over the kernel's output.
         self.after_kernel: dict[tuple[str, int], bytes] = {}
         self.before_launch: dict[tuple[str, int], bytes] = {}  # the CPU buffers a launch got, as they were
+        self.host_regions: list[Region] = []  # those of them host code filled during the call
+        self.handed: list[tuple[int, int]] = []  # the spans of every buffer a launch got
         self.dlpacked: list[torch.Tensor] = []
         self.popped = False
         self.profiled: Profiled | None = None
@@ -213,8 +166,9 @@ class Recorder:
                 return original(fn_self, *args, **kwargs)
             recorder.paused += 1  # the launch's own data movement (the interpreter copies) is not the version's
             result = None
-            recorder.before_launch = _cpu_digests(_tensors([*args, *kwargs.values()]))
-            recorder.stores.addresses, recorder.stores.on = [], True
+            recorder.note_handed(list(_tensors([*args, *kwargs.values()])))
+            recorder.stores.clear()
+            recorder.stores.on = True
             try:
                 with recorder._version_code_seen(fn_self, kwargs) as seen_kwargs:
                     if recorder.profiled is None:
@@ -274,9 +228,12 @@ class Recorder:
     # --- recording -----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def recording(self, inputs: tuple[Any, ...], profile: bool = False) -> Iterator[None]:
-        """Records one call. `profile`: under torch's profiler too (harness.profiled), for calls on real data."""
+    def recording(self, inputs: tuple[Any, ...], profile: bool = False, held: tuple[Any, ...] = ()) -> Iterator[None]:
+        """Records one call. `profile`: under torch's profiler too (harness.profiled), for calls on real data.
+        `held`: the version's module and entry point, whose tensors from before the call are its own (not host
+        code's of this call, harness.provenance)."""
         self.reset()
+        self.provenance.start(held, _fingerprint, _key)
         if profile:
             self.profiled = Profiled(torch.cuda.is_available())
             try:
@@ -287,6 +244,7 @@ class Recorder:
             key = _key(tensor)
             if key:
                 self.writers[key] = {INPUT}
+                self._left_by_writer(key, tensor)
         mode = self.mode = _Ops(self)
         mode.__enter__()
         try:
@@ -309,6 +267,8 @@ class Recorder:
         if name in MOVEMENT:
             copied = args[1] if name.startswith(("copy_", "_copy_from")) and len(args) > 1 else args
             made_by = self.made_by(next(_tensors(copied), None))
+        elif name == "lift_fresh":  # torch.tensor, as_tensor, from_numpy: the data came from the host
+            made_by = {HOST_CODE}
         elif name in CREATION:
             made_by = {ALLOCATED}
         else:
@@ -320,11 +280,31 @@ class Recorder:
             if key:
                 self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | made_by
                 self.after_kernel.pop(key, None)
+                self._left_by_writer(key, tensor)
         for tensor in _tensors(out):
             key = _key(tensor)
             if key and not any(tensor is w for w in written):
                 self.writers[key] = set(made_by)
                 self.after_kernel.pop(key, None)
+                self._left_by_writer(key, tensor)
+
+    def _left_by_writer(self, key: tuple[str, int], tensor: torch.Tensor) -> None:
+        """A CPU buffer's bytes as a recorded writer left them: changed later, host code wrote them."""
+        if tensor.device.type == "cpu":
+            self.provenance.left(key, _fingerprint(tensor))
+
+    def note_handed(self, tensors: list[torch.Tensor]) -> None:
+        """Before a launch: the CPU buffers it gets as they are, and which of them host code filled."""
+        self.before_launch = _cpu_digests(iter(tensors))
+        self.host_regions, self.handed = [], []
+        for tensor in tensors:
+            key = _key(tensor)
+            if key is None:
+                continue
+            self.handed.append(span(tensor))
+            digest = self.before_launch.get(key)
+            if digest is not None and self.provenance.host_filled(key, self.writers.get(key), digest):
+                self.host_regions.append(Region(tensor, *span(tensor)))
 
     def _triton_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any = None) -> None:
         name = str(getattr(fn, "__name__", "?"))
@@ -360,6 +340,11 @@ class Recorder:
                 if self.before_launch.get(key) == after and not self.stores.wrote(tensor):
                     continue  # not stored to, not a byte changed: the kernel only read it (or never ran)
                 self.after_kernel[key] = after
+                self.provenance.left(key, after)
+                if self.stores.loads and self.provenance.copied(tensor, self.host_regions, self.stores, self.handed):
+                    kept = {w for w in self.writers.get(key, set()) if not w.startswith("kernel:")} - {ALLOCATED}
+                    self.writers[key] = kept | {HOST_COPIED + label.replace("kernel:", "kernel ", 1)}
+                    continue
             self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
 
     # --- the report ------------------------------------------------------------------------------
@@ -487,6 +472,68 @@ def launched_source(fn: Any, depth: int = 4) -> str:
     return hashlib.sha256(" ".join([own, *called]).encode()).hexdigest()[:12] if called else own
 
 
+MAX_GLOBALS, MAX_GLOBAL_CHARS = 32, 80
+
+
+def launched_globals(fn: Any, depth: int = 4) -> dict[str, Any]:
+    """The values a launch's kernel takes from outside its arguments, as it is launched: the plain globals and
+    closure values it and its JIT helpers name (constexprs, numbers, strings, dtypes, which module a name binds),
+    module attributes it names, and its helpers' default arguments. The compiler bakes these into the binary;
+    the interpreter reads them live: a version that sets them by a tell of the interpreter runs one kernel and
+    shows another. Read without running the version's code, like launched_source."""
+    found: dict[str, Any] = {}
+    _read_globals(fn, "", depth, found)
+    kept = dict(sorted(found.items())[:MAX_GLOBALS])
+    if len(found) > MAX_GLOBALS:  # those left out still count: a digest of them all
+        kept["(all, digest)"] = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()[:16]
+    return kept
+
+
+def _read_globals(fn: Any, prefix: str, depth: int, found: dict[str, Any]) -> None:
+    target = getattr(fn, "fn", fn)
+    code, scope = getattr(target, "__code__", None), getattr(target, "__globals__", None)
+    if not isinstance(code, types.CodeType) or type(scope) is not dict:
+        return
+    names = code.co_names
+    bound = [(name, dict.get(scope, name)) for name in names if name in scope]
+    cells = getattr(target, "__closure__", None) or ()
+    with contextlib.suppress(ValueError):  # an empty cell
+        bound += [(name, cell.cell_contents) for name, cell in zip(code.co_freevars, cells, strict=False)]
+    for name, value in bound:
+        if type(value) is types.ModuleType:
+            found[prefix + name] = f"module {dict.get(vars(value), '__name__')}"
+            for attr in names:
+                _note_plain(found, f"{prefix}{name}.{attr}", dict.get(vars(value), attr, _MISSING))
+        elif _is_jit(value):
+            if value is not fn and depth > 0:
+                _helper_defaults(value, f"{prefix}{name}.", found)
+                _read_globals(value, f"{prefix}{name}.", depth - 1, found)
+        else:
+            _note_plain(found, prefix + name, value)
+
+
+def _helper_defaults(helper: Any, prefix: str, found: dict[str, Any]) -> None:
+    target = getattr(helper, "fn", helper)
+    code, defaults = getattr(target, "__code__", None), getattr(target, "__defaults__", None)
+    if isinstance(code, types.CodeType) and type(defaults) is tuple and defaults:
+        params = code.co_varnames[: code.co_argcount][-len(defaults) :]
+        for param, value in zip(params, defaults, strict=False):
+            _note_plain(found, prefix + param, value)
+
+
+_MISSING = object()
+
+
+def _note_plain(found: dict[str, Any], name: str, value: Any) -> None:
+    """Notes a value the compiler would bake in: a constexpr's, a number, a string, None, a Triton dtype."""
+    if type(value).__name__ == "constexpr" and type(value).__module__.startswith("triton."):
+        value = vars(value).get("value")
+    if value is None or type(value) in (int, float, bool, str):
+        found[name] = value[:MAX_GLOBAL_CHARS] if isinstance(value, str) else value
+    elif type(value).__module__.startswith("triton.language") and "dtype" in type(value).__name__:
+        found[name] = f"dtype {value!s}"[:MAX_GLOBAL_CHARS]  # Triton's own type: its __str__ is Triton's
+
+
 def _is_jit(value: Any) -> bool:
     """A Triton JIT function exactly (a subclass of the version's could run its code when read)."""
     from triton.runtime.jit import JITFunction
@@ -514,7 +561,8 @@ def _triton_signature(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     except (TypeError, ValueError):
         pass
     options = {k: kwargs[k] for k in ("num_warps", "num_stages", "num_ctas") if isinstance(kwargs.get(k), int)}
-    return {"source": launched_source(fn), "constexprs": constexprs, **options}
+    read = launched_globals(fn)
+    return {"source": launched_source(fn), "constexprs": constexprs, **options, **({"globals": read} if read else {})}
 
 
 def _distinct(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ ALLOCATED = "allocated"
 INPUT = "input"
 HOST_CODE = "host code"  # a buffer no op or kernel made under the recorder: numpy's, a pointer's
 HOST_AFTER_KERNEL = "host code after its kernel"  # on the CPU: bytes changed since its kernel left them
+HOST_COPIED = "host code, copied by "  # + "kernel <name>": a kernel only copied what host code computed (CPU)
 
 # The built-in rungs (harness.rungs.builtin), in the order they climb; a problem's own rungs follow correctness.
 RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps", "profile")  # profile: when asked

@@ -133,7 +133,8 @@ class Observed:
         if compiled:
             for launch in ran:
                 if launch.get("dsl") == "triton" and not any(_same_kernel(launch, c) for c in compiled):
-                    return f"{_launch_text(launch)} ran under test but was never compiled for the GPU, so not shown"
+                    text = f"{_launch_text(launch)} ran under test but was never compiled for the GPU, so not shown"
+                    return text + _globals_differ(launch, compiled)
         stranger = self._stranger_kernel(ran, dumped)
         if stranger:
             return stranger
@@ -170,9 +171,25 @@ def _cuda_symbols(launch: dict[str, Any]) -> set[str]:
     return {str(s) for s in symbols if str(s).startswith(prefix)}
 
 
+SPECIALISATION = ("name", "source", "constexprs", "num_warps", "num_stages", "num_ctas")
+
+
 def _same_kernel(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    keys = ("name", "source", "constexprs", "num_warps", "num_stages", "num_ctas")
-    return all(a.get(k) == b.get(k) for k in keys)
+    """The same specialisation: the globals its code reads (harness.recorder.launched_globals) included."""
+    return all(a.get(k) == b.get(k) for k in (*SPECIALISATION, "globals"))
+
+
+def _globals_differ(launch: dict[str, Any], compiled: list[dict[str, Any]]) -> str:
+    """Which values its code reads (its globals, its helpers' defaults) differ from a compiled launch's, where the
+    launch is a compiled one in all but those: '...: a value its code reads differs ... (ADD=True under test, ...)'."""
+    for other in compiled:
+        if all(launch.get(k) == other.get(k) for k in SPECIALISATION):
+            ran, built = launch.get("globals"), other.get("globals")
+            ran, built = ran if isinstance(ran, dict) else {}, built if isinstance(built, dict) else {}
+            differ = sorted(k for k in set(ran) | set(built) if ran.get(k, "unset") != built.get(k, "unset"))
+            said = [f"{k}={ran.get(k, 'unset')} under test, {k}={built.get(k, 'unset')} compiled" for k in differ[:3]]
+            return f": a value its code reads differs from the compiled one's ({'; '.join(said)})"
+    return ""
 
 
 def _launch_text(launch: dict[str, Any]) -> str:
