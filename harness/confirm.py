@@ -135,6 +135,8 @@ def confirm(ladder: Ladder, run: VersionRun, first: dict[str, Any]) -> Confirmat
         result.metrics.update(outside.to_json())
         flag = nsight.outside_flag(first_median_us, outside, problem.bench_cases[0])
         result.flags += [flag] if flag else []
+        flag = nsight.names_flag(outside, set(run.observed.cuda_kernels), problem.bench_cases[0])
+        result.flags += [flag] if flag else []
     flag = fresh_flag(first, again, case_label(problem.bench_cases[0]))
     result.flags += [flag] if flag else []
     return result

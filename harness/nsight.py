@@ -164,3 +164,18 @@ def outside_flag(median_us: float, outside: Outside, case: dict[str, Any]) -> Fl
         f"{label}: its own timings say {median_us:.1f} µs a call, but Nsight Compute timed its kernels at "
         f"{outside.per_call_us:.1f} µs a call (gpu__time_duration, from outside its process)",
     )
+
+
+def names_flag(outside: Outside, recorded: set[str], case: dict[str, Any]) -> Flag | None:
+    """Nsight Compute's range must run the kernels the recorded calls ran (CUDA kernels no torch op launched): a
+    version can tell it is profiled and run a library there, whose time then matches its own timings."""
+    if not outside.kernels or not recorded:
+        return None
+    if any(mine == name or mine in name for name in outside.kernels for mine in recorded):
+        return None
+    seen = ", ".join(sorted(outside.kernels)[:3])
+    return Flag(
+        "timed-not-recorded",
+        f"{case_label(case)}: under Nsight Compute it ran none of the kernels its recorded calls ran "
+        f"({', '.join(sorted(recorded)[:3])}), but {seen}",
+    )

@@ -10,6 +10,7 @@ from typing import Any
 from torch.autograd import DeviceType
 
 from harness.kernel_watch import Records
+from harness.nsight import Outside, names_flag
 from harness.timed_kernels import TimedKernels
 
 MAIN, THEIRS = 1, 2
@@ -223,3 +224,12 @@ def test_a_missing_or_lost_report_is_tampering() -> None:
     timed.add(None, "bench case a", None, nothing_allowed)
     timed.add({"lost": "torch's profiler lost the timed calls' blocks"}, "bench case b", None, nothing_allowed)
     assert len(timed.tampered) == 2
+
+
+def test_nsight_computes_range_must_run_a_recorded_kernel() -> None:
+    case = {"n": 4096}
+    library = Outside(per_call_us=10.0, kernels={"sm90_xmma_gemm_f32f32": 1.0})
+    flag = names_flag(library, {"matmul_kernel"}, case)
+    assert flag is not None and flag.name == "timed-not-recorded" and "sm90_xmma_gemm_f32f32" in flag.reason
+    assert names_flag(Outside(per_call_us=10.0, kernels={"matmul_kernel": 1.0}), {"matmul_kernel"}, case) is None
+    assert names_flag(Outside(note="ncu is missing"), {"matmul_kernel"}, case) is None
