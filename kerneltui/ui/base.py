@@ -8,6 +8,7 @@ from typing import Any
 
 from textual import messages
 from textual.app import App
+from textual.notifications import SeverityLevel
 
 from kerneltui.core.agent_host import AgentRun
 from kerneltui.core.config import Config
@@ -15,8 +16,11 @@ from kerneltui.core.scheduler import Scheduler
 from kerneltui.core.session import Detail, Session
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.messages import Snapshot
+from kerneltui.ui.widgets.format import shown
 from kerneltui.ui.widgets.status import StatusBar, status_text
 
+NOTE_CHARS = 600  # a notification's text, cut
+STATUS_CHARS = 1_000
 EXIT_WAIT_S = 10.0  # an exit asked for before the first screen waits at most this long for it
 
 
@@ -98,7 +102,7 @@ class DashboardBase(App[None]):
         line = status_text(
             root, self.device, self.running, waiting, judges, agents, self.judge_states(), width or self.size.width
         )
-        self.query_one("#status", StatusBar).update(line)
+        self.query_one("#status", StatusBar).update(shown(line, limit=STATUS_CHARS))
 
     def judge_states(self) -> list[dict[str, Any]]:
         """This dashboard's judges (none while another kerneltui judges the workspace): an in-memory read of the
@@ -107,6 +111,20 @@ class DashboardBase(App[None]):
         if scheduler is None or not scheduler.owner:
             return []
         return scheduler.judge_states()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notification is text, never markup, whatever its caller asked (most quote a version, an agent or a
+        problem): written out and cut as format.shown does."""
+        said, heading = shown(message, limit=NOTE_CHARS).plain, shown(title, limit=80).plain
+        super().notify(said, title=heading, severity=severity, timeout=timeout, markup=False)
 
     def _alert(self, text: str) -> None:
         if self.config.bell:

@@ -9,7 +9,10 @@ from typing import Any
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from kerneltui.ui.steering import Steering  # the app's actions; kerneltui.ui.app builds on it and imports this
+from kerneltui.ui.steering import Steering
+from kerneltui.ui.widgets.format import shown  # the app's actions; kerneltui.ui.app builds on it and imports this
+
+OPEN_PROBLEM = "Open problem "
 
 
 def key_of(app: Steering, binding_id: str) -> str:
@@ -40,16 +43,18 @@ class KernelCommands(Provider):
         for tab in ("rungs", "diff", "trends", "asm", "agent", "profile"):
             found.append((f"Show the {tab.title()} pane", partial(app.action_tab, tab), ""))
         for problem in app.snapshot.problems:
-            found.append((f"Open problem {problem['name']}", partial(app.select_problem, problem["name"]), ""))
+            found.append((f"{OPEN_PROBLEM}{problem['name']}", partial(app.select_problem, problem["name"]), ""))
         return found
 
     async def discover(self) -> Hits:
         for name, run, key in self.commands():
-            yield DiscoveryHit(name, run, help=f"key {key}" if key else None)
+            yield DiscoveryHit(shown(name, limit=200), run, text=name, help=f"key {key}" if key else None)
 
     async def search(self, query: str) -> Hits:
+        """A problem's name as text, never markup (its folder's name): its matches are not highlighted."""
         matcher = self.matcher(query)
         for name, run, key in self.commands():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), run, help=f"key {key}" if key else None)
+                display = shown(name, limit=200) if name.startswith(OPEN_PROBLEM) else matcher.highlight(name)
+                yield Hit(score, display, run, text=name, help=f"key {key}" if key else None)

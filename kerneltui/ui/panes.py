@@ -14,6 +14,7 @@ from kerneltui.ui.messages import DetailLoaded, Snapshot, SnapshotLoaded
 from kerneltui.ui.widgets.agent import AgentPane, agent_lines
 from kerneltui.ui.widgets.asm import AsmPane, kernel_specs
 from kerneltui.ui.widgets.diff import DiffPane, diff_for, targets_of
+from kerneltui.ui.widgets.format import first_line, shown
 from kerneltui.ui.widgets.problems import ProblemTable
 from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane, detail_lines
@@ -58,17 +59,7 @@ class PaneLoading(DashboardBase):
         self.query_one("#problems", ProblemTable).show(snapshot.problems, snapshot.problem)
         table = self.query_one("#versions", VersionTable)
         table.show(filter_rows(snapshot.versions, self.version_filter), changed_problem, snapshot.versions)
-        title = Text(f" {snapshot.problem or 'no problems yet'}", style="bold")
-        if self.version_filter != "all":
-            title.append(f"  [{self.version_filter}: f for the next filter]", style="yellow")
-        problem_row = next((p for p in snapshot.problems if p["name"] == snapshot.problem), None)
-        if problem_row and problem_row.get("description"):
-            title.append(f" · {problem_row['description'].splitlines()[0][:90]}", style="dim")
-        if problem_row and problem_row.get("error"):
-            title.append(f"   ⚠ {problem_row['error'][:120]}", style="red")
-        if not snapshot.problems:
-            title.append(f"  (add <problem>/problem.py under {self.workspace.root})", style="dim")
-        self.query_one("#versions-title", Static).update(title)
+        self.query_one("#versions-title", Static).update(self._versions_title(snapshot))
         self._show_agent()
         self._update_status()
         self.call_after_refresh(self.start_scheduler)
@@ -78,6 +69,19 @@ class PaneLoading(DashboardBase):
             self.query_one("#rungs-view", RungsPane).show(None)
         elif self.detail is None or self._detail_stale(selected):
             self.load_detail(selected)
+
+    def _versions_title(self, snapshot: Snapshot) -> Text:
+        title = shown(f" {snapshot.problem or 'no problems yet'}", style="bold", limit=80)
+        if self.version_filter != "all":
+            title.append(f"  [{self.version_filter}: f for the next filter]", style="yellow")
+        problem_row = next((p for p in snapshot.problems if p["name"] == snapshot.problem), None)
+        if problem_row and problem_row.get("description"):
+            title.append_text(shown(f" · {first_line(problem_row['description'], 90)}", style="dim"))
+        if problem_row and problem_row.get("error"):
+            title.append_text(shown(f"   ⚠ {first_line(problem_row['error'], 120)}", style="red"))
+        if not snapshot.problems:
+            title.append_text(shown(f"  (add <problem>/problem.py under {self.workspace.root})", style="dim"))
+        return title
 
     def _show_agent(self) -> None:
         self.query_one("#agent-view", AgentPane).show(self.snapshot.agent_lines)
@@ -173,7 +177,7 @@ class PaneLoading(DashboardBase):
         if detail is None:
             pane.set_lines([])
             return
-        header = Text(f" {detail.version['name']} vs {pane.target}", style="bold")
+        header = shown(f" {detail.version['name']} vs {pane.target}", style="bold", limit=80)
         header.append(f"   d cycles: {' · '.join(targets_of(detail))}", style="dim")
         header.append("   m marks a version to compare with", style="dim")
         title.update(header)

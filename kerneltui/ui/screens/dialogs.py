@@ -9,6 +9,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from kerneltui.ui.widgets.format import shown
+
 
 class RejectScreen(ModalScreen[str | None]):
     """Asks why; Enter confirms (the reason may be empty), Esc cancels."""
@@ -21,7 +23,7 @@ class RejectScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(Text(f"Reject {self.version}: why? (Enter confirms, Esc cancels)"))
+            yield Static(shown(f"Reject {self.version}: why? (Enter confirms, Esc cancels)", limit=300))
             yield Input(placeholder="e.g. mask bug on odd sizes", id="reason")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -42,7 +44,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(Text(self.question))
+            yield Static(shown(self.question, limit=1_000))
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)

@@ -12,6 +12,7 @@ from textual.binding import Binding
 
 from kerneltui.core.session import Session
 from kerneltui.ui.screens.panel import PanelScreen
+from kerneltui.ui.widgets.format import shown
 
 REFRESH_S = 1.0
 
@@ -22,10 +23,11 @@ def judges_table(states: list[dict[str, Any]]) -> Table:
         table.add_column(head, no_wrap=head != "state", justify="right" if head == "judged" else "left")
     for s in states:
         if s.get("busy"):
-            state = Text(f"● busy: {s['busy']}", style="yellow")
+            state = shown(f"● busy: {s['busy']}", style="yellow")
         else:
             state = Text("○ idle", style="green") if s.get("ready") else Text("◌ starting", style="dim")
-        table.add_row(str(s["judge"]), str(s["where"]), s.get("device") or "—", state, str(s["judged"]))
+        cells = (s["judge"], s["where"], s.get("device") or "—", state, s["judged"])
+        table.add_row(*(shown(cell, limit=200) for cell in cells))
     return table
 
 

@@ -14,30 +14,38 @@ from kerneltui.core.bench import read_board
 from kerneltui.core.leaderboard import Leaderboard
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.screens.panel import PanelScreen
+from kerneltui.ui.widgets.format import shown
 
 REFRESH_S = 3.0
+CELL_CHARS = 300
 
 
 def board_tables(board: Leaderboard) -> list[Table | Text]:
     """leaderboard's rows as tables; "correct" marked in colour."""
     heads, rows = leaderboard.agent_rows(board)
-    agents = Table(title=f"agents · suite {board.suite} · run {board.run_id}", title_justify="left", expand=True)
+    title = shown(f"agents · suite {board.suite} · run {board.run_id}", limit=200)
+    agents = Table(title=title, title_justify="left", expand=True)
     for head in heads:
-        agents.add_column(head, no_wrap=True)
+        agents.add_column(shown(head), no_wrap=True)
     for row in rows:
-        agents.add_row(*row)
+        agents.add_row(*cells(row))
     heads, rows = leaderboard.problem_rows(board)
     problems = Table(title="per problem: each agent's best", title_justify="left", expand=True)
     for head in heads:
-        problems.add_column(head, no_wrap=head != "ended")
+        problems.add_column(shown(head), no_wrap=head != "ended")
     marks = {"running": Text("running", style="yellow"), "yes": Text("✓", "green"), "no": Text("✗", "red")}
     correct = heads.index("correct")
     for row in rows:
-        problems.add_row(*row[:correct], marks[row[correct]], *row[correct + 1 :])
-    shown: list[Table | Text] = [agents, Text(""), problems]
+        problems.add_row(*cells(row[:correct]), marks[row[correct]], *cells(row[correct + 1 :]))
+    tables: list[Table | Text] = [agents, Text(""), problems]
     if not any(e.timed for e in board.entries):
-        shown.append(Text(leaderboard.UNTIMED, style="dim"))
-    return shown
+        tables.append(Text(leaderboard.UNTIMED, style="dim"))
+    return tables
+
+
+def cells(row: list[str]) -> list[Text]:
+    """A row's cells as text, never markup: agents' names and their stop reasons (an agent's stderr) are in them."""
+    return [shown(cell, limit=CELL_CHARS) for cell in row]
 
 
 class LeaderboardScreen(PanelScreen):

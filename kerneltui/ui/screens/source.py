@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from kerneltui.ui.widgets.format import highlighted, shown
 from kerneltui.ui.widgets.text_view import TextView
 
 
 def source_lines(source: str) -> list[Text]:
-    """Numbered lines, highlighted as Python (Text, never markup: brackets in the code stay as they are)."""
-    highlighted = Syntax(source, "python", theme="monokai").highlight(source)
-    width = len(str(max(1, source.count("\n") + 1)))
-    lines = []
-    for number, line in enumerate(highlighted.split("\n", allow_blank=True), 1):
+    """Numbered lines, highlighted as Python (Text, never markup: brackets in the code stay as they are), each
+    cut before it is highlighted."""
+    lines = highlighted(source, background=None)
+    width = len(str(max(1, len(lines))))
+    numbered_lines = []
+    for number, line in enumerate(lines, 1):
         numbered = Text(f"{number:>{width}}  ", style="dim")
         numbered.append_text(line)
-        lines.append(numbered)
-    return lines or [Text("(empty)", style="dim")]
+        numbered_lines.append(numbered)
+    return numbered_lines or [Text("(empty)", style="dim")]
 
 
 class SourceScreen(ModalScreen[None]):
@@ -37,7 +38,7 @@ class SourceScreen(ModalScreen[None]):
         self.title_text, self.source = title, source
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(self.title_text, style="bold"), id="source-title")
+        yield Static(shown(self.title_text, style="bold", limit=300), id="source-title")
         yield TextView(id="source-view")
 
     def on_mount(self) -> None:

@@ -17,11 +17,13 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from kerneltui.ui.widgets.format import cut_lines, lines_of, shown
 from kerneltui.ui.widgets.text_view import MatchMoved, TextView
 
 KINDS = ("sass", "ptx", "ttgir", "llir", "ttir")
 TILELANG_KINDS = ("cu", "tir", "tl")  # listed after KINDS for the versions that have them
 MAX_BYTES = 32 << 20
+BAR_CHARS = 400  # the bar and the specialisation line: one line each, names in them cut
 SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*(?:/\*\s*0x[0-9a-f]+\s*\*/)?\s*$")
 SASS_ENCODING_ONLY = re.compile(r"^\s*/\*\s*0x[0-9a-f]+\s*\*/\s*$")
 SOURCE_MARK = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
@@ -33,9 +35,9 @@ DIRECTIVE = re.compile(r"^\s*(\.\w+|[%@]\w+|tt\.\w+|ttg\.\w+|define|declare)")
 
 def sass_lines(text: str, version_path: str, source: str) -> list[Text]:
     """nvdisasm output, decluttered: no hex encodings, source lines inlined from the version's text."""
-    source_lines = source.splitlines()
+    source_lines, _ = lines_of(source)
     out: list[Text] = []
-    for raw in text.splitlines():
+    for raw in cut_lines(text):
         if SASS_ENCODING_ONLY.match(raw):
             continue
         mark = SOURCE_MARK.match(raw)
@@ -71,7 +73,7 @@ def _instruction(address: str, body: str) -> Text:
 
 def ir_lines(text: str) -> list[Text]:
     out = []
-    for raw in text.splitlines():
+    for raw in cut_lines(text):
         line = Text(raw)
         directive = DIRECTIVE.match(raw)
         if directive:
@@ -85,7 +87,7 @@ def ir_lines(text: str) -> list[Text]:
 
 def normalized_sass(text: str) -> list[str]:
     """Instructions only, without addresses or encodings: what a SASS diff should compare."""
-    return [m.group(2) for raw in text.splitlines() if (m := SASS_LINE.match(raw))]
+    return [m.group(2) for raw in cut_lines(text) if (m := SASS_LINE.match(raw))]
 
 
 def sass_diff_lines(old: str, new: str, old_label: str, new_label: str) -> list[Text]:
@@ -302,12 +304,18 @@ class AsmPane(Vertical):
         return spec_text(spec) if spec else Text("")
 
     def update_bar(self) -> None:
-        self.query_one("#asm-bar", Static).update(self.bar_text())
+        self.query_one("#asm-bar", Static).update(shown(self.bar_text(), limit=BAR_CHARS))
 
     def reload(self) -> None:
-        self.query_one("#asm-bar", Static).update(self.bar_text())
-        self.query_one("#asm-spec", Static).update(self.spec_line())
+        self.update_bar()
+        self.query_one("#asm-spec", Static).update(shown(self.spec_line(), limit=BAR_CHARS))
         kernels = self.kernels()
+        pruned = next((a.get("pruned") for a in self.artifacts if a.get("pruned")), None)
+        if kernels and pruned:
+            self.generation += 1
+            why = f"pruned {str(pruned)[:16].replace('T', ' ')} (kerneltui gc, or the workspace's dumps budget)"
+            self.view.set_lines([Text(f"The dumps of {self.version.get('name', 'this version')} were {why}.")])
+            return
         if not kernels:
             status = self.version.get("status")
             why = "still being judged" if status in ("queued", "running") else "no compiled kernels were dumped"

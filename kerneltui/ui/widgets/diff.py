@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import difflib
 
-from rich.syntax import Syntax
 from rich.text import Text
 
 from kerneltui.ui.messages import Detail
+from kerneltui.ui.widgets.format import highlighted, lines_of, shown
 from kerneltui.ui.widgets.text_view import TextView
 
 ADDED, REMOVED = "on #15361d", "on #3d1a1a"
@@ -16,19 +16,12 @@ TARGETS = ("previous", "best", "approved", "rewritten", "marked")
 ALWAYS = ("previous", "best", "approved")  # cycled through even when missing (said so); the others when present
 
 
-def highlighted_lines(code: str) -> list[Text]:
-    if not code:
-        return []
-    text = Syntax(code, "python", theme="monokai", background_color="default").highlight(code)
-    lines = text.split("\n", allow_blank=True)
-    return lines[: len(code.splitlines())]
-
-
 def diff_lines(old: str, new: str, old_label: str, new_label: str, context: int = 3) -> list[Text]:
-    """A unified diff with both sides syntax-highlighted and changed lines tinted."""
-    old_lines, new_lines = old.splitlines(), new.splitlines()
-    old_hl, new_hl = highlighted_lines(old), highlighted_lines(new)
-    out = [Text(f"--- {old_label}", style="bold red"), Text(f"+++ {new_label}", style="bold green")]
+    """A unified diff with both sides syntax-highlighted (lines cut as format.highlighted cuts them) and changed
+    lines tinted; lines compared whole."""
+    (old_lines, _), (new_lines, _) = lines_of(old), lines_of(new)
+    old_hl, new_hl = highlighted(old), highlighted(new)
+    out = [shown(f"--- {old_label}", style="bold red"), shown(f"+++ {new_label}", style="bold green")]
     matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
     groups = list(matcher.get_grouped_opcodes(context))
     if not groups:
@@ -61,12 +54,12 @@ def diff_for(detail: Detail, target: str) -> list[Text]:
     other = detail.compare.get(target)
     if other is None:
         if target == "rewritten":
-            return [Text(f"{name}'s file was written once: there is no earlier content.", style="dim")]
+            return [shown(f"{name}'s file was written once: there is no earlier content.", style="dim")]
         if target == "marked":
             return [Text("No version marked: press m on one, then d on another.", style="dim")]
-        return [Text(f"No {target} version to compare {name} with.", style="dim")]
+        return [shown(f"No {target} version to compare {name} with.", style="dim")]
     if other["version_id"] == detail.version["version_id"]:
-        return [Text(f"{name} is the {target} version itself.", style="dim")]
+        return [shown(f"{name} is the {target} version itself.", style="dim")]
     old = detail.compare_sources.get(target, "")
     label = other["name"] if target == "rewritten" else f"{other['name']} ({target})"
     return diff_lines(old, detail.source, label, name)

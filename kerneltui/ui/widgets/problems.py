@@ -8,14 +8,15 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from kerneltui.ui.widgets.format import STATUS
+from harness.text import printable
+from kerneltui.ui.widgets.format import STATUS, shown
 
 
 def problem_cells(row: dict[str, Any]) -> tuple[Text, Text, Text]:
-    name = Text(row["name"], style="bold")
+    name = shown(row["name"], style="bold", limit=60)
     if row.get("error"):
         name.append(" ⚠", style="red")
-    latest = row.get("latest_version") or "·"
+    latest = printable(str(row.get("latest_version") or "·"))[:20]
     status = row.get("latest_status")
     glyph, style = STATUS.get(str(status), ("◐", "yellow") if status == "running" else ("·", "dim"))
     state = Text(f"{latest} {glyph.split()[0]}", style=style)

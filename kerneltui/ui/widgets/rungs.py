@@ -10,8 +10,9 @@ from rich.text import Text
 
 from harness.report import containment_summary, rung_detail, sig
 from harness.results import RungResult
+from harness.text import cut, printable
 from kerneltui.ui.messages import Detail
-from kerneltui.ui.widgets.format import next_rung, row_flags
+from kerneltui.ui.widgets.format import BLOCK_CHARS, first_line, next_rung, row_flags, text_lines
 from kerneltui.ui.widgets.text_view import TextView
 
 MARK_STYLE = {True: ("✓", "green"), False: ("✗", "red"), None: ("·", "dim")}
@@ -20,9 +21,9 @@ MARK_STYLE = {True: ("✓", "green"), False: ("✗", "red"), None: ("·", "dim")
 def header_line(version: dict[str, Any]) -> Text:
     line = Text()
     line.append(f"{version['name']}  ", style="bold")
-    note = (version.get("notes") or "").strip().splitlines()
+    note = first_line(version.get("notes"))  # cut where it is shown, the cut said
     if note:
-        line.append(f'"{note[0]}"', style="italic")
+        line.append(f'"{note}"', style="italic")
     meta = " · ".join(x for x in (version.get("author") or "", (version.get("version_created") or "")[11:19]) if x)
     if meta:
         line.append(f"   {meta}", style="dim")
@@ -94,9 +95,10 @@ def trust_lines(version: dict[str, Any], width: int) -> list[Text]:
 
 
 def wrapped(text: str, width: int) -> list[str]:
-    """Long error text folded to the pane, so the mismatching indices are on screen."""
+    """Long error text folded to the pane, so the mismatching indices are on screen: written out and cut before it
+    is folded (a megabyte of text is not wrapped to be shown)."""
     out: list[str] = []
-    for line in text.splitlines() or [""]:
+    for line in printable(cut(text, BLOCK_CHARS)).split("\n"):
         out += textwrap.wrap(line, width=max(40, width), subsequent_indent="    ") or [""]
     return out
 
@@ -112,7 +114,7 @@ def detail_lines(detail: Detail, expanded: bool, width: int = 120) -> list[Text]
     elif status == "queued":
         lines.append(Text("○ queued", style="dim"))
     if version.get("error"):
-        lines += [Text(""), *[Text(x, style="red") for x in str(version["error"]).splitlines()]]
+        lines += [Text(""), *text_lines(str(version["error"]), style="red")]
     failed = next((r for r in detail.rungs if r.ok is False), None)
     if failed and failed.err:
         lines += [Text(""), Text(f"{failed.name} failed:", style="bold red")]
@@ -126,7 +128,7 @@ def detail_lines(detail: Detail, expanded: bool, width: int = 120) -> list[Text]
     if logs and expanded:
         for rung in logs:
             lines += [Text(""), Text(f"── {rung.name} log ──", style="bold dim")]
-            lines += [Text(x) for x in (rung.log or "").splitlines()]
+            lines += text_lines(rung.log or "")
     elif logs:
         lines += [Text(""), Text(f"Enter shows the logs of {', '.join(r.name for r in logs)}", style="dim")]
     return lines

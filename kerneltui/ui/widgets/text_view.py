@@ -2,7 +2,8 @@
 
 It renders only the lines on screen (Textual's line API), so a 50,000-line SASS listing scrolls as
 fast as a short one. Text arrives as rich Text objects, never as markup: brackets in a kernel's
-output or an agent's note show as they are.
+output or an agent's note show as they are; every line passes through format.shown (control characters written
+out, long lines and views cut) whoever built it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from kerneltui.ui.widgets.format import shown_lines, text_lines
 
 MATCH_STYLE = Style(bgcolor="yellow", color="black")
 CURRENT_MATCH_STYLE = Style(bgcolor="dark_orange", color="black", bold=True)
@@ -56,6 +59,7 @@ class TextView(ScrollView, can_focus=True):
         self._width = 0
 
     def set_lines(self, lines: list[Text], keep_scroll: bool = False) -> None:
+        lines = shown_lines(lines)
         for line in lines:
             if "\t" in line.plain:
                 line.expand_tabs(8)
@@ -70,7 +74,7 @@ class TextView(ScrollView, can_focus=True):
         self.refresh()
 
     def set_text(self, text: str, style: str = "") -> None:
-        self.set_lines([Text(line, style=style) for line in text.splitlines()])
+        self.set_lines(text_lines(text, style))
 
     @property
     def plain(self) -> str:

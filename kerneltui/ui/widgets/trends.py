@@ -10,6 +10,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from kerneltui.ui.widgets.format import shown
+
 
 def series(rows: list[dict[str, Any]], key: str) -> dict[str, tuple[list[int], list[float]]]:
     """line label -> (version numbers, values), versions in order: a line per bench case, and per GPU where
@@ -51,8 +53,10 @@ class TrendsPane(Vertical):
             self.query_one(plot_id, PlotextPlot).display = has_data
         if not times:
             empty.update(
-                f"No timings for {problem or 'this problem'} yet: benchmarks run on a GPU."
-                + (" Meanwhile, what each version's kernels use:" if used else "")
+                shown(
+                    f"No timings for {problem or 'this problem'} yet: benchmarks run on a GPU."
+                    + (" Meanwhile, what each version's kernels use:" if used else "")
+                )
             )
         if times:
             self._draw("#trend-time", times, f"{problem} · median time per version (µs)", "µs")
@@ -68,10 +72,10 @@ class TrendsPane(Vertical):
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title(title)
+        plt.title(shown(title, limit=120).plain)
         versions = sorted({x for xs, _ in data.values() for x in xs})
         for label, (xs, ys) in data.items():
-            plt.plot(xs, ys, label=label[:40], marker="braille")
+            plt.plot(xs, ys, label=shown(label, limit=40).plain, marker="braille")
             plt.scatter(xs, ys, marker="●")
         if versions:
             plt.xticks([float(v) for v in versions], [f"v{v:03d}" for v in versions])

@@ -14,9 +14,10 @@ from textual.widgets import DataTable
 
 from kerneltui.ui.widgets.format import (
     error_cell,
+    first_line,
     may_be_best,
     number_cell,
-    plain,
+    shown,
     status_cell,
     time_cell,
     verdict_cell,
@@ -88,12 +89,12 @@ def row_cells(row: dict[str, Any], bests: dict[str | None, float]) -> tuple[Text
         vs_best = Text(f"{best / median:.2f}×")
     else:
         vs_best = Text("·", style="dim")
-    name = Text(row["name"], style="dim strike" if row.get("deleted") else "bold")
-    note = (row.get("notes") or "").splitlines()[0][:60] if row.get("notes") else ""
+    name = shown(row["name"], style="dim strike" if row.get("deleted") else "bold", limit=40)
+    note = first_line(row.get("notes"), 60)
     return (
         name,
         status_cell(row),
-        plain(row.get("failed_rung") or "·"),
+        shown(row.get("failed_rung") or "·", limit=40),
         error_cell(row.get("max_abs"), row),
         time_cell(median),
         number_cell(row.get("noise_pct"), "{:.1f}%"),
@@ -101,7 +102,7 @@ def row_cells(row: dict[str, Any], bests: dict[str | None, float]) -> tuple[Text
         vs_best,
         number_cell(row.get("roofline_pct"), "{:.0f}%"),
         verdict_cell(row),
-        Text(note, style="italic"),
+        shown(note, style="italic"),
     )
 
 
