@@ -518,6 +518,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_export_parser(sub)
 
+    from kerneltui.custody_cli import add_parser as add_custody_parser
+
+    add_custody_parser(sub)
+
     init = sub.add_parser("init", help="a new problem folder: a commented problem.py and a first version")
     init.add_argument("name", help="the problem's folder name, e.g. softmax")
     init.add_argument("--workspace", help="the folder of problem folders (default: the current folder)")

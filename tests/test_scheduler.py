@@ -51,7 +51,8 @@ def test_a_judge_that_dies_after_ready_does_not_stop_the_scheduler(tmp_path: Pat
 
 @pytest.mark.slow
 def test_a_changed_problem_is_judged_again_when_the_config_says_so(tmp_path: Path) -> None:
-    """[ladder] rejudge_stale: every version judged against the old problem.py is judged again against the new."""
+    """[ladder] rejudge_stale: every version judged against the old problem.py is judged again against the new,
+    once the person accepts it."""
     folder = make_workspace(tmp_path / "ws")
     add_version(folder, "good", "v001.py")
     config = Config()
@@ -71,6 +72,9 @@ def test_a_changed_problem_is_judged_again_when_the_config_says_so(tmp_path: Pat
         first = finished()
         problem = folder / "problem.py"
         problem.write_text(problem.read_text() + "\ncases = cases + [{'n': 12345}]\n")
+        while (changed := events.get(timeout=300)).kind != "problem-changed":
+            pass
+        scheduler.accept_problem("vadd", changed.data["digest"])  # judged against once the person accepts it
         again = finished()
         assert again.evaluation_id != first.evaluation_id and again.version == "v001"
         assert scheduler.store is not None

@@ -3,15 +3,15 @@ deleted, versions broken by a problem.py that now reads well judged again. Runs 
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.source import VersionTooLarge, defines
 from kerneltui.core.config import LadderConfig
+from kerneltui.core.custody import Custody, CustodyError, Noticed, notice
 from kerneltui.core.events import SchedulerEvent
+from kerneltui.core.fair_queue import FairQueue
 from kerneltui.core.runner import record_refusal, record_version
 from kerneltui.core.workspace import Workspace, ignored_version
 from kerneltui.history.store import Store
@@ -25,7 +25,8 @@ class Intake:
     store: Store | None
     workspace: Workspace
     config: LadderConfig
-    queue: deque[int]
+    queue: FairQueue
+    custody: Custody
     paths: dict[int, Path]
     notify: Callable[[SchedulerEvent], None]
     ignored_said: set[Path]  # files named like versions that are not, already said
@@ -52,26 +53,47 @@ class Intake:
         self.notify(SchedulerEvent("scan", data={"queued": len(self.queue)}))
 
     def _problem(self, folder: Path, announce: bool = True) -> None:
+        """A problem folder seen or changed: its files compared with the accepted ones (a change waits for the
+        person's acceptance, shown as a diff); the accepted problem.py read for what it lacks."""
         assert self.store is not None
-        problem_file = folder / "problem.py"
-        if not problem_file.is_file():
+        if not (folder / "problem.py").is_file():
             return
-        text = problem_file.read_text(errors="replace")
-        missing = [name for name in PROBLEM_NAMES if not defines(text, name)]
-        if "tolerance" in missing and defines(text, "check"):
-            missing.remove("tolerance")  # the problem's check is the verdict
-        error = f"problem.py is missing {', '.join(missing)}" if missing else None
-        from harness.source import notes, parse
+        from harness.source import notes
 
-        if parse(text) is None:
-            error = "problem.py does not parse (SyntaxError)"
-        digest = hashlib.sha256(problem_file.read_bytes()).hexdigest()  # earlier evaluations are stale past it
-        self.store.ensure_problem(folder.name, str(folder), notes(text), digest)
+        if self.store.problem_digests(folder.name) == (None, None):
+            self.store.ensure_problem(folder.name, str(folder))
+        try:
+            noticed = notice(self.store, self.custody, folder)
+        except (CustodyError, OSError) as exc:
+            self.notify(SchedulerEvent("warning", data={"message": f"{folder.name}: {exc}"}))
+            return
+        if noticed.pending:
+            if not noticed.shown:
+                self._changed(folder.name, noticed)
+            return
+        text = (
+            (self.custody.problem_files(folder.name, noticed.accepted) or {})
+            .get("problem.py", b"")
+            .decode(errors="replace")
+        )
+        error = problem_error(text)
+        self.store.ensure_problem(folder.name, str(folder), notes(text))
         self.store.set_problem_error(folder.name, error)
         if announce:
             self.notify(SchedulerEvent("problem", problem=folder.name, data={"error": error}))
         if announce and error is None:
             self._rejudge(folder.name, stale=self.config.rejudge_stale)
+
+    def _changed(self, problem: str, noticed: Noticed) -> None:
+        """Files of the problem changed on disk: shown to the person, not judged against until they accept them."""
+        assert noticed.pending is not None
+        diff = self.custody.diff(problem, noticed.accepted, self.custody.problem_files(problem, noticed.pending) or {})
+        message = (
+            f"{problem}: its files changed on disk and are not judged against until accepted "
+            f"(the dashboard's accept key, or kerneltui accept-problem {problem})"
+        )
+        self.notify(SchedulerEvent("problem-changed", problem=problem, data={"digest": noticed.pending, "diff": diff}))
+        self.notify(SchedulerEvent("warning", data={"message": message}))
 
     def _ignored(self, path: Path) -> None:
         """A file named like a version that is not one: said once per file, with the name it needs."""
@@ -107,7 +129,7 @@ class Intake:
             return
         options = {"kind": kind} if kind else None  # a profile sits beside the version's evaluation
         evaluation_id = self.store.start_evaluation(version_id, problem, path.stem, digest, options, status="queued")
-        self.queue.append(evaluation_id)
+        self.queue.append(evaluation_id, problem)
         self.paths[evaluation_id] = path
         if announce:
             self.notify(SchedulerEvent("queued", evaluation_id, problem, path.stem))
@@ -116,3 +138,15 @@ class Intake:
         assert self.store is not None
         self.store.mark_deleted(path.parent.name, path.stem)
         self.notify(SchedulerEvent("deleted", problem=path.parent.name, version=path.stem))
+
+
+def problem_error(text: str) -> str | None:
+    """What a problem.py lacks for judging (read, not run), or None."""
+    from harness.source import parse
+
+    if parse(text) is None:
+        return "problem.py does not parse (SyntaxError)"
+    missing = [name for name in PROBLEM_NAMES if not defines(text, name)]
+    if "tolerance" in missing and defines(text, "check"):
+        missing.remove("tolerance")  # the problem's check is the verdict
+    return f"problem.py is missing {', '.join(missing)}" if missing else None

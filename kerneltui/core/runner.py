@@ -15,6 +15,7 @@ from harness import protocol, source
 from harness.options import PER_RUN, Options
 from harness.results import Evaluation, RungResult
 from kerneltui.core.config import LadderConfig
+from kerneltui.core.custody import Custody, CustodyError, judged_other_bytes, stage_evaluation
 from kerneltui.core.judge import JudgeProcess, harness_python, record_event
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
@@ -33,22 +34,15 @@ class Outcome:
 
 
 def record_version(store: Store, workspace: Workspace, path: Path, author: str = "") -> tuple[int, str, str]:
-    """Problem and version rows for a file, from its bytes now; returns (version_id, hash, problem).
+    """Problem and version rows for a file, from its bytes now, which are kept; returns (version_id, hash, problem).
     A file past the size limit raises VersionTooLarge: nothing of it is read whole or stored."""
-    import hashlib
-
     stat = path.stat()
     data = source.read_version(path, MAX_VERSION_BYTES)
-    digest = hashlib.sha256(data).hexdigest()
+    digest = Custody(workspace).keep_source(data)  # these bytes, and no later ones, are what is judged
     problem_dir = path.parent
     problem_file = problem_dir / "problem.py"
     problem_text = problem_file.read_text(errors="replace") if problem_file.is_file() else ""
-    store.ensure_problem(
-        problem_dir.name,
-        str(problem_dir),
-        source.notes(problem_text),
-        hashlib.sha256(problem_text.encode()).hexdigest(),
-    )
+    store.ensure_problem(problem_dir.name, str(problem_dir), source.notes(problem_text))  # its digest: custody's
     text = data.decode(errors="replace")
     version_id = store.ensure_version(
         problem_dir.name, path.stem, path, digest, source.notes(text), author, len(data), source=text
@@ -105,11 +99,14 @@ def evaluate(
     evaluation_id, problem = start_evaluation(store, workspace, path, options, kind)
     best = store.best_request(problem)
     outcome = Outcome(evaluation_id)
+    staged = _staged(store, workspace, outcome)
+    if staged is None:
+        return outcome
     errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed by _tail)
     judge = JudgeProcess(python or harness_python(), options, workspace.state, errors, once=True)
     judge.start()
     try:
-        judge.submit(evaluation_id, path, best)
+        judge.submit(evaluation_id, staged, best)
         for line in judge.lines():
             if _handle_event(store, outcome, protocol.parse(line), on_rung):
                 break
@@ -119,12 +116,25 @@ def evaluate(
         store.fail_evaluation(evaluation_id, "interrupted", status="error")
         raise
     judge.stop()
+    Custody(workspace).unstage(evaluation_id)
     stderr = _tail(errors, STDERR_TAIL)
     if outcome.evaluation is None and outcome.problem_error is None:
         code = judge.proc.returncode if judge.proc else None
         outcome.error = f"the judge exited (code {code}) without a result: {stderr[-STDERR_TAIL:].strip()}"
         store.fail_evaluation(evaluation_id, outcome.error)
     return outcome
+
+
+def _staged(store: Store, workspace: Workspace, outcome: Outcome) -> Path | None:
+    """The evaluation's recorded bytes beside the accepted problem, for the judge; None (the outcome's error said
+    and recorded) when they cannot be."""
+    try:
+        row = store.evaluation(outcome.evaluation_id) or {}
+        return stage_evaluation(store, Custody(workspace), outcome.evaluation_id, row)
+    except (CustodyError, OSError) as exc:
+        outcome.error = f"not judged: {exc}"
+        store.fail_evaluation(outcome.evaluation_id, outcome.error, status="error")
+        return None
 
 
 def _tail(file: IO[bytes], chars: int) -> str:
@@ -140,6 +150,10 @@ def _handle_event(
     """Records one of the judge's events; True once the evaluation is over. Anything else on stdout is noise."""
     if event is None or getattr(event, "id", outcome.evaluation_id) != outcome.evaluation_id:
         return False
+    if isinstance(event, protocol.Finished) and (
+        refused := judged_other_bytes(store, outcome.evaluation_id, event.evaluation)
+    ):
+        event = protocol.Failed(refused, id=outcome.evaluation_id)
     record_event(store, outcome.evaluation_id, event, len(outcome.rungs))
     if isinstance(event, protocol.RungFinished):
         outcome.rungs.append(event.rung)
@@ -170,6 +184,9 @@ def evaluate_remotely(
     path = path.resolve()
     evaluation_id, problem = start_evaluation(store, workspace, path, options, kind)
     outcome = Outcome(evaluation_id)
+    staged = _staged(store, workspace, outcome)
+    if staged is None:
+        return outcome
     inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
     judge = make_judges(dataclasses.replace(ladder, options=options), workspace, inbox)[0]
     judge.start()
@@ -181,7 +198,7 @@ def evaluate_remotely(
                 break
             event = protocol.parse(payload)
             if isinstance(event, protocol.Ready):
-                judge.submit(evaluation_id, path, store.best_request(problem))  # the rungs: the judge's options
+                judge.submit(evaluation_id, staged, store.best_request(problem))  # the rungs: the judge's options
             elif _handle_event(store, outcome, event, on_rung):
                 break
     except queue.Empty:
@@ -191,6 +208,7 @@ def evaluate_remotely(
         raise
     finally:
         judge.stop(grace=2)
+        Custody(workspace).unstage(evaluation_id)
     if outcome.error:
         store.fail_evaluation(evaluation_id, outcome.error, status="error")
     return outcome

@@ -17,7 +17,6 @@ import queue
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,9 @@ from typing import Any
 from harness import protocol
 from harness.results import PROFILE_RUNGS, Evaluation
 from kerneltui.core.config import LadderConfig
+from kerneltui.core.custody import Custody, CustodyError, accept, judged_other_bytes, stage_evaluation
 from kerneltui.core.events import SchedulerEvent
+from kerneltui.core.fair_queue import FairQueue
 from kerneltui.core.feedback import write_feedback
 from kerneltui.core.intake import Intake
 from kerneltui.core.judge import Judge, record_event
@@ -56,7 +57,8 @@ class Scheduler(Intake):
         self.watch = watch
         self.feedback_file = feedback_file
         self.inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
-        self.queue: deque[int] = deque()
+        self.queue = FairQueue()
+        self.custody = Custody(workspace)
         self.judges: list[Judge] = []
         self.rung_counts: dict[int, int] = {}
         self.lost: dict[int, int] = {}  # evaluation -> times its remote judge was lost with it
@@ -77,6 +79,10 @@ class Scheduler(Intake):
 
     def enqueue(self, path: Path, force: bool = False) -> None:
         self.inbox.put(("enqueue", path, force))
+
+    def accept_problem(self, problem: str, digest: str) -> None:
+        """The person accepts the problem's changed files they were shown (their digest): judged against from now."""
+        self.inbox.put(("accept", problem, digest))
 
     def profile(self, path: Path) -> None:
         """Queues a profile of the version (Nsight Compute), recorded beside its evaluation."""
@@ -108,7 +114,9 @@ class Scheduler(Intake):
             self.run_judges = self.watch = False
             self.notify(SchedulerEvent("deferred", data={"pid": self.lock.holder()}))
         else:
-            self.queue.extend(self.store.requeue_interrupted())
+            self.custody.clear_staged()
+            for evaluation_id in self.store.requeue_interrupted():
+                self.queue.append(evaluation_id, (self.store.evaluation(evaluation_id) or {}).get("problem", ""))
             self._scan()
         if self.run_judges:
             self._start_judges()
@@ -162,6 +170,8 @@ class Scheduler(Intake):
             self._problem(Path(a))
         elif kind == "ignored":
             self._ignored(Path(a))
+        elif kind == "accept":
+            self._accept(str(a), str(b))
         elif kind == "profile" and self.owner:
             self._enqueue(Path(a), force=True, kind="profile")
 
@@ -183,14 +193,18 @@ class Scheduler(Intake):
                 row = self.store.evaluation(evaluation_id)
                 path = self.paths.pop(evaluation_id, None) or self._path_of(row)
                 if row is None or path is None or not path.is_file():
-                    self.store.fail_evaluation(evaluation_id, "the version file is gone", status="error")
-                    self.notify(SchedulerEvent("failed", evaluation_id))
+                    self._not_judged(evaluation_id, "the version file is gone")
+                    continue
+                try:  # the bytes recorded, beside the accepted problem: not the file as it is now
+                    staged = stage_evaluation(self.store, self.custody, evaluation_id, row)
+                except (CustodyError, OSError) as exc:
+                    self._not_judged(evaluation_id, f"not judged: {exc}")
                     continue
                 try:
-                    judge.submit(evaluation_id, path, self.store.best_request(row["problem"]), _rungs_asked(row))
+                    judge.submit(evaluation_id, staged, self.store.best_request(row["problem"]), _rungs_asked(row))
                 except OSError:  # it died after saying ready: its exit event restarts it; the version waits
                     judge.ready, judge.busy = False, None
-                    self.queue.appendleft(evaluation_id)
+                    self.queue.appendleft(evaluation_id, row["problem"])
                     self.paths[evaluation_id] = path
                     break
                 self.store.set_running(evaluation_id)
@@ -199,6 +213,26 @@ class Scheduler(Intake):
                 self.notify(
                     SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
                 )
+
+    def _not_judged(self, evaluation_id: int, reason: str) -> None:
+        assert self.store is not None
+        self.store.fail_evaluation(evaluation_id, reason, status="error")
+        self.notify(SchedulerEvent("failed", evaluation_id, data={"error": reason}))
+
+    def _accept(self, problem: str, digest: str) -> None:
+        """The person's acceptance of a problem's changed files: judged against from now; the versions its change
+        broke judged again (every version judged against the earlier files, with rejudge_stale)."""
+        assert self.store is not None
+        try:
+            accepted = accept(self.store, self.custody, problem, digest)
+        except (CustodyError, OSError) as exc:
+            self.notify(SchedulerEvent("warning", data={"message": f"{problem}: not accepted: {exc}"}))
+            return
+        self.store.set_problem_error(problem, None)
+        folder = self.workspace.root / problem
+        self._problem(folder)  # its error, if any, as it reads now; and anything changed since it was shown
+        if accepted is not None:
+            self.notify(SchedulerEvent("accepted", problem=problem, data={"stale": accepted.stale}))
 
     def _path_of(self, row: dict[str, Any] | None) -> Path | None:
         if row is None:
@@ -222,6 +256,12 @@ class Scheduler(Intake):
             record_event(self.store, event.id, event, index)
             self.notify(SchedulerEvent("rung", event.id, data={"rung": event.rung.name, "ok": event.rung.ok}))
         elif isinstance(event, protocol.Finished):
+            self.custody.unstage(event.id)
+            refused = judged_other_bytes(self.store, event.id, event.evaluation)
+            if refused:
+                judge.busy = None
+                self._not_judged(event.id, refused)
+                return self._maybe_idle()
             record_event(self.store, event.id, event, 0)
             judge.busy = None
             judge.judged += 1
@@ -231,6 +271,7 @@ class Scheduler(Intake):
 
     def _failed(self, judge: Judge, evaluation_id: int, event: protocol.Failed) -> None:
         assert self.store is not None
+        self.custody.unstage(evaluation_id)
         record_event(self.store, evaluation_id, event, 0)
         if event.problem:
             row = self.store.evaluation(evaluation_id)
@@ -308,7 +349,7 @@ class Scheduler(Intake):
                 self.notify(SchedulerEvent("failed", evaluation_id, data={"error": said}))
             else:
                 self.store.requeue(evaluation_id)
-                self.queue.appendleft(evaluation_id)
+                self.queue.appendleft(evaluation_id, (self.store.evaluation(evaluation_id) or {}).get("problem", ""))
                 self.notify(SchedulerEvent("warning", data={"message": f"{reason}: judging it again"}))
         self._restart(judge, reason)
 

@@ -18,6 +18,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from harness import source
+from kerneltui.core.custody import is_reference_name
 from kerneltui.core.workspace import VERSION_RE, ignored_version
 
 TICK_S = 0.01
@@ -128,8 +129,8 @@ class _Handler(FileSystemEventHandler):
         if getattr(event, "dest_path", ""):
             paths.append(Path(str(event.dest_path)))
         for path in paths:
-            if path.name == "problem.py" and path.parent.parent == self.root:
-                self.on_problem(path.parent)
+            if path.parent.parent == self.root and is_reference_name(path.name):
+                self.on_problem(path.parent)  # problem.py or a file it reads: the person's, compared with the accepted
             elif is_version_path(path, self.root):
                 if event.event_type == "deleted" or (event.event_type == "moved" and path == paths[0]):
                     self.debouncer.deleted(path)

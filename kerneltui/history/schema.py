@@ -33,7 +33,15 @@ KEY_METRICS = (
 def create_schema(store: Tables) -> None:
     store.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
     store.table("problems").create(
-        {"name": str, "path": str, "description": str, "problem_hash": str, "created": str, "error": str},
+        {
+            "name": str,
+            "path": str,
+            "description": str,
+            "problem_hash": str,
+            "created": str,
+            "error": str,
+            "pending_hash": str,
+        },
         pk="name",
         if_not_exists=True,
     )
@@ -213,7 +221,7 @@ def create_schema(store: Tables) -> None:
     add_missing_columns(
         store,
         {
-            "problems": {"error": str},
+            "problems": {"error": str, "pending_hash": str},
             "versions": {"source": str, "mtime_ns": int},
             "evaluations": {"flags": str, "race": str},
             "agent_sessions": {"input_tokens": int, "output_tokens": int},

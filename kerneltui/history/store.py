@@ -13,6 +13,7 @@ from kerneltui.history.agents import AgentLog
 from kerneltui.history.bench import BenchLog
 from kerneltui.history.connection import OpenedStore, now
 from kerneltui.history.evaluations import EvaluationWrites, key_metrics
+from kerneltui.history.problems import ProblemDigests
 from kerneltui.history.reads import MAY_BE_BEST, Reads, history_entry, parse_flags
 from kerneltui.history.schema import SCHEMA_VERSION
 from kerneltui.history.writes import Writes
@@ -29,5 +30,5 @@ __all__ = [
 ]
 
 
-class Store(EvaluationWrites, Writes, AgentLog, BenchLog, Reads):
+class Store(EvaluationWrites, Writes, ProblemDigests, AgentLog, BenchLog, Reads):
     """The whole history over one connection."""
