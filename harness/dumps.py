@@ -178,9 +178,11 @@ def collect_triton(
     subdir: str = "triton",
     skip: Set[str] = frozenset(),
     collected: Collected | None = None,
+    only: Set[str] | None = None,
 ) -> list[Kernel]:
     """One Kernel per compiled specialization in the worker's Triton cache (scratch/subdir), copied into `into`;
-    cache groups named in `skip` (what the worker compiled before it loaded the version) left out.
+    cache groups named in `skip` (what the worker compiled before it loaded the version) left out, and where
+    `only` names some, every other (an entry planted under a kernel's name: only launched ones are listed).
 
     The worker wrote that cache, so it is read through harness.scratch (no links, regular files, capped by
     `collected`, which notes what was refused) and every name the judge writes with is its own: a kernel's
@@ -191,7 +193,7 @@ def collect_triton(
     for group in collected.listing(scratch, subdir):
         if collected.full:
             break
-        if group.kind != "dir" or group.name in skip:
+        if group.kind != "dir" or group.name in skip or (only is not None and group.name not in only):
             continue
         for item in collected.listing(scratch, f"{subdir}/{group.name}"):
             if item.kind != "file" or not item.name.endswith(".json") or item.name.startswith("__grp__"):

@@ -5,6 +5,7 @@ Registers, spills and shared memory come from each kernel's cubin."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 # Compiling ahead is only a head start: a version still at it after this long (a hang on outputs its kernels
 # never wrote, say) loses its worker to a fresh one, and its calls compile as they go.
 PRECOMPILE_BUDGET_S = 30.0
+MAX_RECORDED = 256  # launches read from one call's record (harness.trust caps them alike)
 
 
 @rung("compile", after=("load",))
@@ -66,10 +68,12 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
         tree = wire.encode_tree(list(inputs), tensors)
         what = "in the first call (JIT compile)" if mode == "jit" else "while compiling ahead of time"
         reply = _compile_call(ladder, worker, {"op": op, "inputs": tree}, tensors, what)
-        collect_kernels(run, worker, caps_for(ladder.options), case_label(case), labels)
+        if reply.get("ok") and op == "compile":
+            run.observed.add(reply.get("recorded"), "compile", case_label(case))
+        # on a GPU the kernels compiled ahead for the other cases are listed by the case that launched them
+        ahead = set(labels) if mode == "jit" else set()
+        collect_kernels(run, worker, caps_for(ladder.options), case_label(case), labels, reply.get("recorded"), ahead)
         if reply.get("ok"):
-            if op == "compile":
-                run.observed.add(reply.get("recorded"), "compile", case_label(case))
             continue
         if reply.get("kind") == "compile":
             metrics["kernels"] = [k.summary() for k in run.kernels]
@@ -83,17 +87,26 @@ def compile_version(ladder: Ladder, run: VersionRun) -> RungResult:
 
 
 def collect_kernels(
-    run: VersionRun, worker: WorkerProcess, caps: dumps_mod.Caps, label: str, labels: dict[str, str] | None = None
+    run: VersionRun,
+    worker: WorkerProcess,
+    caps: dumps_mod.Caps,
+    label: str,
+    labels: dict[str, str] | None = None,
+    record: Any = None,
+    ahead: set[str] | frozenset[str] = frozenset(),
 ) -> None:
     """Adds kernels compiled since the last look, each labelled with the case that compiled it: `labels`'s by
     Triton cache group where it names one (kernels compiled ahead for every case), else `label`. Within `caps`
-    for the whole version; what the judge refused (harness.dumps.Collected) flags it."""
+    for the whole version; what the judge refused (harness.dumps.Collected) flags it. Only the Triton kernels
+    launched (launched_groups, with `record`: a call's record not yet among the observed) or in `ahead`."""
     known = {_identity(k) for k in run.kernels}
     into = run.private / worker.mode
     seen_groups = {k.group for k in run.kernels if k.group}  # not copied out again at every look
     collected = collected_so_far(run, caps)
     skip = worker.compiled_before_version | seen_groups
-    found = dumps_mod.collect_triton(worker.scratch, into, skip=skip, collected=collected)
+    launched = launched_groups(run, record)
+    only = None if launched is None else launched | ahead
+    found = dumps_mod.collect_triton(worker.scratch, into, skip=skip, collected=collected, only=only)
     found += dumps_mod.collect_cutedsl(worker.scratch, into, collected=collected)
     found += dumps_mod.collect_tilelang(worker.scratch, into, collected=collected)
     run.observed.refused.update(collected.refused)
@@ -104,6 +117,33 @@ def collect_kernels(
     for kernel in fresh:
         kernel.case = (labels or {}).get(kernel.group, label)
     run.kernels += in_case_order(fresh, list((labels or {}).values()))
+
+
+def launched_groups(run: VersionRun, record: Any = None) -> set[str] | None:
+    """The Triton cache groups of the specialisations launched, from the compiled kernels' hashes the launches
+    recorded: listings name these, not whatever the worker's cache holds under a kernel's name (an entry planted
+    there, dated back to be listed first). None where no launch recorded a hash (a Triton that returns none)."""
+    launches = [launch for found in run.observed.launches.values() for launch in found]
+    more = record.get("launches") if isinstance(record, dict) else None
+    launches += more[:MAX_RECORDED] if isinstance(more, list) else []
+    hashes = {str(launch["hash"]) for launch in launches if isinstance(launch, dict) and launch.get("hash")}
+    return {group for digest in hashes for group in _cache_groups(digest)} or None
+
+
+def _cache_groups(digest: str) -> set[str]:
+    """The folder names Triton gives the cache group of a kernel compiled with this hash: the hash itself, or
+    in base32 (harness.precompile.cache_group)."""
+    try:
+        return {digest, base64.b32encode(bytes.fromhex(digest)).decode().rstrip("=")}
+    except ValueError:
+        return {digest}
+
+
+def prune_unlaunched(run: VersionRun) -> None:
+    """Drops the Triton kernels no recorded launch ran (listed ahead by the case that would launch them)."""
+    launched = launched_groups(run)
+    if launched is not None:
+        run.kernels = [k for k in run.kernels if k.dsl != "triton" or k.group in launched]
 
 
 def caps_for(options: Options) -> dumps_mod.Caps:

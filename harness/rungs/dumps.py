@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from harness import dumps as dumps_mod
 from harness.results import RungResult
 from harness.rungs import rung
-from harness.rungs.compile import caps_for, collect_kernels
+from harness.rungs.compile import caps_for, collect_kernels, prune_unlaunched
 
 if TYPE_CHECKING:
     from harness.ladder import Ladder, VersionRun
@@ -19,6 +19,7 @@ def dumps(ladder: Ladder, run: VersionRun) -> RungResult:
     caps = caps_for(ladder.options)
     for worker in run.workers.values():
         collect_kernels(run, worker, caps, "later calls")
+    prune_unlaunched(run)  # only what ran under test is dumped
     if not run.kernels:
         return RungResult(
             name="dumps", ok=True, metrics={"files": [], "note": "no Triton, CuTeDSL or TileLang kernels compiled"}
