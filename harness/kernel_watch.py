@@ -57,7 +57,7 @@ class Kernel:
     name: str
     start: int  # on the device, in the host clock the profiler converts CUPTI's timestamps to
     end: int
-    launched: int | None  # the host time of its launch (its runtime or driver call, else its op's start)
+    launched: int | None  # the host time of its launch: its op's start, else its runtime or driver call's
     op: Op | None  # the torch op or block it was launched inside, where there was one
 
 
@@ -132,7 +132,8 @@ class Records:
 
     def _kernel(self, event: Any, launches: dict[int, int]) -> Kernel:
         linked = self.ops.get(event.linked_correlation_id())
-        launched = launches.get(event.correlation_id(), linked.start if linked else None)
+        # the op it was launched in started on the blocks' own clock; a launch CUPTI timed is converted to it
+        launched = linked.start if linked else launches.get(event.correlation_id())
         return Kernel(event.name(), event.start_ns(), event.end_ns(), launched, linked)
 
     def report(self, counts: dict[str, int]) -> dict[str, Any]:
