@@ -122,6 +122,7 @@ def history_line(row: dict[str, Any]) -> str:
     roof = f"{m['roofline_pct']:.0f}%" if m.get("roofline_pct") is not None else "·"
     status = row["status"] + (" ⚑" if row.get("flags") else "")  # flagged: --json says which and why
     status += " ↻" if row.get("stale") else ""  # judged against an older problem.py
+    status += " ✂" if row.get("dumps") == "pruned" else ""  # its dumps were pruned (kerneltui gc)
     return (
         f"{row['problem']:<12} {row['version']:<6} {row['hash'][:8]:<8} {status:<10} "
         f"{row['failed_rung'] or '·':<12} {sig(m.get('max_abs')):>9} {duration_us(m.get('median_us')):>10} "
@@ -521,6 +522,10 @@ def build_parser() -> argparse.ArgumentParser:
     from kerneltui.custody_cli import add_parser as add_custody_parser
 
     add_custody_parser(sub)
+
+    from kerneltui.gc_cli import add_parser as add_gc_parser
+
+    add_gc_parser(sub)
 
     init = sub.add_parser("init", help="a new problem folder: a commented problem.py and a first version")
     init.add_argument("name", help="the problem's folder name, e.g. softmax")

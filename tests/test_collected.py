@@ -3,20 +3,28 @@ bytes (nvdisasm, cuobjdump, ptxas): confined tools, capped collections, refusals
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import dumps
 from harness.confined import ToolLimits, run_confined
 from harness.containment import probe
-from tests.conftest import add_version, judge_many, rung
+from harness.protocol import Finished
+from harness.results import Evaluation, RungResult
+from kerneltui.core.judge import record_event
+from kerneltui.history.store import Store
+from tests.conftest import add_version, judge_many, kerneltui, rung
 
 SECRET = "kerneltui-judge-secret-4d1f"
 # A stand-in for a tool with a planted exploit: it reports what it could reach.
@@ -220,3 +228,104 @@ def test_a_version_flooding_its_cache_is_capped_and_flagged_with_what_was_refuse
     assert "more than 8 compiled kernels" in reason, flags
     assert "deeper than 32 levels" in reason and "big.cubin is 3145732 bytes (limit 2097152)" in reason, reason
     assert not judged["v002"]["flags"], judged["v002"]["flags"]  # an honest version's cache is taken whole
+
+
+# --- the workspace's dumps budget, `kerneltui gc` -------------------------------------------------------------
+
+
+def judged_with_dumps(store: Store, state: Path, name: str, size: int, budget_mb: float | None = None) -> int:
+    """An evaluation of vadd/<name> recorded as the judge reports it, its dumps `size` bytes on disk."""
+    folder = state / "dumps" / "vadd" / name / hashlib.sha256(name.encode()).hexdigest()[:12]
+    folder.mkdir(parents=True)
+    cubin = folder / "add_kernel.cubin"
+    cubin.write_bytes(b"\0" * size)
+    store.ensure_problem("vadd", str(state.parent / "vadd"))
+    version_id = store.ensure_version("vadd", name, state.parent / "vadd" / f"{name}.py", name)
+    options = {"dumps_budget_mb": budget_mb} if budget_mb is not None else {}
+    evaluation_id = store.start_evaluation(version_id, "vadd", name, name, options)
+    files = [{"kernel": "add_kernel", "dsl": "triton", "kind": "cubin", "path": str(cubin), "bytes": size}]
+    ev = Evaluation(problem="vadd", version=name, path=str(state.parent / "vadd" / f"{name}.py"), hash=name)
+    ev.rungs.append(RungResult(name="dumps", ok=True, metrics={"dir": str(folder), "files": files}))
+    ev.finish()
+    record_event(store, evaluation_id, Finished(ev), 0)
+    return evaluation_id
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Iterator[tuple[Store, Path]]:
+    state = tmp_path / "ws" / ".kerneltui"
+    state.mkdir(parents=True)
+    opened = Store.open(state / "history.db")
+    yield opened.store, state
+    opened.store.close()
+
+
+def test_past_the_budget_the_oldest_unapproved_dumps_go_first_and_show_as_pruned(history: tuple[Store, Path]) -> None:
+    store, state = history
+    mib = 1 << 20
+    first = judged_with_dumps(store, state, "v001", mib)
+    approved = judged_with_dumps(store, state, "v002", mib)
+    row = store.evaluation(approved)
+    assert row is not None
+    store.add_verdict(row["version_id"], "approved", None, "person")
+    third = judged_with_dumps(store, state, "v003", mib)
+    assert not store.artifacts(first)[0]["pruned"]  # 3 MiB, within the default budget
+    newest = judged_with_dumps(store, state, "v004", mib, budget_mb=2.5)  # over: two of four must go
+    kept = {e: Path(store.artifacts(e)[0]["path"]).exists() for e in (first, approved, third, newest)}
+    assert kept == {first: False, approved: True, third: False, newest: True}, kept
+    assert store.artifacts(first)[0]["pruned"] and not store.artifacts(approved)[0]["pruned"]
+    entries = {row["version"]: row["dumps"] for row in store.history("vadd")}
+    assert entries == {"v001": "pruned", "v002": "kept", "v003": "pruned", "v004": "kept"}, entries
+
+
+@pytest.mark.slow
+def test_kerneltui_gc_dry_run_frees_nothing_then_gc_prunes_to_the_budget(history: tuple[Store, Path]) -> None:
+    store, state = history
+    ids = [judged_with_dumps(store, state, f"v00{i}", 1 << 20) for i in (1, 2, 3)]
+    store.close()
+    workspace = state.parent
+    dry = kerneltui("gc", "--dry-run", "--budget-mb", "1.5", "--workspace", str(workspace))
+    assert dry.returncode == 0, dry.stderr
+    assert "would free 2.0 MiB in 2 folder(s)" in dry.stdout and "vadd v001" in dry.stdout, dry.stdout
+    assert len(list((state / "dumps").rglob("*.cubin"))) == 3
+    done = kerneltui("gc", "--budget-mb", "1.5", "--workspace", str(workspace))
+    assert done.returncode == 0 and "freed 2.0 MiB in 2 folder(s)" in done.stdout, (done.stdout, done.stderr)
+    assert [p.parent.parent.name for p in (state / "dumps").rglob("*.cubin")] == ["v003"]
+    listed = kerneltui("history", "--workspace", str(workspace))
+    pruned_lines = [line for line in listed.stdout.splitlines() if "✂" in line]
+    assert [line.split()[1] for line in pruned_lines] == ["v002", "v001"], listed.stdout
+    again = kerneltui("gc", "--workspace", str(workspace))  # the default budget: nothing more to free
+    assert "freed 0.0 MiB in 0 folder(s)" in again.stdout, again.stdout
+    assert ids
+
+
+async def until(predicate: Callable[[], bool], pilot: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting for the dashboard"
+        await pilot.pause(0.05)
+
+
+async def test_the_asm_pane_says_a_versions_dumps_were_pruned(tmp_path: Path) -> None:
+    """Pruned dumps showed as an empty listing (their files gone): the pane says they were pruned."""
+    from kerneltui.core import dump_budget
+    from kerneltui.ui.app import KernelTUI
+    from kerneltui.ui.widgets.asm import AsmPane
+    from kerneltui.ui.widgets.versions import VersionTable
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    opened = Store.open(workspace.db_path)
+    freed = dump_budget.prune(opened.store, workspace.state / "dumps", 0)
+    opened.store.close()
+    assert "v002" in [f.folder.version for f in freed]
+    assert not list((workspace.state / "dumps" / "vadd" / "v002").rglob("*.sass"))
+    app = KernelTUI(workspace, run_scheduler=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        versions = app.query_one("#versions", VersionTable)
+        await until(lambda: "v002" in versions.order, pilot)
+        versions.move_cursor(row=versions.order.index("v002"))
+        await pilot.press("4")
+        asm = app.query_one("#asm-pane", AsmPane)
+        await until(lambda: "were pruned" in asm.view.plain or "LDG" in asm.view.plain, pilot)
+        assert "The dumps of v002 were pruned" in asm.view.plain, asm.view.plain

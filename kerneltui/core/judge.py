@@ -22,6 +22,7 @@ from typing import IO, Any
 from harness import protocol
 from harness.options import Options
 from harness.workers import judge_env, link_harness
+from kerneltui.core import dump_budget
 from kerneltui.history.store import Store
 
 
@@ -111,6 +112,8 @@ def record_event(store: Store, evaluation_id: int, event: protocol.JudgeEvent, r
         store.add_rung(evaluation_id, rung_index, event.rung)
     elif isinstance(event, protocol.Finished):
         store.finish_evaluation(evaluation_id, event.evaluation)
+        dumps = event.evaluation.rung("dumps")
+        dump_budget.after_evaluation(store, evaluation_id, dumps.metrics.get("dir") if dumps and dumps.ok else None)
     elif isinstance(event, protocol.Failed):
         store.fail_evaluation(evaluation_id, event.error, status="error")
 

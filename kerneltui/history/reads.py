@@ -199,7 +199,12 @@ class Reads(VersionReads):
         )
 
     def artifacts(self, evaluation_id: int) -> list[dict[str, Any]]:
-        return self.rows("SELECT * FROM artifacts WHERE evaluation_id = ? ORDER BY id", [evaluation_id])
+        """Its dumped files, each with `pruned` (when `kerneltui gc` or the dumps budget removed them, else None)."""
+        return self.rows(
+            "SELECT a.*, p.pruned FROM artifacts a LEFT JOIN pruned_dumps p ON p.evaluation_id = a.evaluation_id "
+            "WHERE a.evaluation_id = ? ORDER BY a.id",
+            [evaluation_id],
+        )
 
     def guidance(self, problem: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         if problem:
@@ -302,7 +307,9 @@ class Reads(VersionReads):
                    (SELECT verdict FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
                        AS verdict,
                    (SELECT reason FROM verdicts d WHERE d.version_id = e.version_id ORDER BY d.id DESC LIMIT 1)
-                       AS verdict_reason
+                       AS verdict_reason,
+                   (SELECT pruned FROM pruned_dumps WHERE evaluation_id = e.id) AS dumps_pruned,
+                   EXISTS (SELECT 1 FROM artifacts a WHERE a.evaluation_id = e.id) AS dumped
             FROM evaluations e JOIN versions v ON v.id = e.version_id LEFT JOIN problems p ON p.name = e.problem
             {where} ORDER BY e.id DESC {"LIMIT ?" if limit else ""}
         """
@@ -400,5 +407,6 @@ def history_entry(row: dict[str, Any]) -> dict[str, Any]:
         "verdict": row.get("verdict"),
         "verdict_reason": row.get("verdict_reason"),
         "stale": bool(row.get("stale")),  # judged against an older problem.py
+        "dumps": "pruned" if row.get("dumps_pruned") else "kept" if row.get("dumped") else None,
         "time": row["finished"] or row["started"] or row["queued"],
     }

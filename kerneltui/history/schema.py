@@ -171,6 +171,11 @@ def create_schema(store: Tables) -> None:
         if_not_exists=True,
     )
     store.table("artifacts").create_index(["evaluation_id"], if_not_exists=True)
+    store.table("pruned_dumps").create(  # evaluations whose dumps `kerneltui gc` or the dumps budget removed
+        {"evaluation_id": int, "folder": str, "bytes": int, "pruned": str, "why": str},
+        pk="evaluation_id",
+        if_not_exists=True,
+    )
     store.table("verdicts").create(
         {
             "id": int,
