@@ -276,6 +276,7 @@ def test_bad_declarations_are_problem_errors(tmp_path: Path, line: str, words: s
 
 def test_the_dashboard_takes_a_check_for_the_tolerance(tmp_path: Path) -> None:
     """The watcher's quick look at problem.py: a check and no tolerance is a whole problem, neither is not."""
+    from kerneltui.core.custody import Custody, accept
     from kerneltui.core.intake import Intake
     from kerneltui.history.store import Store
 
@@ -283,6 +284,7 @@ def test_the_dashboard_takes_a_check_for_the_tolerance(tmp_path: Path) -> None:
     folder.mkdir()
     intake = Intake()
     intake.store = Store.open(tmp_path / "history.db").store
+    intake.custody = Custody(Workspace(tmp_path))
     try:
         for text, error in (
             (NATIVE_PROBLEM.replace('tolerance = {"atol": 1e-6, "rtol": 1e-6}', ""), None),
@@ -292,6 +294,7 @@ def test_the_dashboard_takes_a_check_for_the_tolerance(tmp_path: Path) -> None:
             ),
         ):
             (folder / "problem.py").write_text(text)
+            accept(intake.store, intake.custody, "twice")  # the person's change, accepted: judged against
             intake._problem(folder, announce=False)
             assert [row["error"] for row in intake.store.problem_rows() if row["name"] == "twice"] == [error]
     finally:
