@@ -6,6 +6,9 @@ Formats register here by name: each names a module defining
 - `import_arguments(parser)` (optional): arguments beyond SOURCE and --into;
 - `run_import(args) -> int`: the command (exit 0 when imported, 2 on a bad source: raise WorkspaceError).
 The module is imported only when its format is named, so a format's dependencies cost the others nothing.
+What is imported is hostile until judged: a format reads its files through formats.safe_read (only from inside
+the source, bounded) and runs the problem's own code only through formats.contained (a contained worker process,
+no secret, bounded), building the problem folder with formats.contained.staged (in place only when whole).
 """
 
 from __future__ import annotations

@@ -73,15 +73,21 @@ def run_problem_code(folder: Path, task: str, what: str, bounds: Bounds, shown_a
     """problem_probe's `task` on a copy of `folder`, contained; its answer. `what`: the files whose code runs,
     for the person; `shown_as`: the folder named in messages (where the problem will be). A failure, a stop at
     a bound, or an {"error": ...} answer raises WorkspaceError saying so."""
-    from harness import containment
+    from harness import containment, sandbox
 
     level = containment.probe().level
+    sandbox.make_undumpable()  # this process's memory and environ, unreadable to the code run below at any level
     print(
         f"{shown_as.name if shown_as else folder.name}: runs {what} (the problem's own code) in a contained process "
         f"({level}; no secrets in its environment, no GPU, {bounds.text()})",
         file=sys.stderr,
         flush=True,
     )
+    if level == "none":
+        print(
+            "warning: nothing here confines it beyond its environment and bounds (`kerneltui doctor` says why)",
+            file=sys.stderr,
+        )
     with tempfile.TemporaryDirectory(prefix="kerneltui-import-") as tmp:
         root = Path(tmp)
         copy = _lay_out(root, folder)

@@ -120,6 +120,8 @@ def load_yaml(path: Path, what: str) -> Any:
     text = read_text(path, what, MAX_YAML_BYTES)
     try:
         return yaml.load(text, Loader=BoundedLoader)  # a SafeLoader
+    except YamlLimit as exc:
+        raise WorkspaceError(f"{what}: {exc}") from None
     except yaml.YAMLError as exc:
         raise WorkspaceError(f"{what}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except RecursionError:
