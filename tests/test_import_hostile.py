@@ -193,13 +193,19 @@ def test_task_yml_is_read_with_bounds(tmp_path: Path, text: str, why: str | None
         "2 ** 100000",
         "-(" * 150 + "1" + ")" * 150,
         "[1] * 10 ** 8 + [2]",
+        "[[1] * 9000] * 9000",
     ],
-    ids=["power-tower", "str-repeat", "tuple-repeat", "shift", "big-power", "deep", "list-repeat"],
+    ids=["power-tower", "str-repeat", "tuple-repeat", "shift", "big-power", "deep", "list-repeat", "nested-repeat"],
 )
 def test_constants_are_evaluated_with_bounds(expression: str) -> None:
     text = f"batch_size = 16\nhuge = {expression}\n"
     with pytest.raises(WorkspaceError, match="huge"):
         file_constants(text)
+
+
+def test_string_formatting_is_left_to_the_contained_run() -> None:
+    """'%*d' % (10 ** 9, 1) is a gigabyte: not evaluated here (the module's own run is bounded)."""
+    assert file_constants("n = 4\nwide = '%*d' % (10 ** 9, 1)\nname = 'x%d' % n\n") == {"n": 4}
 
 
 def test_constants_within_the_bounds_are_evaluated() -> None:

@@ -72,6 +72,8 @@ def _value(node: ast.expr, known: dict[str, Value], depth: int) -> Value:
         return _checked(UNARY[type(node.op)](_value(node.operand, known, depth + 1)))
     if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
         left, right = _value(node.left, known, depth + 1), _value(node.right, known, depth + 1)
+        if isinstance(node.op, ast.Mod) and isinstance(left, str):
+            raise Unknown("string formatting")  # '%*d' % (10 ** 9, 1): a width is a size too; not done here
         _refuse_if_large(node.op, left, right)
         try:
             return _checked(BINARY[type(node.op)](left, right))
@@ -100,6 +102,21 @@ def _is_int(value: Value) -> bool:
 def _checked(value: Value) -> Value:
     if _is_int(value) and value.bit_length() > MAX_INT_BITS:
         raise ConstantRefused(f"an integer past {MAX_INT_BITS} bits")
-    if isinstance(value, (str, tuple, list)) and len(value) > MAX_ITEMS:
+    if isinstance(value, (str, tuple, list)) and _items(value, MAX_ITEMS + 1) > MAX_ITEMS:
         raise ConstantRefused(f"more than {MAX_ITEMS} items")
     return value
+
+
+def _items(value: Value, stop: int) -> int:
+    """Characters and items in `value`, nested ones included (`[[1] * 9999] * 9999` holds one list many times,
+    and is written out whole), counted up to `stop`."""
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, (tuple, list)):
+        return 1
+    count = len(value)
+    for item in value:
+        if count >= stop:
+            break
+        count += _items(item, stop - count)
+    return count
