@@ -16,14 +16,17 @@ from textual.widgets.data_table import RowKey
 
 from harness.options import Options
 from kerneltui.core.config import Config, LadderConfig
+from kerneltui.core.custody import pending_change
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.messages import DetailLoaded, SnapshotLoaded
 from kerneltui.ui.screens.dialogs import ConfirmScreen, HelpScreen, QuitScreen, RejectScreen
+from kerneltui.ui.screens.problem_change import ProblemChangeScreen
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane
+from kerneltui.ui.widgets.text_view import TextView
 from kerneltui.ui.widgets.versions import VersionTable
 from tests import dashboard_fixtures
 from tests.conftest import FIXTURES, VERDICT_RUNGS, VERSIONS, add_version, kerneltui, make_workspace
@@ -207,7 +210,12 @@ async def test_broken_problem_shows_an_error_and_the_app_keeps_running(tmp_path:
         await wait_for(lambda: "missing make_inputs" in rungs.plain, pilot)
         await pilot.press("4", "1", "j", "k")  # still answering keys
         assert app.is_running
-        shutil.copy(FIXTURES / "vadd" / "problem.py", folder / "problem.py")  # fixed: judged again
+        shutil.copy(FIXTURES / "vadd" / "problem.py", folder / "problem.py")  # fixed on disk: judged once accepted
+        await wait_for(lambda: pending_change(app.workspace, "vadd") is not None, pilot, timeout=60)
+        await pilot.press("A")  # the change as a diff, then accepted: what it broke is judged again
+        await wait_for(lambda: isinstance(app.screen, ProblemChangeScreen), pilot)
+        assert "+def make_inputs" in app.screen.query_one(TextView).plain
+        await pilot.press("y")
         await wait_for(lambda: status_of(app, "v001") == "pass", pilot, timeout=120)
 
 

@@ -264,6 +264,18 @@ def _unchanged_file(store: Store, row: dict[str, Any]) -> bytes:
     return data
 
 
+def pending_change(workspace: Workspace, problem: str) -> tuple[str, str] | None:
+    """(digest, diff against the accepted) of a problem's files changed on disk and not accepted yet; or None."""
+    store = Store.open(workspace.db_path, check=False).store
+    try:
+        accepted, pending = store.problem_digests(problem)
+    finally:
+        store.close()
+    custody = Custody(workspace)
+    files = custody.problem_files(problem, pending) if pending else None
+    return None if files is None or pending is None else (pending, custody.diff(problem, accepted or "", files))
+
+
 def _lines(data: bytes | None) -> list[str]:
     return [] if data is None else data.decode(errors="replace").splitlines(keepends=True)
 

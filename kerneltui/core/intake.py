@@ -90,7 +90,7 @@ class Intake:
         diff = self.custody.diff(problem, noticed.accepted, self.custody.problem_files(problem, noticed.pending) or {})
         message = (
             f"{problem}: its files changed on disk and are not judged against until accepted "
-            f"(the dashboard's accept key, or kerneltui accept-problem {problem})"
+            f"(A in the dashboard shows the change, or kerneltui accept-problem {problem})"
         )
         self.notify(SchedulerEvent("problem-changed", problem=problem, data={"digest": noticed.pending, "diff": diff}))
         self.notify(SchedulerEvent("warning", data={"message": message}))

@@ -79,6 +79,14 @@ class KernelTUI(Steering):
             tooltip="judge again every version judged against an older problem.py",
         ),
         Binding(
+            "A",
+            "accept_problem",
+            "accept problem",
+            id="accept_problem",
+            show=False,
+            tooltip="the problem's files changed on disk: see the diff, accept them to judge against them",
+        ),
+        Binding(
             "p",
             "profile",
             "profile",

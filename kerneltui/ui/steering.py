@@ -13,12 +13,14 @@ from textual.app import SuspendNotSupported
 from textual.widgets import Input, TabbedContent
 
 from kerneltui.core.agent_host import AgentRun
+from kerneltui.core.custody import pending_change
 from kerneltui.core.session import SessionRefused
 from kerneltui.core.verdicts import approval_doubt
 from kerneltui.ui.base import while_running
 from kerneltui.ui.messages import AgentFinished, PermissionAsked, RecordedMessage
 from kerneltui.ui.panes import PaneLoading
 from kerneltui.ui.screens.dialogs import ConfirmScreen, RejectScreen
+from kerneltui.ui.screens.problem_change import ProblemChangeScreen
 from kerneltui.ui.screens.source import SourceScreen
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.diff import DiffPane, targets_of
@@ -285,3 +287,25 @@ class Steering(PaneLoading):
             self.notify(str(exc), severity="error")
             return
         self.notify(f"{len(stale)} stale version(s) queued to be judged again", timeout=4)
+
+    def action_accept_problem(self) -> None:
+        """The selected problem's files changed on disk: their diff against the accepted ones, accepted with y."""
+        problem = self.snapshot.problem
+        if not self.showing_highlighted() or problem is None:
+            return
+        change = pending_change(self.workspace, problem)
+        if change is None:
+            self.notify(f"{problem}: its files on disk are the accepted ones", timeout=4, markup=False)
+            return
+        digest, diff = change
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            if self.session.scheduler is None:
+                self.notify("judging is off in this session: kerneltui accept-problem accepts it", severity="error")
+                return
+            self.session.scheduler.accept_problem(problem, digest)
+            self.notify(f"{problem}: changed files accepted; judged against from now", timeout=4, markup=False)
+
+        self.push_screen(ProblemChangeScreen(problem, diff), answered)
