@@ -68,7 +68,7 @@ class Intake:
             self.notify(SchedulerEvent("warning", data={"message": f"{folder.name}: {exc}"}))
             return
         if noticed.pending:
-            if not noticed.shown:
+            if not noticed.shown or not announce:  # said once per change, and again at each start
                 self._changed(folder.name, noticed)
             return
         text = (
