@@ -27,6 +27,7 @@ import torch
 from harness.results import HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED
 
 MIN_CARRIED = 16  # elements written: below this, bytes read say little (a 2-entry table for a 1-element output)
+MAX_LOAD_ARRAYS = 1024  # loads noted one by one before they are merged into distinct addresses
 MAX_HELD_VISITS = 20000  # objects looked through for the tensors a version holds before a call
 NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}
 Key = tuple[str, int]
@@ -79,10 +80,16 @@ class Accesses:
                         accesses.addresses.append(pointers)
                     else:
                         bits = getattr(args[at].get_element_ty(), "primitive_bitwidth", 8)
-                        accesses.loads.append((pointers, max(1, int(bits) // 8)))
+                        accesses.note_load(pointers, max(1, int(bits) // 8))
             return original(builder, *args, **kwargs)
 
         return wrapper
+
+    def note_load(self, pointers: np.ndarray, width: int) -> None:
+        self.loads.append((pointers, width))
+        if len(self.loads) > MAX_LOAD_ARRAYS:  # a long kernel (a loop over tiles): its addresses, once each
+            widths = {w for _, w in self.loads}
+            self.loads = [(np.unique(np.concatenate([a for a, w in self.loads if w == x])), x) for x in widths]
 
     def wrote(self, tensor: torch.Tensor) -> bool:
         """Whether this launch stored to an address of the tensor's storage."""
@@ -158,8 +165,10 @@ class Provenance:
         low, high = span(written)
         stored = accesses.stored_bytes(written)
         sources = [r for r in regions if not (r.low == low and r.high == high)]
-        read = sum(accesses.loaded_bytes(r.low, r.high, r.tensor.element_size()) for r in sources)
-        read += accesses.loaded_outside(spans)
+        outside = accesses.loaded_outside(spans)  # memory no buffer handed to it covers: no input of the problem's
+        if outside >= stored:
+            return True
+        read = outside + sum(accesses.loaded_bytes(r.low, r.high, r.tensor.element_size()) for r in sources)
         if stored >= MIN_CARRIED * written.element_size():
             return read >= stored
         return any(_values_within(written, r.tensor) for r in sources)
