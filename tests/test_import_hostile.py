@@ -166,8 +166,10 @@ def test_a_yaml_alias_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
         ("x: &x [[[[[[[[1]]]]]]]]\n" + "".join(f"k{i}: *x\n" for i in range(200)), "aliases"),
         ("deep: " + "[" * 400 + "]" * 400 + "\n", "nested"),
         ("tests: []\n" + "#" * (2 << 20), "larger than"),
+        ("tests: [{size: " + "9" * 5000 + "}]\n", "a value cannot be read"),
+        ("when: 2001-13-45\n", "a value cannot be read"),
     ],
-    ids=["few-aliases", "many-aliases", "deep", "large"],
+    ids=["few-aliases", "many-aliases", "deep", "large", "long-int", "bad-date"],
 )
 def test_task_yml_is_read_with_bounds(tmp_path: Path, text: str, why: str | None) -> None:
     from kerneltui.formats.gpumode import read_task

@@ -126,3 +126,7 @@ def load_yaml(path: Path, what: str) -> Any:
         raise WorkspaceError(f"{what}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise WorkspaceError(f"{what}: nested too deep to read") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a value YAML parses but Python refuses (month 13)
+        raise WorkspaceError(
+            f"{what}: a value cannot be read: {str(exc).splitlines()[0] if str(exc) else exc}"
+        ) from None
