@@ -65,6 +65,8 @@ def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
         return EXIT_USAGE
     finally:
         store.close()
+    if outcome.note:
+        print(f"note: {outcome.note}", file=sys.stderr)
     if outcome.problem_error:
         print(f"error: {outcome.problem_error}", file=sys.stderr)
         return EXIT_USAGE

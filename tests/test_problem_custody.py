@@ -173,3 +173,19 @@ def test_a_burst_from_one_problem_does_not_starve_another(tmp_path: Path) -> Non
         assert started[:2] == ["vadd", "vadd2"], started
     finally:
         scheduler.stop()
+
+
+@pytest.mark.slow
+def test_eval_judges_against_the_accepted_problem_and_says_so(tmp_path: Path) -> None:
+    """`kerneltui eval` has no watcher: it looks at the problem's files itself, and judges against the accepted."""
+    folder = make_workspace(tmp_path / "ws")
+    good = add_version(folder, "good", "v001.py")
+    assert kerneltui("eval", str(good), "--rungs", "load,correctness").returncode == 0
+    (folder / "problem.py").write_text((folder / "problem.py").read_text() + LOOSENED)
+    zeros = folder / "v002.py"
+    zeros.write_text(ZEROS)
+    done = kerneltui("eval", str(zeros), "--rungs", "load,correctness")
+    assert done.returncode == 1 and "vadd's files changed on disk and are not accepted" in done.stderr, done.stderr
+    assert kerneltui("accept-problem", "vadd", "--workspace", str(folder.parent)).returncode == 0
+    again = kerneltui("eval", str(zeros), "--rungs", "load,correctness")
+    assert again.returncode == 0 and "not accepted" not in again.stderr, again.stdout + again.stderr

@@ -15,9 +15,9 @@ from harness import protocol, source
 from harness.options import PER_RUN, Options
 from harness.results import Evaluation, RungResult
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.custody import Custody, CustodyError, judged_other_bytes, stage_evaluation
+from kerneltui.core.custody import Custody, CustodyError, judged_other_bytes, notice, stage_evaluation
 from kerneltui.core.judge import JudgeProcess, harness_python, record_event
-from kerneltui.core.workspace import Workspace
+from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.history.store import Store
 
 STDERR_TAIL = 3000
@@ -31,6 +31,7 @@ class Outcome:
     problem_error: str | None = None
     error: str | None = None
     rungs: list[RungResult] = field(default_factory=list)
+    note: str | None = None  # said beside the result: judged against the accepted problem, not a change on disk
 
 
 def record_version(store: Store, workspace: Workspace, path: Path, author: str = "") -> tuple[int, str, str]:
@@ -128,13 +129,21 @@ def evaluate(
 def _staged(store: Store, workspace: Workspace, outcome: Outcome) -> Path | None:
     """The evaluation's recorded bytes beside the accepted problem, for the judge; None (the outcome's error said
     and recorded) when they cannot be."""
+    custody = Custody(workspace)
     try:
         row = store.evaluation(outcome.evaluation_id) or {}
-        return stage_evaluation(store, Custody(workspace), outcome.evaluation_id, row)
-    except (CustodyError, OSError) as exc:
+        notice(store, custody, workspace.problem_dir(str(row["problem"])))  # no watcher here: a change is seen now
+        staged = stage_evaluation(store, custody, outcome.evaluation_id, row)
+    except (CustodyError, OSError, WorkspaceError) as exc:
         outcome.error = f"not judged: {exc}"
         store.fail_evaluation(outcome.evaluation_id, outcome.error, status="error")
         return None
+    if store.problem_digests(str(row["problem"]))[1]:
+        outcome.note = (
+            f"{row['problem']}'s files changed on disk and are not accepted: judged against the accepted ones "
+            f"(kerneltui accept-problem {row['problem']} shows and accepts the change)"
+        )
+    return staged
 
 
 def _tail(file: IO[bytes], chars: int) -> str:
