@@ -160,6 +160,18 @@ class Provenance:
         left = self.as_left.get(key)
         return digest is not None and left is not None and left != digest
 
+    def handed(
+        self, keyed: list[tuple[Key, torch.Tensor]], writers: dict[Key, set[str]], digests: dict[Key, bytes]
+    ) -> tuple[list[Region], list[tuple[int, int]]]:
+        """A launch's buffers (by key): those host code filled during the call (CPU ones, whose `digests` are
+        their bytes now), and the spans of them all."""
+        regions = [
+            Region(tensor, *span(tensor))
+            for key, tensor in keyed
+            if key in digests and self.host_filled(key, writers.get(key), digests[key])
+        ]
+        return regions, [span(tensor) for _, tensor in keyed]
+
     def copied(self, written: torch.Tensor, regions: list[Region], accesses: Accesses, spans: list[Any]) -> bool:
         """Whether a launch's store into `written` carries what host code computed (see the module's note)."""
         low, high = span(written)

@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.profiled import CREATION, MOVEMENT, Profiled
-from harness.provenance import Accesses, Provenance, Region, span
+from harness.provenance import Accesses, Provenance, Region
 from harness.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT
 
 REPORTING = ("report", "origins", "made_by", "intact")  # what turns the record into the report
@@ -296,15 +296,8 @@ class Recorder:
     def note_handed(self, tensors: list[torch.Tensor]) -> None:
         """Before a launch: the CPU buffers it gets as they are, and which of them host code filled."""
         self.before_launch = _cpu_digests(iter(tensors))
-        self.host_regions, self.handed = [], []
-        for tensor in tensors:
-            key = _key(tensor)
-            if key is None:
-                continue
-            self.handed.append(span(tensor))
-            digest = self.before_launch.get(key)
-            if digest is not None and self.provenance.host_filled(key, self.writers.get(key), digest):
-                self.host_regions.append(Region(tensor, *span(tensor)))
+        keyed = [(key, tensor) for tensor in tensors if (key := _key(tensor))]
+        self.host_regions, self.handed = self.provenance.handed(keyed, self.writers, self.before_launch)
 
     def _triton_launch(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any = None) -> None:
         name = str(getattr(fn, "__name__", "?"))
