@@ -3,6 +3,7 @@ judge: the calls the benchmark rung, the race against the best and the confirmat
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import secrets
 import time
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness import shared_block, wire
+from harness import clocks, containment, shared_block, wire
 from harness.clocks import ClockSampler
 from harness.device import MATMULS
 from harness.problem import Problem, case_label
@@ -106,7 +107,7 @@ def bench_case(
     device = {**device_figures(reply), "clocks": clocks}
     if not reference:
         return {"case": label, **kernel.to_json(), **device}, None
-    ref_timing = reference_timing(ladder, run.problem, label, inputs)
+    ref_timing = reference_timing(ladder, run.problem, label, inputs, run)
     entry = {
         "case": label,
         **kernel.to_json(),
@@ -119,7 +120,9 @@ def bench_case(
     return entry, None
 
 
-def reference_timing(ladder: Ladder, problem: Problem, label: str, inputs: tuple[Any, ...]) -> timing.Timing:
+def reference_timing(
+    ladder: Ladder, problem: Problem, label: str, inputs: tuple[Any, ...], run: VersionRun | None = None
+) -> timing.Timing:
     """The reference's timing on a bench case: measured by the judge, and kept for REFERENCE_TTL_S (the same
     problem.py and case: a second of every evaluation spent on a figure that does not change)."""
     from harness import timing
@@ -131,10 +134,28 @@ def reference_timing(ladder: Ladder, problem: Problem, label: str, inputs: tuple
     if ladder.flush is None:
         ladder.flush = timing.flush_buffer(ladder.device)
     call = functools.partial(problem.reference, *inputs)
-    with ladder.pool.quiet(None):
+    with alone(ladder, run, None, f"the reference on {label}"):
         measured = timing.summarize(timing.time_calls(call, ladder.flush, budget_s=ladder.options.bench_budget_s))
     ladder.reference_times[key] = (time.monotonic(), measured)
     return measured
+
+
+@contextlib.contextmanager
+def alone(ladder: Ladder, run: VersionRun | None, timed: WorkerProcess | None, what: str) -> Iterator[None]:
+    """While `timed` (None: the judge itself) is timed, every other worker holding a version is stopped; on a GPU,
+    NVML's per-process samples then tell whether a process of this version's other workers computed anyway (work
+    it left running on the device as it was stopped)."""
+    handle = ladder.clocks.handle if ladder.clocks is not None else None
+    since = clocks.now_us()
+    with ladder.pool.quiet(timed):
+        yield
+        until = clocks.now_us()  # before the others go on
+    busy = clocks.busy_processes(handle, since, until)
+    if busy and run is not None:
+        table = containment.processes()
+        for worker in run.workers.values():
+            if worker is not timed and busy & set(containment.tree(worker.proc.pid, table)):
+                run.timed.intruded(what)
 
 
 def timed_calls(
@@ -159,7 +180,7 @@ def timed_calls(
     else:
         header["inputs"] = wire.encode_tree(list(inputs), tensors)
     timeout = ladder.options.timeout + 4 * budget_s
-    with ladder.pool.quiet(worker):
+    with alone(ladder, run, worker, f"the {'race round' if race else 'benchmark'} of {label}"):
         reply, got = worker.request(header, tensors, timeout, f"benchmarking {label}")
     if not reply.get("ok"):
         return reply, f"{label}: {reply.get('err')}"

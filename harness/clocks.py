@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PERIOD_S = 0.02
+GRACE_US = 250_000  # NVML's process samples span up to about a sixth of a second each
 # NVML's clocks event (throttle) reasons, by bit; idle and the applications-clock setting say nothing of a
 # slowdown under load, and are left out.
 SLOWDOWNS = {
@@ -127,3 +128,27 @@ def _nvml_handle() -> Any:
     if not visible.isdigit():
         return pynvml.nvmlDeviceGetHandleByUUID(visible)
     return pynvml.nvmlDeviceGetHandleByIndex(int(visible))
+
+
+def now_us() -> int:
+    """NVML's clock for process samples: µs since the epoch."""
+    return int(time.time() * 1e6)
+
+
+def busy_processes(handle: Any, since_us: int, until_us: int) -> set[int]:
+    """The processes NVML saw computing on the GPU between `since_us` and `until_us` (its per-process samples,
+    SM use above 0), leaving out the first GRACE_US: a sample taken then may still cover work from before.
+    Empty where NVML keeps no such samples or is missing: evidence where there is some, never a verdict."""
+    if handle is None or until_us - since_us <= GRACE_US:
+        return set()
+    try:
+        import pynvml
+
+        samples = pynvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+    except Exception:  # no sample in the window (NVML_ERROR_NOT_FOUND), or no support on this GPU or driver
+        return set()
+    return {
+        int(s.pid)
+        for s in samples
+        if int(getattr(s, "smUtil", 0)) > 0 and since_us + GRACE_US <= int(s.timeStamp) <= until_us
+    }

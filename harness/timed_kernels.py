@@ -25,6 +25,10 @@ class TimedKernels:
     tampered: list[str] = field(default_factory=list)
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)  # bench case -> its recorded call's record
 
+    def intruded(self, what: str) -> None:
+        """NVML saw one of its stopped workers' processes computing on the GPU while `what` was timed."""
+        self._note(self.outside, f"its stopped worker's process ran on the GPU while {what} was timed (NVML)")
+
     def add(self, seen: Any, where: str, recorded: Any, allows: Callable[[str], bool]) -> None:
         """One bench request's report; `recorded`: that request's recorded call (None in a race round: the
         benchmark's recorded call of the same case is the one compared); `allows`: the problem's allowed torch ops."""

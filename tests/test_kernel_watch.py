@@ -4,11 +4,15 @@ tests judge versions that cheat this way)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from torch.autograd import DeviceType
 
+from harness import clocks
 from harness.kernel_watch import Records
 from harness.nsight import Outside, names_flag
 from harness.timed_kernels import TimedKernels
@@ -233,3 +237,19 @@ def test_nsight_computes_range_must_run_a_recorded_kernel() -> None:
     assert flag is not None and flag.name == "timed-not-recorded" and "sm90_xmma_gemm_f32f32" in flag.reason
     assert names_flag(Outside(per_call_us=10.0, kernels={"matmul_kernel": 1.0}), {"matmul_kernel"}, case) is None
     assert names_flag(Outside(note="ncu is missing"), {"matmul_kernel"}, case) is None
+
+
+def test_nvml_samples_count_only_inside_the_window_past_its_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML stands in here (no GPU): samples at the window's start may still cover the work just before it."""
+    start = 1_000_000_000
+    samples = [
+        SimpleNamespace(pid=11, smUtil=40, timeStamp=start + 10_000),  # the timed worker's tail: too early
+        SimpleNamespace(pid=12, smUtil=30, timeStamp=start + clocks.GRACE_US + 50_000),  # inside
+        SimpleNamespace(pid=13, smUtil=0, timeStamp=start + clocks.GRACE_US + 60_000),  # idle
+        SimpleNamespace(pid=14, smUtil=20, timeStamp=start + 2_000_000),  # after the others went on
+    ]
+    nvml = SimpleNamespace(nvmlDeviceGetProcessUtilization=lambda handle, since: samples)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert clocks.busy_processes("handle", start, start + 1_000_000) == {12}
+    assert clocks.busy_processes("handle", start, start + clocks.GRACE_US) == set()
+    assert clocks.busy_processes(None, start, start + 1_000_000) == set()

@@ -160,6 +160,7 @@ def test_a_judge_on_a_gpu_keeps_two_run_workers_started_ahead() -> None:
 def test_the_reference_is_timed_once_per_problem_and_case_for_ten_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every evaluation timed the reference again: a second of each verdict spent on a figure that does not
     change while problem.py does not."""
+    import contextlib
     import time
     from types import SimpleNamespace
 
@@ -169,7 +170,8 @@ def test_the_reference_is_timed_once_per_problem_and_case_for_ten_minutes(monkey
     timed: list[int] = []
     monkeypatch.setattr(timing, "time_calls", lambda call, flush, budget_s: timed.append(1) or [2.0] * 10)
     monkeypatch.setattr(timing, "flush_buffer", lambda device: None)
-    ladder = SimpleNamespace(reference_times={}, flush=None, device="cpu", options=Options())
+    quiet = SimpleNamespace(quiet=lambda timed: contextlib.nullcontext())
+    ladder = SimpleNamespace(reference_times={}, flush=None, device="cpu", options=Options(), pool=quiet, clocks=None)
     problem = SimpleNamespace(hash="a", reference=lambda *inputs: None)
     first = reference_timing(ladder, problem, "n=1", ())  # type: ignore[arg-type]
     assert reference_timing(ladder, problem, "n=1", ()) is first and len(timed) == 1  # type: ignore[arg-type]
