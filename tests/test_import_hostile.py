@@ -402,3 +402,17 @@ def test_a_link_left_in_the_problem_folder_is_not_followed_for_the_reference(tmp
     done = kerneltui("import", "gpumode", str(source), "--into", str(ws), "--force")
     assert FAKE_KEY not in done.stdout + done.stderr
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_a_kernelbench_forward_past_the_bound_suggests_smaller_sizes(tmp_path: Path) -> None:
+    path = tmp_path / "slow_forward.py"
+    text = (KB / "leaky_relu.py").read_text()
+    path.write_text(
+        text.replace(
+            "        return torch.where(", "        while True:\n            pass\n        return torch.where("
+        )
+    )
+    done = kerneltui("import", "kernelbench", str(path), "--into", str(tmp_path / "ws"), "--check-timeout", "15")
+    assert done.returncode == 2 and "ran past 15 s" in done.stderr and "--set smaller ones" in done.stderr
+    assert leftovers(tmp_path / "ws") == []

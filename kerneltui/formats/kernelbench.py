@@ -232,7 +232,12 @@ def import_file(
     with staged(folder, force=True) as stage:  # a folder there without a problem.py is written into, as before
         (stage / copy_name).write_text(text)
         (stage / "problem.py").write_text(problem_text(path, text, copy_name, constants, small, own))
-        check_problem(stage, path.name, bounds or Bounds(), shown_as=folder)
+        try:
+            check_problem(stage, path.name, bounds or Bounds(), shown_as=folder)
+        except WorkspaceError as exc:
+            if own or not any(word in str(exc) for word in ("ran past", "memory", "killed")):
+                raise
+            raise WorkspaceError(f"{exc}; its forward pass ran at the file's own sizes: --set smaller ones") from None
     return folder
 
 
