@@ -221,10 +221,15 @@ def _read_meta(scratch: Path, relative: str, collected: Collected) -> dict[str, 
     if not KERNEL_NAME.fullmatch(meta["name"]):
         collected.refuse(f"{relative} names its kernel {meta['name'][:80]!r}, not an identifier")
         return None
+    return _plain(meta)
+
+
+def _plain(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata kept to plain values (it is shown, and written back out as JSON), its counts whole numbers."""
     plain = (str, int, float, bool, type(None), list, dict)
     kept = {str(k): v for k, v in list(meta.items())[:MAX_META_KEYS] if isinstance(v, plain)}
     for key in ("num_warps", "num_stages", "shared"):
-        if key in kept and not isinstance(kept[key], int):
+        if key in kept and (not isinstance(kept[key], int) or isinstance(kept[key], bool)):
             kept.pop(key)
     return kept
 
@@ -310,10 +315,7 @@ def collect_tilelang(
 
 def _tilelang_meta(scratch: Path, relative: str, collected: Collected) -> dict[str, Any] | None:
     meta = collected.read_json(scratch, relative)
-    if not isinstance(meta, dict):
-        return None
-    plain = (str, int, float, bool, type(None))
-    return {str(k): v for k, v in list(meta.items())[:MAX_META_KEYS] if isinstance(v, plain)}
+    return _plain(meta) if isinstance(meta, dict) else None
 
 
 def _cuda_entry(source: Path) -> str | None:

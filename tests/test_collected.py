@@ -331,3 +331,13 @@ async def test_the_asm_pane_says_a_versions_dumps_were_pruned(tmp_path: Path) ->
         asm = app.query_one("#asm-pane", AsmPane)
         await until(lambda: "were pruned" in asm.view.plain or "LDG" in asm.view.plain, pilot)
         assert "The dumps of v002 were pruned" in asm.view.plain, asm.view.plain
+
+
+def test_tilelang_metadata_whose_counts_are_not_numbers_is_kept_to_numbers(tmp_path: Path) -> None:
+    """A string for the shared memory a kernel asks for reached the compile rung's comparison with the limit."""
+    folder = tmp_path / "s" / "tilelang"
+    folder.mkdir(parents=True)
+    (folder / "k-1.cu").write_text("__global__ void k_kernel() {}\n")
+    (folder / "k-1.json").write_text(json.dumps({"name": "k", "shared": "lots", "num_warps": True}))
+    (kernel,) = dumps.collect_tilelang(tmp_path / "s", tmp_path / "into")
+    assert "shared" not in kernel.meta and "num_warps" not in kernel.meta
