@@ -150,7 +150,10 @@ class Custody:
         """A folder holding the accepted problem and the version's bytes; the version file's path in it."""
         files = self.problem_files(problem, accepted)
         if files is None:
-            raise CustodyError(f"{problem}: its accepted files ({accepted[:12]}) are not kept in {self.problems}")
+            raise CustodyError(
+                f"{problem}: its accepted files ({accepted[:12]}) are no longer kept in {self.problems}: accept its "
+                f"files as they are (the dashboard's A, or kerneltui accept-problem {problem})"
+            )
         folder = self.judging / str(evaluation_id) / problem
         self.unstage(evaluation_id)
         _write_folder(folder, {**files, f"{version}.py": data})
@@ -158,10 +161,6 @@ class Custody:
 
     def unstage(self, evaluation_id: int) -> None:
         shutil.rmtree(self.judging / str(evaluation_id), ignore_errors=True)
-
-    def clear_staged(self) -> None:
-        """The folders of evaluations judged by a kerneltui that stopped."""
-        shutil.rmtree(self.judging, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ def notice(store: Store, custody: Custody, folder: Path) -> Noticed:
         if pending:
             store.set_pending_problem(name, None)  # changed back to what was accepted
         return Noticed(digest)
-    legacy = accepted == hashlib.sha256(files["problem.py"]).hexdigest() and len(files) == 1
+    legacy = accepted == hashlib.sha256(files["problem.py"]).hexdigest()  # problem.py's own hash, files not kept
     if accepted is None or (legacy and custody.problem_files(name, accepted) is None):
         store.accept_problem(name, digest)
         if accepted:
@@ -238,7 +237,7 @@ def stage_evaluation(store: Store, custody: Custody, evaluation_id: int, row: di
 def judged_other_bytes(store: Store, evaluation_id: int, evaluation: Evaluation) -> str | None:
     """Why a judge's result is not the evaluation's (it judged bytes other than those recorded), or None; then the
     result is recorded as judged against the accepted problem digest it was handed (the judge hashes problem.py
-    alone)."""
+    alone), and as the version file's (not the folder it was judged in)."""
     row = store.evaluation(evaluation_id) or {}
     if evaluation.hash != row.get("hash"):
         return (
@@ -246,6 +245,7 @@ def judged_other_bytes(store: Store, evaluation_id: int, evaluation: Evaluation)
             f"{row.get('version')} ({str(row.get('hash'))[:12]})"
         )
     evaluation.problem_hash = row.get("problem_hash") or evaluation.problem_hash
+    evaluation.path = store.version_path(int(row["version_id"])) or evaluation.path
     return None
 
 

@@ -114,8 +114,8 @@ class Scheduler(Intake):
             self.run_judges = self.watch = False
             self.notify(SchedulerEvent("deferred", data={"pid": self.lock.holder()}))
         else:
-            self.custody.clear_staged()
             for evaluation_id in self.store.requeue_interrupted():
+                self.custody.unstage(evaluation_id)  # judged by a kerneltui that stopped: staged again
                 self.queue.append(evaluation_id, (self.store.evaluation(evaluation_id) or {}).get("problem", ""))
             self._scan()
         if self.run_judges:
