@@ -7,12 +7,14 @@ import base64
 import io
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 from rich.text import Text
+from textual.worker import WorkerState
 
 from harness.results import Evaluation, Flag, RungResult
 from harness.text import printable
@@ -244,30 +246,54 @@ def shown_problem(app: KernelTUI) -> str:
     return "vadd" if len(versions(app).order) == 4 else "wadd" if versions(app).order == ["v001"] else "?"
 
 
+def busy(app: KernelTUI, group: str) -> bool:
+    return any(w.group == group and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers)
+
+
 async def test_at_80x24_the_versions_shown_are_the_highlighted_problems_and_keys_act_on_it(tmp_path: Path) -> None:
+    """The person moves between problems faster than their versions are read, and the terminal is resized meanwhile:
+    a reading for a problem already left must not take the view, and keys act on the problem highlighted."""
     workspace = two_problems(tmp_path / "ws")
     app = KernelTUI(workspace, run_scheduler=False)
+    gate, held, done = threading.Event(), threading.Event(), threading.Event()
+    armed = False
+    read_view = app.session.read_view
+
+    def slow_for_vadd(store: Any, problem: str | None) -> Any:
+        if armed and problem == "vadd" and not held.is_set():
+            held.set()
+            gate.wait(60)
+            view = read_view(store, problem)
+            done.set()
+            return view
+        return read_view(store, problem)
+
+    app.session.read_view = slow_for_vadd  # type: ignore[method-assign]
     async with app.run_test(size=(80, 24)) as pilot:
         problems = app.query_one("#problems", ProblemTable)
         await wait_for(lambda: problems.names == ["vadd", "wadd"] and shown_problem(app) == "vadd", pilot)
         problems.focus()
-        for size in ((80, 24), (120, 30), (80, 24), (79, 23), (80, 24)):
-            await pilot.press("j", "k", "j")  # faster than a snapshot is read
-            await pilot.resize_terminal(*size)
-            await pilot.press("k")
-            await pilot.resize_terminal(80, 24)
-            await wait_for(lambda: app.snapshot.problem == problems.selected, pilot)
-            await pilot.pause(0.3)  # a snapshot still on its way would land here
-            assert app.snapshot.problem == problems.selected == shown_problem(app), (
-                app.snapshot.problem,
-                problems.selected,
-                shown_problem(app),
-            )
         await pilot.press("j")
-        await wait_for(lambda: problems.selected == "wadd" == shown_problem(app) == app.snapshot.problem, pilot)
+        await wait_for(lambda: shown_problem(app) == app.snapshot.problem == "wadd", pilot)
+        armed = True
+        await pilot.press("k")  # vadd highlighted; its versions still being read
+        await wait_for(held.is_set, pilot)
+        await pilot.resize_terminal(120, 30)
+        await pilot.press("a")  # wadd's versions are shown, vadd is highlighted: nothing to approve yet
+        await pilot.resize_terminal(80, 24)
+        await pilot.press("j")  # back on wadd before vadd's reading came back
+        gate.set()
+        await wait_for(done.is_set, pilot)
+        await wait_for(lambda: not busy(app, "snapshot"), pilot)
+        await pilot.pause()
+        assert app.snapshot.problem == problems.selected == shown_problem(app) == "wadd", (
+            app.snapshot.problem,
+            problems.selected,
+            shown_problem(app),
+        )
         versions(app).focus()
         await pilot.press("a")
-        await wait_for(lambda: verdicts(workspace) != [], pilot)
+        await wait_for(lambda: verdicts(workspace) != [] and not busy(app, "write"), pilot)
         assert verdicts(workspace) == [("wadd", "v001", "approved")]
 
 

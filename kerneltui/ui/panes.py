@@ -54,6 +54,8 @@ class PaneLoading(DashboardBase):
     @while_running
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         snapshot = message.snapshot
+        if self._left_since(snapshot):
+            return  # the problem the person moved to since is being read: it takes the view, not this one
         changed_problem = snapshot.problem != self.snapshot.problem
         self.snapshot = snapshot
         self.query_one("#problems", ProblemTable).show(snapshot.problems, snapshot.problem)
@@ -83,6 +85,12 @@ class PaneLoading(DashboardBase):
             title.append_text(shown(f"  (add <problem>/problem.py under {self.workspace.root})", style="dim"))
         return title
 
+    def _left_since(self, snapshot: Snapshot) -> bool:
+        """A reading of another problem than the one wanted now (the person moved on while it was read). Each move
+        asks for a reading of its own (problem_highlighted), so one of the wanted problem is on its way."""
+        wanted = self.wanted_problem
+        return wanted is not None and snapshot.problem != wanted and any(p["name"] == wanted for p in snapshot.problems)
+
     def _show_agent(self) -> None:
         self.query_one("#agent-view", AgentPane).show(self.snapshot.agent_lines)
 
@@ -105,9 +113,22 @@ class PaneLoading(DashboardBase):
     @on(DataTable.RowHighlighted, "#problems")
     @while_running
     def problem_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value != self.snapshot.problem:
-            self.wanted_problem = event.row_key.value
+        """Every move is a wish of its own: back on the problem shown while another's versions were being read, that
+        reading must not take the view."""
+        name = event.row_key.value
+        if name != self.snapshot.problem or name != self.wanted_problem:
+            self.wanted_problem = name
             self.load_snapshot()
+
+    def showing_highlighted(self) -> bool:
+        """Whether the view shows the problem highlighted: keys act on what the person sees highlighted, so while
+        its versions are still being read they do nothing (and say so)."""
+        table = next(self.query("#problems").results(ProblemTable), None)  # gone once shutdown began
+        highlighted = table.selected if table is not None else None
+        if highlighted is not None and highlighted != self.snapshot.problem:
+            self.notify(f"{highlighted}'s versions are still being read: press the key again", timeout=3)
+            return False
+        return True
 
     def load_detail(self, row: dict[str, Any]) -> None:
         pane = self.query_one("#rungs-view", RungsPane)

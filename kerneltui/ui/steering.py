@@ -29,6 +29,8 @@ from kerneltui.ui.widgets.versions import VersionTable
 
 class Steering(PaneLoading):
     def selected_version(self) -> dict[str, Any] | None:
+        if not self.showing_highlighted():
+            return None
         row = self.query_one("#versions", VersionTable).selected
         if row is None:
             self.notify("no version selected", severity="warning")
@@ -79,7 +81,7 @@ class Steering(PaneLoading):
 
     def action_undo_verdict(self) -> None:
         problem = self.snapshot.problem
-        if problem:
+        if problem and self.showing_highlighted():
             self.withdraw_verdict(problem)
 
     @work(thread=True, group="write", exit_on_error=False)
@@ -127,7 +129,7 @@ class Steering(PaneLoading):
     def guidance_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
         problem = self.snapshot.problem
-        if not text:
+        if not text or not self.showing_highlighted():
             return
         if problem is None:
             self.notify("no problem selected", severity="warning")
@@ -146,6 +148,8 @@ class Steering(PaneLoading):
 
     def action_mark(self) -> None:
         """Marks the selected version (again: unmarks it); the Diff pane then shows others against it."""
+        if not self.showing_highlighted():
+            return
         row = self.query_one("#versions", VersionTable).selected
         if row is None:
             self.notify("no version selected to mark", severity="warning")
@@ -189,7 +193,8 @@ class Steering(PaneLoading):
         if self.snapshot.problem is None:
             self.notify("no problem selected", severity="warning")
             return
-        self.start_agent(self.snapshot.problem)
+        if self.showing_highlighted():
+            self.start_agent(self.snapshot.problem)
 
     def start_agent(self, problem: str) -> None:
         try:
@@ -244,6 +249,8 @@ class Steering(PaneLoading):
         self.load_snapshot()
 
     def action_stop_agent(self) -> None:
+        if not self.showing_highlighted():
+            return
         try:
             run = self.session.stop_agent(self.snapshot.problem or "")
         except SessionRefused as exc:
@@ -276,6 +283,8 @@ class Steering(PaneLoading):
     def action_rejudge_stale(self) -> None:
         """Every version of the problem judged against an older problem.py, judged again (rows in hand: the
         snapshot the table shows)."""
+        if not self.showing_highlighted():
+            return
         stale = [r for r in self.snapshot.versions if r.get("stale") and r.get("path") and not r.get("deleted")]
         if not stale:
             self.notify("no version here was judged against an older problem.py", timeout=4)
