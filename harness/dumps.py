@@ -190,10 +190,14 @@ def collect_triton(
     """
     collected = collected if collected is not None else Collected()
     kernels: list[tuple[int, Kernel]] = []
+    unlaunched = 0
     for group in collected.listing(scratch, subdir):
         if collected.full:
             break
-        if group.kind != "dir" or group.name in skip or (only is not None and group.name not in only):
+        if group.kind != "dir" or group.name in skip:
+            continue
+        if only is not None and group.name not in only:
+            unlaunched += 1  # never read: only counted
             continue
         for item in collected.listing(scratch, f"{subdir}/{group.name}"):
             if item.kind != "file" or not item.name.endswith(".json") or item.name.startswith("__grp__"):
@@ -210,6 +214,8 @@ def collect_triton(
                     name=scratch_mod.safe_name(meta["name"]), dsl="triton", files=files, meta=meta, group=group.name
                 )
                 kernels.append((item.mtime_ns, kernel))
+    if unlaunched > collected.caps.kernels:  # more than a version compiles: planted
+        collected.refuse(f"more than {collected.caps.kernels} entries in its Triton cache that no launch compiled")
     return [kernel for _, kernel in sorted(kernels, key=lambda pair: (pair[1].name, pair[0]))]
 
 
@@ -308,7 +314,7 @@ def collect_tilelang(
             continue
         entry = _ptx_entry(files["ptx"]) if "ptx" in files else _cuda_entry(files["cu"])
         name = scratch_mod.safe_name(entry or Path(stem).name.rsplit("-", 1)[0])
-        meta = {**(_tilelang_meta(scratch, f"{stem}.json", collected) or {}), **_nvcc_note(scratch, stem)}
+        meta = {**(_tilelang_meta(scratch, f"{stem}.json", collected) or {}), **_nvcc_note(scratch, stem, collected)}
         kernels.append(Kernel(name=name, dsl="tilelang", files=files, meta=meta))
     return kernels
 
@@ -323,13 +329,10 @@ def _cuda_entry(source: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def _nvcc_note(scratch: Path, stem: str) -> dict[str, Any]:
+def _nvcc_note(scratch: Path, stem: str, collected: Collected) -> dict[str, Any]:
     """Why a TileLang kernel has no PTX or cubin (no nvcc in the worker's Python, or it refused the source)."""
-    try:
-        text = scratch_mod.read_file(scratch, f"{stem}.nvcc.txt", MAX_META_BYTES).decode(errors="replace")
-    except scratch_mod.Untrusted:
-        return {}
-    return {"nvcc_error": text.strip()[-400:]}
+    data = collected.read(scratch, f"{stem}.nvcc.txt")
+    return {"nvcc_error": data.decode(errors="replace").strip()[-400:]} if data is not None else {}
 
 
 def _ptx_entry(ptx: Path) -> str | None:

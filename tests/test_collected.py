@@ -227,6 +227,7 @@ def test_a_version_flooding_its_cache_is_capped_and_flagged_with_what_was_refuse
     flags = {f["name"]: f["reason"] for f in evaluation["flags"]}
     reason = flags.get("tampered", "")
     assert "more than 8 compiled kernels" in reason, flags
+    assert "more than 8 entries in its Triton cache that no launch compiled" in reason, reason
     assert "add_kernel.json nests JSON deeper than 32 levels" in reason, reason
     assert "big.sm_90a.cubin is 3145732 bytes (limit 2097152)" in reason, reason
     assert not judged["v002"]["flags"], judged["v002"]["flags"]  # an honest version's cache is taken whole
@@ -341,3 +342,19 @@ def test_tilelang_metadata_whose_counts_are_not_numbers_is_kept_to_numbers(tmp_p
     (folder / "k-1.json").write_text(json.dumps({"name": "k", "shared": "lots", "num_warps": True}))
     (kernel,) = dumps.collect_tilelang(tmp_path / "s", tmp_path / "into")
     assert "shared" not in kernel.meta and "num_warps" not in kernel.meta
+
+
+def test_triton_entries_no_launch_compiled_are_never_read_and_a_flood_of_them_is_refused(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    plant_kernel(scratch / "triton", "LAUNCHED", "add_kernel")
+    for index in range(3):  # a few (what a precompile guessed, say): left out, said nothing of
+        plant_kernel(scratch / "triton", f"G{index:03d}", "add_kernel", meta="[" * 100_000)
+    few = dumps.Collected(dumps.Caps(kernels=10))
+    kernels = dumps.collect_triton(scratch, tmp_path / "a", collected=few, only={"LAUNCHED"})
+    assert [k.group for k in kernels] == ["LAUNCHED"] and few.refused == []  # the deep ones were never read
+    for index in range(3, 300):
+        plant_kernel(scratch / "triton", f"G{index:03d}", f"k{index}")
+    flood = dumps.Collected(dumps.Caps(kernels=10))
+    kernels = dumps.collect_triton(scratch, tmp_path / "b", collected=flood, only={"LAUNCHED"})
+    assert [k.group for k in kernels] == ["LAUNCHED"]
+    assert flood.refused == ["more than 10 entries in its Triton cache that no launch compiled"], flood.refused
