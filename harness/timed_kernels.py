@@ -45,14 +45,16 @@ class TimedKernels:
             total = f" ({count} in all)" if isinstance(count, int) and count > len(outside) else ""
             self._note(self.outside, f"{where}: " + "; ".join(str(o)[:160] for o in outside[:3]) + total)
         kernels, ops = _counts(seen.get("kernels")), _counts(seen.get("ops"))
-        if isinstance(seen.get("timed_calls"), int) and seen["timed_calls"] > 0:
-            differ = self._compare(kernels, ops, self.recorded.get(where), allows)
+        calls = seen.get("timed_calls")
+        if isinstance(calls, int) and calls > 0:
+            differ = self._compare(kernels, calls, ops, self.recorded.get(where), allows)
             if differ:
                 self._note(self.differ, f"{where}: {differ}")
 
     def _compare(
         self,
         kernels: dict[str, int],
+        calls: int,
         ops: dict[str, int],
         recorded: dict[str, Any] | None,
         allows: Callable[[str], bool],
@@ -60,13 +62,20 @@ class TimedKernels:
         profiled = recorded.get("profiled") if recorded else None
         if not isinstance(profiled, dict) or not isinstance(profiled.get("kernels"), dict):
             return None  # nothing recorded by CUPTI to compare with: the recorded call's own flags say why
-        had = set(_counts(profiled["kernels"]))
+        recorded_counts = _counts(profiled["kernels"])
+        had = set(recorded_counts)
         had_ops = set(_counts(profiled.get("ops"))) | set(_counts(recorded.get("ops") if recorded else None))
         new = sorted(set(kernels) - had)
         if new:
             return f"the timed calls ran kernels the recorded call did not: {', '.join(n[:80] for n in new[:3])}"
         if had and not set(kernels) & had:
             return f"none of the recorded call's kernels ran in the timed calls ({', '.join(sorted(had)[:3])})"
+        for name, count in kernels.items():  # fewer is fine: the recorded call may have autotuned
+            if count > recorded_counts.get(name, 0) * calls:
+                return (
+                    f"the timed calls launched {name[:80]} {count / calls:.3g} times a call, the recorded call "
+                    f"{recorded_counts.get(name, 0)}"
+                )
         library = sorted(op for op in set(ops) - had_ops if not allows(op))
         if library:
             return f"torch computed in the timed calls what the recorded call did not: {', '.join(library[:3])}"

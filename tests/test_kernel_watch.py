@@ -253,3 +253,18 @@ def test_nvml_samples_count_only_inside_the_window_past_its_grace(monkeypatch: p
     assert clocks.busy_processes("handle", start, start + 1_000_000) == {12}
     assert clocks.busy_processes("handle", start, start + clocks.GRACE_US) == set()
     assert clocks.busy_processes(None, start, start + 1_000_000) == set()
+
+
+def test_more_launches_a_timed_call_than_the_recorded_call_is_flagged() -> None:
+    recorded = {"ops": {}, "profiled": {"ops": {}, "kernels": {"softmax_kernel": 1}}}
+    line = Timeline()
+    line.timed(3)
+    doubled = line.report()
+    doubled["kernels"] = {"softmax_kernel": 6}
+    timed = TimedKernels()
+    timed.add(doubled, "bench case a", recorded, nothing_allowed)
+    assert "launched softmax_kernel 2 times a call, the recorded call 1" in timed.flags()[0].reason
+    autotuned = {"ops": {}, "profiled": {"ops": {}, "kernels": {"softmax_kernel": 40}}}
+    fewer = TimedKernels()
+    fewer.add(line.report(), "bench case a", autotuned, nothing_allowed)
+    assert fewer.flags() == []
