@@ -30,11 +30,13 @@ from agents.base import Budget, Feedback, Host, Judged, best_roofline, budget_re
 from agents.known import known_for
 from agents.prompt import task_prompt
 from agents.tools import ToolError, confine, confine_write
+from harness.text import printable
 
 IDLE_BEFORE_WAITING_S = 5.0  # a version written just before the turn ended may not be queued yet
 POLL_S = 0.2
 QUIET_S = 0.6  # streamed text with no new piece for this long goes to the transcript (it is shown live)
 MAX_FILE_CHARS = 2_000_000
+MAX_NAME = 80  # the name and version an agent gives itself, kept as its session's model
 
 
 @dataclass
@@ -178,8 +180,8 @@ class AcpAgent:
             client_info=Implementation(name="kerneltui", title="kerneltui", version="0.1"),
         )
         info = init.agent_info
-        if info is not None:
-            self.model = f"{info.name} {info.version}".strip()
+        if info is not None:  # the agent's own words, stored as the session's model: printable and short
+            self.model = printable(f"{info.name} {info.version}"[:MAX_NAME]).strip() or self.model
         methods = list(init.auth_methods or [])
         chosen = auth_method(methods, dict(os.environ))
         if chosen is not None:
@@ -527,7 +529,7 @@ def said_on_stderr(log: Path | None, since: int = 0, lines: int = 6, header: boo
     try:
         with open(log, "rb") as handle:
             handle.seek(max(since, handle.seek(0, os.SEEK_END) - 8192))
-            tail = ANSI.sub("", handle.read().decode(errors="replace"))
+            tail = printable(ANSI.sub("", handle.read().decode(errors="replace")))
     except OSError:
         return ""
     kept = [line for line in tail.splitlines() if line.strip() and not STACK_FRAME.match(line)][-lines:]

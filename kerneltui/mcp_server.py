@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 EXIT_OK = 0
 UNNAMED_CLIENT = "mcp client"
+MAX_CLIENT_NAME = 80
 T = TypeVar("T")
 
 # --- what the tools return, as structured content -------------------------------------------------
@@ -163,10 +164,14 @@ def answer(text: str, data: Mapping[str, Any]) -> "CallToolResult":
 
 
 def client_name(request_context: Any) -> str:
-    """The name the client gave in `initialize` (e.g. claude-code), which becomes the session's model."""
+    """The name the client gave in `initialize` (e.g. claude-code), which becomes the session's model and every
+    version's author: stored printable and short, as any text from an agent is shown."""
+    from harness.text import printable
+
     params = request_context.session.client_params
     info = params.client_info if params is not None else None
-    return str(info.name) if info is not None and info.name else UNNAMED_CLIENT
+    name = printable(str(info.name)[:MAX_CLIENT_NAME]).strip() if info is not None and info.name else ""
+    return name or UNNAMED_CLIENT
 
 
 def kerneltui_version() -> str:

@@ -7,6 +7,7 @@ import base64
 import io
 import re
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -300,3 +301,41 @@ async def test_at_80x24_the_versions_shown_are_the_highlighted_problems_and_keys
 def verdicts(workspace: Workspace) -> list[tuple[str, str, str]]:
     with sqlite3.connect(workspace.db_path) as db:
         return db.execute("SELECT problem, version, verdict FROM verdicts").fetchall()
+
+
+def test_an_agents_stderr_is_kept_written_out(tmp_path: Path) -> None:
+    """What an ACP agent wrote on its stderr becomes its stop reason: escapes the colour filter does not know (an OSC
+    ended by ST, an 8-bit CSI, a bare ESC) are written out before it is stored."""
+    from agents.acp import said_on_stderr
+
+    log = tmp_path / "agent.log"
+    log.write_text(f"fatal: {CLIPBOARD[:-1]}\x1b\\ then \x9b2J \x1b[?1049h \x1b7 [/] {BIDI}\n")
+    tail = said_on_stderr(log)
+    assert RAW.search(tail.replace("\n", " ")) is None, tail
+    assert "fatal:" in tail and "[/]" in tail and "\\x9b2J" in tail
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_an_mcp_clients_name_is_stored_printable(tmp_path: Path) -> None:
+    """The name an MCP client gives itself becomes its session's model and its versions' author."""
+    from mcp.client import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp_types import Implementation
+
+    from tests.conftest import REPO, make_workspace
+    from tests.test_mcp import server_args
+
+    workspace = make_workspace(tmp_path / "ws").parent
+    params = StdioServerParameters(command=sys.executable, args=server_args(workspace), cwd=REPO)
+    with open(tmp_path / "mcp-server.log", "a") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, client_info=Implementation(name=HOSTILE, version="1")) as session,
+        ):
+            await session.initialize()
+            done = await session.call_tool("read_file", {"problem": "vadd", "path": "vadd/problem.py"})
+            assert not done.is_error
+    with sqlite3.connect(workspace / ".kerneltui" / "history.db") as db:
+        models = [row[0] for row in db.execute("SELECT model FROM agent_sessions")]
+    assert models and all(RAW.search(m) is None and "\\x1b]52;c;" in m for m in models), models
