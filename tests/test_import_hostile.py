@@ -416,3 +416,15 @@ def test_a_kernelbench_forward_past_the_bound_suggests_smaller_sizes(tmp_path: P
     done = kerneltui("import", "kernelbench", str(path), "--into", str(tmp_path / "ws"), "--check-timeout", "15")
     assert done.returncode == 2 and "ran past 15 s" in done.stderr and "--set smaller ones" in done.stderr
     assert leftovers(tmp_path / "ws") == []
+
+
+@pytest.mark.slow
+def test_a_thread_the_reference_leaves_running_does_not_hold_the_import(tmp_path: Path) -> None:
+    source = vectoradd(tmp_path)
+    reference = source / "reference.py"
+    reference.write_text(
+        reference.read_text() + "\nimport threading as _t, time as _time\n"
+        "_t.Thread(target=lambda: _time.sleep(10**6)).start()\n"
+    )
+    done = kerneltui("import", "gpumode", str(source), "--into", str(tmp_path / "ws"), "--check-timeout", "120")
+    assert done.returncode == 0, done.stderr

@@ -184,7 +184,8 @@ def _end(process: subprocess.Popen) -> None:
 
 
 def _answer(out: Path, err: Path, code: int, bounds: Bounds, what: str) -> dict:
-    text = out.read_bytes()[:MAX_ANSWER_BYTES].decode(errors="replace").strip().splitlines()
+    with out.open("rb") as file:
+        text = file.read(MAX_ANSWER_BYTES).decode(errors="replace").strip().splitlines()
     try:
         answer = json.loads(text[-1]) if text else None
     except json.JSONDecodeError:

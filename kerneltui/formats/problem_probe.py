@@ -27,6 +27,8 @@ def main(argv: list[str]) -> None:
         answer = {"error": _said(exc)}
     with os.fdopen(answer_fd, "w") as out:
         out.write(json.dumps(answer) + "\n")
+    sys.stderr.flush()
+    os._exit(0)  # answered: a thread or an exit handler the problem's code left behind does not hold the import
 
 
 def _said(exc: BaseException) -> str:
