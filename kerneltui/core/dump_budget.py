@@ -37,28 +37,25 @@ def to_prune(folders: list[dump_rows.DumpFolder], budget_bytes: int) -> list[dum
 
 def prune(store: Store, dumps_root: Path, budget_bytes: int, dry_run: bool = False, why: str = "gc") -> list[Freed]:
     """Prunes dumps until the workspace's fit `budget_bytes`; `dry_run`: says what it would free, frees nothing.
-    Only folders beneath `dumps_root` are ever removed (a history row naming another path is marked, not
-    followed)."""
+    Only folders beneath `dumps_root` count and are removed (a history row naming another path is left alone)."""
+    folders = [f for f in dump_rows.dump_folders(store) if _beneath(Path(f.path), dumps_root)]
     freed: list[Freed] = []
-    for folder in to_prune(dump_rows.dump_folders(store), budget_bytes):
-        path = Path(folder.path)
-        inside = _beneath(path, dumps_root)
-        size = _folder_bytes(path) if inside else 0
+    for folder in to_prune(folders, budget_bytes):
+        size = _folder_bytes(Path(folder.path))
         if not dry_run:
-            if inside:
-                shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(folder.path, ignore_errors=True)
             dump_rows.mark_pruned(store, folder, size, why)
         freed.append(Freed(folder, size))
     return freed
 
 
-def after_evaluation(store: Store, evaluation_id: int, dumps_dir: str | None) -> list[Freed]:
-    """Holds the workspace's dumps to the budget the evaluation was judged with, once it has written its own."""
-    if not dumps_dir:
+def after_evaluation(store: Store, evaluation_id: int, dumped: bool) -> list[Freed]:
+    """Holds the workspace's dumps (beside its history) to the budget the evaluation was judged with, once it
+    has written its own."""
+    if not dumped:
         return []
     budget = dump_rows.budget_of(store, evaluation_id) or Options().dumps_budget_mb
-    root = Path(dumps_dir).parents[2]  # <state>/dumps/<problem>/<version>/<hash>
-    return prune(store, root, int(budget * MIB), why="over the workspace's dumps budget")
+    return prune(store, store.path.parent / "dumps", int(budget * MIB), why="over the workspace's dumps budget")
 
 
 def _beneath(path: Path, root: Path) -> bool:

@@ -113,7 +113,7 @@ def record_event(store: Store, evaluation_id: int, event: protocol.JudgeEvent, r
     elif isinstance(event, protocol.Finished):
         store.finish_evaluation(evaluation_id, event.evaluation)
         dumps = event.evaluation.rung("dumps")
-        dump_budget.after_evaluation(store, evaluation_id, dumps.metrics.get("dir") if dumps and dumps.ok else None)
+        dump_budget.after_evaluation(store, evaluation_id, bool(dumps and dumps.ok and dumps.metrics.get("files")))
     elif isinstance(event, protocol.Failed):
         store.fail_evaluation(evaluation_id, event.error, status="error")
 
