@@ -364,6 +364,8 @@ class Toolbox:
         chosen = [d for d in files if not kernel or d.get("kernel") == kernel]
         if not chosen:
             raise ToolError(f"no kernel {kernel!r} in {version}'s {kind}; kernels: {', '.join(names)}")
+        if chosen[0].get("pruned"):
+            raise ToolError(f"{version}'s dumps were pruned (kerneltui gc, or the workspace's dumps budget)")
         path = Path(chosen[0]["path"])
         try:
             lines = path.read_text(errors="replace").splitlines()

@@ -358,3 +358,24 @@ def test_triton_entries_no_launch_compiled_are_never_read_and_a_flood_of_them_is
     kernels = dumps.collect_triton(scratch, tmp_path / "b", collected=flood, only={"LAUNCHED"})
     assert [k.group for k in kernels] == ["LAUNCHED"]
     assert flood.refused == ["more than 10 entries in its Triton cache that no launch compiled"], flood.refused
+
+
+def test_an_agent_reading_pruned_dumps_is_told_they_were_pruned(tmp_path: Path) -> None:
+    import threading
+
+    from agents.tools import Toolbox
+    from kerneltui.core import dump_budget
+    from kerneltui.core.agent_host import StoreHost, problem_info
+    from tests import dashboard_fixtures
+
+    workspace = dashboard_fixtures.build(tmp_path / "ws")
+    store = Store(workspace.db_path)
+    try:
+        dump_budget.prune(store, workspace.state / "dumps", 0)
+        session = store.start_agent_session("vadd", "test", "test", os.getpid())
+        info = problem_info(workspace, "vadd", tmp_path / "context")
+        toolbox = Toolbox(StoreHost(workspace, info, store, session, None, threading.Event()), author="test")
+        output, ok = toolbox.call("read_dump", {"version": "v002", "kind": "sass"})
+    finally:
+        store.close()
+    assert not ok and "v002's dumps were pruned" in output, output
