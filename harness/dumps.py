@@ -7,6 +7,7 @@ read only by NVIDIA's own tools (cuobjdump, nvdisasm, ptxas: from the CUDA toolk
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -14,6 +15,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
@@ -96,12 +98,28 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-TOOL_LIMITS = ToolLimits(timeout_s=60.0, memory_bytes=4 << 30, output_bytes=64 << 20)
+TOOL_LIMITS = ToolLimits(timeout_s=30.0, memory_bytes=4 << 30, output_bytes=64 << 20)
+TOOLS_SECONDS = 120.0  # for one look at a version's kernels: a cubin crafted to hang a tool costs its kernels' SASS
 
 
-def _run_tool(args: list[str], reads: list[Path]) -> tuple[int, str]:
+class ToolClock:
+    """The time left to the tools run on one look at a version's kernels (they run on threads, at once)."""
+
+    def __init__(self, seconds: float = TOOLS_SECONDS) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def _run_tool(args: list[str], reads: list[Path], clock: ToolClock | None = None) -> tuple[int, str]:
     """A CUDA tool on files the worker wrote, confined (harness.confined); its failure said in its output."""
-    done = run_confined(args, reads, TOOL_LIMITS)
+    left = clock.left() if clock is not None else TOOL_LIMITS.timeout_s
+    if left <= 0 and clock is not None:
+        return 1, f"{Path(args[0]).name} not run: this version's kernels took its tools past {clock.seconds:g} s"
+    limits = dataclasses.replace(TOOL_LIMITS, timeout_s=min(TOOL_LIMITS.timeout_s, left))
+    done = run_confined(args, reads, limits)
     if done.failure:
         return 1, done.failure
     return done.code, done.output
@@ -340,13 +358,13 @@ def _ptx_entry(ptx: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def read_resources(kernel: Kernel) -> None:
+def read_resources(kernel: Kernel, clock: ToolClock | None = None) -> None:
     """Registers, shared and local memory from the cubin; exact spill bytes from ptxas when local > 0."""
     cuobjdump = find_tool("cuobjdump")
     cubin = kernel.files.get("cubin")
     if not cuobjdump or not cubin:
         return
-    code, text = _run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], [cubin])
+    code, text = _run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], [cubin], clock)
     if code != 0:
         kernel.resources["error"] = text.strip()[-300:]
         return
@@ -354,7 +372,7 @@ def read_resources(kernel: Kernel) -> None:
     kernel.resources.update(usage)
     kernel.resources["spill_bytes"] = 0
     if usage.get("local_bytes", 0) > 0:
-        kernel.resources["spill_bytes"] = _ptxas_spills(kernel)
+        kernel.resources["spill_bytes"] = _ptxas_spills(kernel, clock)
 
 
 def _parse_resource_usage(text: str) -> dict[str, int]:
@@ -367,13 +385,13 @@ def _parse_resource_usage(text: str) -> dict[str, int]:
     }
 
 
-def _ptxas_spills(kernel: Kernel) -> int | None:
+def _ptxas_spills(kernel: Kernel, clock: ToolClock | None) -> int | None:
     ptxas, ptx = find_tool("ptxas"), kernel.files.get("ptx")
     if not ptxas or not ptx:
         return None
     target = re.search(r"\.target\s+(sm_\w+)", ptx.read_text(errors="replace"))
     arch = target.group(1) if target else "sm_90a"
-    code, text = _run_tool([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", os.devnull], [ptx])
+    code, text = _run_tool([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", os.devnull], [ptx], clock)
     found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
     return sum(int(a) + int(b) for a, b in found) if code == 0 and found else None
 
@@ -413,7 +431,7 @@ def disassemble(cubin: Path | None) -> str | None:
     return disassemble_noting(cubin)[0]
 
 
-def disassemble_noting(cubin: Path | None) -> tuple[str | None, str | None]:
+def disassemble_noting(cubin: Path | None, clock: ToolClock | None = None) -> tuple[str | None, str | None]:
     """(the SASS listing, or None and why not): each tool's failure (a timeout, its limits) is said."""
     if cubin is None:
         return None, None
@@ -426,7 +444,7 @@ def disassemble_noting(cubin: Path | None) -> tuple[str | None, str | None]:
         key = f"{tool}\0{digest}"
         text = LISTINGS.get(key)
         if text is None:
-            code, text = _run_tool([tool, *args, str(cubin)], [cubin])
+            code, text = _run_tool([tool, *args, str(cubin)], [cubin], clock)
             if code != 0 or not text.strip():
                 why.append(text.strip().splitlines()[-1][:200] if text.strip() else f"{name} printed nothing")
                 continue
@@ -443,7 +461,8 @@ def write_dumps(kernels: list[Kernel], dest: Path, budget_bytes: int = Caps.vers
     dest.mkdir(parents=True)
     # nvdisasm is the slow part: ~0.3 s a cubin whatever its size (its own start-up), one cubin a run; all at once
     with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), MAX_DISASSEMBLERS, os.cpu_count() or 1))) as pool:
-        sass_listings = list(pool.map(disassemble_noting, [k.files.get("cubin") for k in kernels]))
+        clock = ToolClock()
+        sass_listings = list(pool.map(lambda k: disassemble_noting(k.files.get("cubin"), clock), kernels))
     listed: list[dict[str, Any]] = []
     used: dict[str, int] = {}
     left = budget_bytes

@@ -379,3 +379,24 @@ def test_an_agent_reading_pruned_dumps_is_told_they_were_pruned(tmp_path: Path) 
     finally:
         store.close()
     assert not ok and "v002's dumps were pruned" in output, output
+
+
+def test_a_cubin_that_hangs_the_disassembler_costs_its_listing_not_the_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each tool is stopped at its time limit, and a version's tools share one deadline: a crafted cubin per
+    kernel must not make the rung wait a tool timeout per kernel."""
+    hang = tmp_path / "hang"
+    hang.write_text("#!/bin/sh\nexec sleep 600\n")
+    hang.chmod(0o755)
+    monkeypatch.setenv("KERNELTUI_NVDISASM", str(hang))
+    monkeypatch.setenv("KERNELTUI_CUOBJDUMP", str(hang))
+    monkeypatch.setattr(dumps, "LISTINGS", dumps.Listings())
+    cubins = [tmp_path / f"k{i}.cubin" for i in range(3)]
+    for index, cubin in enumerate(cubins):
+        cubin.write_bytes(b"\x7fELF %d" % index)
+    clock = dumps.ToolClock(seconds=2)
+    listings = [dumps.disassemble_noting(cubin, clock) for cubin in cubins]
+    assert all(sass is None for sass, _ in listings)
+    assert "hang ran past" in (listings[0][1] or ""), listings[0]
+    assert all("not run: this version's kernels took its tools past 2 s" in (why or "") for _, why in listings[1:])

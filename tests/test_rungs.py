@@ -300,9 +300,9 @@ def test_a_cubin_disassembled_before_is_not_disassembled_again(tmp_path: Path, m
     calls: list[list[str]] = []  # the tool runs confined: it can write nowhere the test could read
     run_tool = dumps._run_tool
 
-    def counted(args: list[str], reads: list[Path]) -> tuple[int, str]:
+    def counted(args: list[str], reads: list[Path], clock: dumps.ToolClock | None = None) -> tuple[int, str]:
         calls.append(args)
-        return run_tool(args, reads)
+        return run_tool(args, reads, clock)
 
     monkeypatch.setattr(dumps, "_run_tool", counted)
     tool = tmp_path / "nvdisasm"

@@ -113,7 +113,8 @@ def collect_kernels(
     fresh = [kernel for kernel in found if _identity(kernel) not in known]
     if fresh:
         with ThreadPoolExecutor(min(precompile.threads(), len(fresh))) as pool:  # a cuobjdump each: at once
-            list(pool.map(dumps_mod.read_resources, fresh))
+            clock = dumps_mod.ToolClock()
+            list(pool.map(lambda kernel: dumps_mod.read_resources(kernel, clock), fresh))
     for kernel in fresh:
         kernel.case = (labels or {}).get(kernel.group, label)
     run.kernels += in_case_order(fresh, list((labels or {}).values()))
