@@ -138,17 +138,23 @@ def entries(root: Path, relative: str | Path = "", limit: int = 10_000) -> list[
 
 
 def walk_files(
-    root: Path, relative: str = "", depth: int = 6, others: list[str] | None = None
+    root: Path, relative: str = "", depth: int = 6, others: list[str] | None = None, limit: int = 10_000
 ) -> list[tuple[str, int]]:
-    """(relative path, mtime_ns) of the regular files under root/relative, never through a link, `depth` deep;
-    the paths of what is neither a file nor a folder (links, FIFOs...) added to `others`."""
+    """(relative path, mtime_ns) of the regular files under root/relative, never through a link, `depth` deep,
+    no more than `limit` entries looked at in all (a planted tree of folders is not walked whole); the paths of
+    what is neither a file nor a folder (links, FIFOs...) added to `others`."""
     out: list[tuple[str, int]] = []
-    for entry in entries(root, relative):
-        path = f"{relative}/{entry.name}" if relative else entry.name
-        if entry.kind == "file":
-            out.append((path, entry.mtime_ns))
-        elif entry.kind == "dir" and depth > 0:
-            out += walk_files(root, path, depth - 1, others)
-        elif entry.kind == "other" and others is not None:
-            others.append(path)
-    return out
+    pending = [(relative, depth)]
+    seen = 0
+    while pending and seen < limit:
+        folder, left = pending.pop()
+        for entry in entries(root, folder, limit=limit - seen):
+            seen += 1
+            path = f"{folder}/{entry.name}" if folder else entry.name
+            if entry.kind == "file":
+                out.append((path, entry.mtime_ns))
+            elif entry.kind == "dir" and left > 0:
+                pending.append((path, left - 1))
+            elif entry.kind == "other" and others is not None:
+                others.append(path)
+    return sorted(out)

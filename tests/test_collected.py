@@ -400,3 +400,15 @@ def test_a_cubin_that_hangs_the_disassembler_costs_its_listing_not_the_judge(
     assert all(sass is None for sass, _ in listings)
     assert "hang ran past" in (listings[0][1] or ""), listings[0]
     assert all("not run: this version's kernels took its tools past 2 s" in (why or "") for _, why in listings[1:])
+
+
+def test_a_planted_tree_of_folders_is_not_walked_whole(tmp_path: Path) -> None:
+    from harness import scratch
+
+    for outer in range(20):
+        for inner in range(20):
+            folder = tmp_path / "cute" / f"d{outer:02d}" / f"e{inner:02d}"
+            folder.mkdir(parents=True)
+            (folder / "k.cubin").write_bytes(b"x")
+    assert len(scratch.walk_files(tmp_path, "cute")) == 400
+    assert 0 < len(scratch.walk_files(tmp_path, "cute", limit=100)) < 100
