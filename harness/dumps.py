@@ -25,6 +25,7 @@ from typing import Any
 
 from harness import scratch as scratch_mod
 from harness.confined import ToolLimits, run_confined
+from harness.text import printable
 
 TRITON_KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin")
 TILELANG_KINDS = ("tl", "tir", "cu", "ptx", "cubin")  # TileLang program, lowered device IR, CUDA source, ...
@@ -146,8 +147,9 @@ class Collected:
     full: bool = False  # at its kernel cap: nothing more is looked at
 
     def refuse(self, what: str) -> None:
-        if what not in self.refused and len(self.refused) < MAX_REFUSALS:
-            self.refused.append(what[:300])
+        said = printable(what[:300])  # it names the worker's files: any byte may be in their names
+        if said not in self.refused and len(self.refused) < MAX_REFUSALS:
+            self.refused.append(said)
 
     def take_kernel(self) -> bool:
         if self.kernels >= self.caps.kernels:

@@ -412,3 +412,15 @@ def test_a_planted_tree_of_folders_is_not_walked_whole(tmp_path: Path) -> None:
             (folder / "k.cubin").write_bytes(b"x")
     assert len(scratch.walk_files(tmp_path, "cute")) == 400
     assert 0 < len(scratch.walk_files(tmp_path, "cute", limit=100)) < 100
+
+
+def test_a_refusal_names_a_planted_file_without_its_control_characters(tmp_path: Path) -> None:
+    cache = tmp_path / "s" / "triton" / "A"
+    cache.mkdir(parents=True)
+    (cache / "k.json").write_text(json.dumps({"name": "k"}))
+    (cache / "k\x1b]52;c;cGF5bG9hZA==\x07.cubin").symlink_to("/etc/passwd")
+    (cache / "k.cubin").symlink_to("/etc/passwd")
+    collected = dumps.Collected()
+    dumps.collect_triton(tmp_path / "s", tmp_path / "into", collected=collected)
+    text = " ".join(collected.refused)
+    assert "\\x1b]52" in text and "\x1b" not in text and "\x07" not in text, text
