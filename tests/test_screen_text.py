@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 from rich.text import Text
+from textual.command import CommandPalette
 from textual.worker import WorkerState
 
 from harness.results import Evaluation, Flag, RungResult
@@ -181,6 +182,19 @@ async def test_a_problem_folder_named_with_escapes_and_markup_shows_written_out(
         assert printable(ODD_PROBLEM) in text
 
 
+async def test_the_command_palette_shows_a_problem_folders_name_written_out(hostile: Workspace) -> None:
+    add_odd_problem(hostile)
+    app = KernelTUI(hostile, run_scheduler=False)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(lambda: any(p["name"] == ODD_PROBLEM for p in app.snapshot.problems), pilot)
+        app.action_command_palette()
+        await wait_for(lambda: isinstance(app.screen, CommandPalette), pilot)
+        await pilot.press(*"open problem")
+        await wait_for(lambda: printable(ODD_PROBLEM) in screen_text(app), pilot)
+        assert_safe(screen_text(app))
+        assert app.is_running
+
+
 async def test_L_with_markup_in_a_stop_reason_keeps_the_dashboard_up(hostile: Workspace) -> None:
     app = KernelTUI(hostile, run_scheduler=False)
     async with app.run_test(size=(200, 60)) as pilot:
@@ -339,3 +353,13 @@ async def test_an_mcp_clients_name_is_stored_printable(tmp_path: Path) -> None:
     with sqlite3.connect(workspace / ".kerneltui" / "history.db") as db:
         models = [row[0] for row in db.execute("SELECT model FROM agent_sessions")]
     assert models and all(RAW.search(m) is None and "\\x1b]52;c;" in m for m in models), models
+
+
+def test_a_tool_result_with_odd_line_numbers_is_summed_up() -> None:
+    """A superscript digit or 5,000 digits where a line number goes made int() raise: every reading of the
+    transcript failed, and the dashboard's view stopped following the history."""
+    from kerneltui.ui.widgets.agent import event_lines
+
+    text = "² x\n" + "9" * 5_000 + " y\n  3  z"
+    lines = event_lines({"kind": "tool_result", "text": text, "data": {"tool": "read_file", "ok": True}}, 80)
+    assert "read lines 3-3" in lines[0].plain

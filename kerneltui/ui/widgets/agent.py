@@ -132,11 +132,16 @@ def search_summary(lines: list[str]) -> str:
 
 def read_summary(lines: list[str]) -> str:
     """read_file's window: numbered lines, and `[lines a-b of n; ...]` when there is more."""
-    numbers = [int(line.split()[0]) for line in lines if line.strip() and line.split()[0].isdigit()]
+    numbers = [int(word) for word in (line.split(maxsplit=1)[0] for line in lines if line.strip()) if is_number(word)]
     more = next((line[1:].split(";")[0] for line in lines if line.startswith("[lines ")), None)
     if more:
         return f"read {more}"
     return f"read lines {numbers[0]}-{numbers[-1]}" if numbers else f"{len(lines)} lines"
+
+
+def is_number(word: str) -> bool:
+    """A line number (ASCII digits, and not so many that int() refuses them: a transcript is the agent's words)."""
+    return word.isascii() and word.isdigit() and len(word) < 12
 
 
 CONTEXT_SUMMARIES = {"search_context": search_summary, "read_file": read_summary}
