@@ -363,3 +363,41 @@ def test_a_tool_result_with_odd_line_numbers_is_summed_up() -> None:
     text = "² x\n" + "9" * 5_000 + " y\n  3  z"
     lines = event_lines({"kind": "tool_result", "text": text, "data": {"tool": "read_file", "ok": True}}, 80)
     assert "read lines 3-3" in lines[0].plain
+
+
+AGENT_NAMED = """
+import runpy
+import sys
+
+import acp.schema
+
+
+class Named(acp.schema.Implementation):  # the scripted agent, giving itself another name
+    def __init__(self, **fields):
+        super().__init__(**{{**fields, "name": {name!r}}})
+
+
+acp.schema.Implementation = Named
+sys.argv = [{fixture!r}]
+runpy.run_path({fixture!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_an_acp_agents_name_is_kept_printable(tmp_path: Path) -> None:
+    """The name and version an ACP agent gives in its initialize answer become its model: the status line's and a
+    bench's."""
+    from acp import spawn_agent_process
+
+    from agents.acp import MAX_NAME, AcpAgent, _Client
+
+    wrapper = tmp_path / "named_agent.py"
+    wrapper.write_text(AGENT_NAMED.format(name=HOSTILE, fixture=str(FIXTURES / "acp_agent.py")))
+    agent = AcpAgent(command=[sys.executable, str(wrapper)])
+    # no host: an agent sends no session update before session/new
+    client: Any = _Client(agent, None)  # type: ignore[arg-type]
+    async with spawn_agent_process(client, sys.executable, str(wrapper), cwd=tmp_path) as (conn, _):
+        await agent._start_session(conn, None, tmp_path)  # type: ignore[arg-type]
+    assert RAW.search(agent.model) is None and "\\x1b]52;c;" in agent.model, agent.model
+    assert len(agent.model) <= 6 * MAX_NAME  # cut, then each character written out in at most six
