@@ -424,3 +424,19 @@ def test_a_refusal_names_a_planted_file_without_its_control_characters(tmp_path:
     dumps.collect_triton(tmp_path / "s", tmp_path / "into", collected=collected)
     text = " ".join(collected.refused)
     assert "\\x1b]52" in text and "\x1b" not in text and "\x07" not in text, text
+
+
+@pytest.mark.slow
+def test_kerneltui_gc_takes_its_budget_from_the_config(history: tuple[Store, Path], tmp_path: Path) -> None:
+    store, state = history
+    for name in ("v001", "v002"):
+        judged_with_dumps(store, state, name, 1 << 20)
+    store.close()
+    config = tmp_path / "config.toml"
+    config.write_text("[ladder]\ndumps_budget_mb = 1.5\n")
+    done = kerneltui("gc", "--config", str(config), "--workspace", str(state.parent))
+    assert done.returncode == 0 and "dumps budget 1.5 MiB" in done.stdout, (done.stdout, done.stderr)
+    assert "vadd v001" in done.stdout and "freed 1.0 MiB in 1 folder(s)" in done.stdout, done.stdout
+    config.write_text("[ladder]\ndumps_budget_mb = -1\n")
+    bad = kerneltui("gc", "--config", str(config), "--workspace", str(state.parent))
+    assert bad.returncode == 2 and "dumps_budget_mb" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
