@@ -116,7 +116,7 @@ def shown_lines(lines: list[Text], most: int = VIEW_LINES) -> list[Text]:
     """shown() over each of the first `most` lines, and a last line saying how many more were cut."""
     kept = [shown(line) for line in lines[:most]]
     if len(lines) > most:
-        kept.append(Text(cut_said(len(lines) - most, "lines").strip(), style=CUT_STYLE))
+        kept.append(more_lines(len(lines) - most))
     return kept
 
 
@@ -149,7 +149,7 @@ def text_lines(text: str, style: str = "") -> list[Text]:
     lines, more = lines_of(text)
     out = [shown(line, style) for line in lines]
     if more:
-        out.append(Text(cut_said(more, "lines").strip(), style=CUT_STYLE))
+        out.append(more_lines(more))
     return out
 
 
@@ -167,8 +167,13 @@ def highlighted(code: str, background: str | None = "default") -> list[Text]:
         if len(whole) > LINE_CHARS:
             line.append(cut_said(len(whole) - LINE_CHARS), style=CUT_STYLE)
     if more:
-        out.append(Text(cut_said(more, "lines").strip(), style=CUT_STYLE))
+        out.append(more_lines(more))
     return out
+
+
+def more_lines(more: int) -> Text:
+    """The last line of a view cut: how many lines were left out."""
+    return Text(cut_said(more, "lines").strip(), style=CUT_STYLE)
 
 
 def _cut_text(text: Text, limit: int) -> Text:
