@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.source import VersionTooLarge, defines
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.custody import Custody, CustodyError, Noticed, notice
+from kerneltui.core.custody import Custody, CustodyError, Noticed, accept, notice, stage_evaluation
 from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.fair_queue import FairQueue
 from kerneltui.core.runner import record_refusal, record_version
@@ -94,6 +95,53 @@ class Intake:
         )
         self.notify(SchedulerEvent("problem-changed", problem=problem, data={"digest": noticed.pending, "diff": diff}))
         self.notify(SchedulerEvent("warning", data={"message": message}))
+
+    def _requeue_interrupted(self) -> None:
+        """Evaluations a kerneltui that stopped left queued or running: queued again, staged again."""
+        assert self.store is not None
+        for evaluation_id in self.store.requeue_interrupted():
+            self.custody.unstage(evaluation_id)
+            self.queue.append(evaluation_id, self._problem_of(evaluation_id))
+
+    def _problem_of(self, evaluation_id: int) -> str:
+        assert self.store is not None
+        return str((self.store.evaluation(evaluation_id) or {}).get("problem", ""))
+
+    def _take(self, evaluation_id: int) -> tuple[dict[str, Any], Path, Path] | None:
+        """A queued evaluation handed out: (its row, its version file, the file the judge gets: the bytes recorded
+        beside the accepted problem, not the file as it is now). None when it cannot be judged (said and recorded)."""
+        assert self.store is not None
+        row = self.store.evaluation(evaluation_id)
+        found = self.store.version_path(row["version_id"]) if row else None
+        path = self.paths.pop(evaluation_id, None) or (Path(found) if found else None)
+        if row is None or path is None or not path.is_file():
+            self._not_judged(evaluation_id, "the version file is gone")
+            return None
+        try:
+            return row, path, stage_evaluation(self.store, self.custody, evaluation_id, row)
+        except (CustodyError, OSError) as exc:
+            self._not_judged(evaluation_id, f"not judged: {exc}")
+            return None
+
+    def _not_judged(self, evaluation_id: int, reason: str) -> None:
+        assert self.store is not None
+        self.store.fail_evaluation(evaluation_id, reason, status="error")
+        self.notify(SchedulerEvent("failed", evaluation_id, data={"error": reason}))
+
+    def _accept(self, problem: str, digest: str) -> None:
+        """The person's acceptance of a problem's changed files: judged against from now; the versions its change
+        broke judged again (every version judged against the earlier files, with rejudge_stale)."""
+        assert self.store is not None
+        try:
+            accepted = accept(self.store, self.custody, problem, digest)
+        except (CustodyError, OSError) as exc:
+            self.notify(SchedulerEvent("warning", data={"message": f"{problem}: not accepted: {exc}"}))
+            return
+        self.store.set_problem_error(problem, None)
+        folder = self.workspace.root / problem
+        self._problem(folder)  # its error, if any, as it reads now; and anything changed since it was shown
+        if accepted is not None:
+            self.notify(SchedulerEvent("accepted", problem=problem, data={"stale": accepted.stale}))
 
     def _ignored(self, path: Path) -> None:
         """A file named like a version that is not one: said once per file, with the name it needs."""

@@ -24,7 +24,7 @@ from typing import Any
 from harness import protocol
 from harness.results import PROFILE_RUNGS, Evaluation
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.custody import Custody, CustodyError, accept, judged_other_bytes, stage_evaluation
+from kerneltui.core.custody import Custody, judged_other_bytes
 from kerneltui.core.events import SchedulerEvent
 from kerneltui.core.fair_queue import FairQueue
 from kerneltui.core.feedback import write_feedback
@@ -114,9 +114,7 @@ class Scheduler(Intake):
             self.run_judges = self.watch = False
             self.notify(SchedulerEvent("deferred", data={"pid": self.lock.holder()}))
         else:
-            for evaluation_id in self.store.requeue_interrupted():
-                self.custody.unstage(evaluation_id)  # judged by a kerneltui that stopped: staged again
-                self.queue.append(evaluation_id, (self.store.evaluation(evaluation_id) or {}).get("problem", ""))
+            self._requeue_interrupted()
             self._scan()
         if self.run_judges:
             self._start_judges()
@@ -190,16 +188,10 @@ class Scheduler(Intake):
         for judge in self.judges:
             while judge.ready and judge.busy is None and self.queue:
                 evaluation_id = self.queue.popleft()
-                row = self.store.evaluation(evaluation_id)
-                path = self.paths.pop(evaluation_id, None) or self._path_of(row)
-                if row is None or path is None or not path.is_file():
-                    self._not_judged(evaluation_id, "the version file is gone")
+                taken = self._take(evaluation_id)
+                if taken is None:
                     continue
-                try:  # the bytes recorded, beside the accepted problem: not the file as it is now
-                    staged = stage_evaluation(self.store, self.custody, evaluation_id, row)
-                except (CustodyError, OSError) as exc:
-                    self._not_judged(evaluation_id, f"not judged: {exc}")
-                    continue
+                row, path, staged = taken
                 try:
                     judge.submit(evaluation_id, staged, self.store.best_request(row["problem"]), _rungs_asked(row))
                 except OSError:  # it died after saying ready: its exit event restarts it; the version waits
@@ -213,32 +205,6 @@ class Scheduler(Intake):
                 self.notify(
                     SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
                 )
-
-    def _not_judged(self, evaluation_id: int, reason: str) -> None:
-        assert self.store is not None
-        self.store.fail_evaluation(evaluation_id, reason, status="error")
-        self.notify(SchedulerEvent("failed", evaluation_id, data={"error": reason}))
-
-    def _accept(self, problem: str, digest: str) -> None:
-        """The person's acceptance of a problem's changed files: judged against from now; the versions its change
-        broke judged again (every version judged against the earlier files, with rejudge_stale)."""
-        assert self.store is not None
-        try:
-            accepted = accept(self.store, self.custody, problem, digest)
-        except (CustodyError, OSError) as exc:
-            self.notify(SchedulerEvent("warning", data={"message": f"{problem}: not accepted: {exc}"}))
-            return
-        self.store.set_problem_error(problem, None)
-        folder = self.workspace.root / problem
-        self._problem(folder)  # its error, if any, as it reads now; and anything changed since it was shown
-        if accepted is not None:
-            self.notify(SchedulerEvent("accepted", problem=problem, data={"stale": accepted.stale}))
-
-    def _path_of(self, row: dict[str, Any] | None) -> Path | None:
-        if row is None:
-            return None
-        found = self.store.version_path(row["version_id"]) if self.store else None
-        return Path(found) if found else None
 
     def _judge_line(self, judge: Judge, line: str) -> None:
         assert self.store is not None
@@ -349,7 +315,7 @@ class Scheduler(Intake):
                 self.notify(SchedulerEvent("failed", evaluation_id, data={"error": said}))
             else:
                 self.store.requeue(evaluation_id)
-                self.queue.appendleft(evaluation_id, (self.store.evaluation(evaluation_id) or {}).get("problem", ""))
+                self.queue.appendleft(evaluation_id, self._problem_of(evaluation_id))
                 self.notify(SchedulerEvent("warning", data={"message": f"{reason}: judging it again"}))
         self._restart(judge, reason)
 
