@@ -25,7 +25,7 @@ class ProblemDigests(Connection):
         self.conn.execute("UPDATE problems SET pending_hash = ? WHERE name = ?", [digest, name])
 
     def adopt_problem_digest(self, name: str, old: str, new: str) -> None:
-        """Evaluations recorded against `old`, the same files under an earlier kind of digest, recorded against `new`."""
+        """Evaluations recorded against `old` (the same files, an earlier kind of digest) recorded against `new`."""
         self.conn.execute(
             "UPDATE evaluations SET problem_hash = ? WHERE problem = ? AND problem_hash = ?", [new, name, old]
         )

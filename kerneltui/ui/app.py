@@ -47,6 +47,7 @@ from kerneltui.ui.widgets.versions import FILTERS, VersionTable
 TABS = ("rungs", "diff", "trends", "asm", "agent", "profile")
 POLL_S = 0.5
 ASM_KEYS = (("comma", ","), ("full_stop", "."), ("t", "t"), ("c", "c"))
+ACCEPT_TIP = "the problem's files changed on disk: see the diff, accept them to judge against them"
 
 
 class KernelTUI(Steering):
@@ -78,14 +79,7 @@ class KernelTUI(Steering):
             show=False,
             tooltip="judge again every version judged against an older problem.py",
         ),
-        Binding(
-            "A",
-            "accept_problem",
-            "accept problem",
-            id="accept_problem",
-            show=False,
-            tooltip="the problem's files changed on disk: see the diff, accept them to judge against them",
-        ),
+        Binding("A", "accept_problem", "accept problem", id="accept_problem", show=False, tooltip=ACCEPT_TIP),
         Binding(
             "p",
             "profile",
