@@ -41,9 +41,10 @@ def record_version(store: Store, workspace: Workspace, path: Path, author: str =
     data = source.read_version(path, MAX_VERSION_BYTES)
     digest = Custody(workspace).keep_source(data)  # these bytes, and no later ones, are what is judged
     problem_dir = path.parent
-    problem_file = problem_dir / "problem.py"
-    problem_text = problem_file.read_text(errors="replace") if problem_file.is_file() else ""
-    store.ensure_problem(problem_dir.name, str(problem_dir), source.notes(problem_text))  # its digest: custody's
+    if store.problem_digests(problem_dir.name) == (None, None):  # new here; later its accepted files say what it is
+        problem_file = problem_dir / "problem.py"
+        problem_text = problem_file.read_text(errors="replace") if problem_file.is_file() else ""
+        store.ensure_problem(problem_dir.name, str(problem_dir), source.notes(problem_text))
     text = data.decode(errors="replace")
     version_id = store.ensure_version(
         problem_dir.name, path.stem, path, digest, source.notes(text), author, len(data), source=text
