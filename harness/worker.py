@@ -321,7 +321,8 @@ class Worker:
                     outputs = check_outputs(self.entry(*inputs))
                 extra["recorded"] = RECORDER.report(outputs)
             with phases("timed calls"):
-                samples, extra["timed_watch"] = self.timed(call, timer, float(header.get("budget_s", 1.0)))
+                budget_s = float(header.get("budget_s", 1.0))
+                samples, extra["timed_watch"] = watched(call, self.flush, timer, budget_s, self.cuda, self.profiler)
             if not header.get("race"):
                 with phases("settled calls"):
                     settled = timer.settled_calls(call, self.flush)
@@ -331,40 +332,9 @@ class Worker:
             return
         extra["samples_ms"] = samples
         with phases("device times"):
-            extra.update(self.device_times(call, min(samples), timer))
+            extra.update(device_times(call, min(samples), timer, self.flush if self.cuda else None, self.profiler))
         # returned None: its outputs are in the output buffers among the inputs, sent back for the judge to pick
         self.send_outputs(last[0], inputs if last[0] is None else None, {**extra, "phases_s": phases.seconds})
-
-    def timed(self, call: Any, timer: Any, budget_s: float) -> tuple[list[float], dict[str, Any]]:
-        """The timed calls' samples, and on a GPU what CUPTI saw of them (harness.kernel_watch): which kernels each
-        call ran, and whether any kernel of this process ran outside its calls."""
-        if not self.cuda or self.profiler is not None:
-            return timer.time_calls(call, self.flush, budget_s=budget_s), {
-                "note": "no GPU" if not self.cuda else f"torch's profiler is {self.profiler}"
-            }
-        watch = kernel_watch.KernelWatch()
-        watch.start()
-        try:
-            samples = timer.time_calls(call, self.flush, budget_s=budget_s, watch=watch)
-        finally:
-            seen = watch.stop()
-        return samples, seen
-
-    def device_times(self, call: Any, fastest_ms: float, timer: Any = TIMING) -> dict[str, Any]:
-        """{"device_ms": [...]} from CUPTI's kernel records, or {"device_note": why there are none}. A figure
-        reported beside the event timings, not one a verdict rests on: torch's profiler is the version's to patch."""
-        if not self.cuda or self.flush is None:
-            return {"device_note": "no GPU"}
-        if self.profiler is not None:
-            return {"device_note": f"torch's profiler is {self.profiler}"}
-        reps = max(5, min(DEVICE_REPS, int(DEVICE_BUDGET_MS / max(fastest_ms, 1e-3))))
-        flush = self.flush
-        try:
-            resting = timer.idle_us(fastest_ms)  # each call from a rested device, as the timed calls are
-            device_ms = profiled.device_times(call, lambda: timer.rest(flush, resting), timer.synchronize, reps)
-            return {"device_ms": device_ms}
-        except Exception as exc:
-            return {"device_note": f"CUPTI device times failed: {type(exc).__name__}: {str(exc)[:300]}"}
 
     def materialize(self, tree: Any, tensors: list[torch.Tensor]) -> tuple[Any, ...]:
         moved = [t if t.device.type == "meta" else t.to(self.device) for t in tensors]
@@ -396,6 +366,40 @@ class Worker:
             wire.send(self.sock, header, tensors, share=share)
         except BaseException as exc:
             wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, "output")})
+
+
+def device_times(call: Any, fastest_ms: float, timer: Any, flush: Any, profiler: str | None) -> dict[str, Any]:
+    """{"device_ms": [...]} from CUPTI's kernel records, or {"device_note": why there are none}. A figure reported
+    beside the event timings, not one a verdict rests on: torch's profiler is the version's to patch. `flush`:
+    None with no GPU."""
+    if flush is None:
+        return {"device_note": "no GPU"}
+    if profiler is not None:
+        return {"device_note": f"torch's profiler is {profiler}"}
+    reps = max(5, min(DEVICE_REPS, int(DEVICE_BUDGET_MS / max(fastest_ms, 1e-3))))
+    try:
+        resting = timer.idle_us(fastest_ms)  # each call from a rested device, as the timed calls are
+        device_ms = profiled.device_times(call, lambda: timer.rest(flush, resting), timer.synchronize, reps)
+        return {"device_ms": device_ms}
+    except Exception as exc:
+        return {"device_note": f"CUPTI device times failed: {type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def watched(
+    call: Any, flush: Any, timer: Any, budget_s: float, cuda: bool, profiler: str | None
+) -> tuple[list[float], dict[str, Any]]:
+    """The timed calls' samples, and on a GPU what CUPTI saw of them (harness.kernel_watch): which kernels each
+    call ran, and whether any kernel of this process ran outside its calls."""
+    if not cuda or profiler is not None:
+        note = "no GPU" if not cuda else f"torch's profiler is {profiler}"
+        return timer.time_calls(call, flush, budget_s=budget_s), {"note": note}
+    watch = kernel_watch.KernelWatch()
+    watch.start()
+    try:
+        samples = timer.time_calls(call, flush, budget_s=budget_s, watch=watch)
+    finally:
+        seen = watch.stop()
+    return samples, seen
 
 
 def warm_profiler(cuda: bool) -> str | None:
