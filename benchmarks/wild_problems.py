@@ -40,7 +40,8 @@ def kerneltui(*args: str) -> str:
 
 def import_gpumode(folder: Path, into: Path) -> None:
     for problem in sorted(p for p in folder.iterdir() if (p / "task.yml").is_file()):
-        kerneltui("import", "gpumode", str(problem), "--into", str(into))
+        # the problems take utils.py from the folder above theirs: that folder is where files may come from
+        kerneltui("import", "gpumode", str(problem), "--into", str(into), "--files-root", str(folder))
 
 
 def import_kernelbench(folder: Path, into: Path) -> None:
