@@ -28,6 +28,7 @@ AROUND_THE_TIMING = {
     "loads_gpu_between_calls": ("outside-call", "was launched between the timed calls"),
     "rewarms_l2": ("outside-call", "outside its own timed calls"),
     "precomputes_during_rest": ("timed-not-recorded", "copy_kernel"),
+    "launders_through_device_copy": ("no-kernel", ""),
 }
 
 
