@@ -281,7 +281,8 @@ def test_an_acp_agent_in_a_bench_gets_an_mcp_server_closed_to_the_others(tmp_pat
         agent = AgentConfig(backend="acp", acp=f"{sys.executable} -c pass")
         run = session.start_agent("vadd--a", agent=agent, hidden=(into / "vadd--b",))
         command = run.agent.mcp_command  # type: ignore[attr-defined]
-        assert command[command.index("--hide") + 1] == "vadd--b" and "vadd--a" not in command
+        hidden = [command[i + 1] for i, word in enumerate(command) if word == "--hide"]
+        assert hidden == ["vadd--b"] and command[command.index("--problem") + 1] == "vadd--a", command
     finally:
         session.close()
 
