@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import hashlib
 import inspect
+import sys
 import threading
 import types
 from collections.abc import Iterator
@@ -117,6 +118,7 @@ class Recorder:
         for name in REPORTING:
             self.installed[f"{Recorder.__module__}.Recorder.{name}"] = (Recorder, name, getattr(Recorder, name))
         _record_new_threads(self)
+        _IMPORTED.update({name: module for name, module in list(sys.modules.items()) if name.startswith("triton")})
         self.stores.install(self.installed)
         try:
             from triton.runtime.jit import JITFunction
@@ -494,15 +496,18 @@ def _read_globals(fn: Any, prefix: str, depth: int, found: dict[str, Any]) -> No
         bound += [(name, cell.cell_contents) for name, cell in zip(code.co_freevars, cells, strict=False)]
     for name, value in bound:
         if type(value) is types.ModuleType:
-            found[prefix + name] = f"module {dict.get(vars(value), '__name__')}"
+            found[prefix + name] = _module_text(value)
             for attr in names:
                 _note_plain(found, f"{prefix}{name}.{attr}", dict.get(vars(value), attr, _MISSING))
         elif _is_jit(value):
             if value is not fn and depth > 0:
                 _helper_defaults(value, f"{prefix}{name}.", found)
                 _read_globals(value, f"{prefix}{name}.", depth - 1, found)
-        else:
-            _note_plain(found, prefix + name, value)
+        elif not _note_plain(found, prefix + name, value):
+            kind = type(value)  # what else the kernel names (its code runs, interpreted): by its type
+            found[prefix + name] = (
+                f"{type.__getattribute__(kind, '__module__')}.{type.__getattribute__(kind, '__qualname__')}"
+            )
 
 
 def _helper_defaults(helper: Any, prefix: str, found: dict[str, Any]) -> None:
@@ -515,16 +520,29 @@ def _helper_defaults(helper: Any, prefix: str, found: dict[str, Any]) -> None:
 
 
 _MISSING = object()
+_IMPORTED: dict[str, Any] = {}  # Triton's modules as imported before the version (Recorder.install)
 
 
-def _note_plain(found: dict[str, Any], name: str, value: Any) -> None:
-    """Notes a value the compiler would bake in: a constexpr's, a number, a string, None, a Triton dtype."""
+def _module_text(module: types.ModuleType) -> str:
+    """'module triton.language', or where the module bound is not the one imported under its name (a stand-in
+    the version made, whose functions the interpreted kernel would call): '... (a stand-in ...)'."""
+    name = dict.get(vars(module), "__name__")
+    stand_in = name in _IMPORTED and _IMPORTED[name] is not module
+    return f"module {name}" + (" (a stand-in for the one imported)" if stand_in else "")
+
+
+def _note_plain(found: dict[str, Any], name: str, value: Any) -> bool:
+    """Notes a value the compiler would bake in: a constexpr's, a number, a string, None, a Triton dtype; says
+    whether it was one."""
     if type(value).__name__ == "constexpr" and type(value).__module__.startswith("triton."):
         value = vars(value).get("value")
     if value is None or type(value) in (int, float, bool, str):
         found[name] = value[:MAX_GLOBAL_CHARS] if isinstance(value, str) else value
     elif type(value).__module__.startswith("triton.language") and "dtype" in type(value).__name__:
         found[name] = f"dtype {value!s}"[:MAX_GLOBAL_CHARS]  # Triton's own type: its __str__ is Triton's
+    else:
+        return False
+    return True
 
 
 def _is_jit(value: Any) -> bool:
