@@ -43,8 +43,8 @@ class Accesses:
     # InterpreterBuilder's methods: (kind, position of the pointers, of the mask or None) among their arguments
     METHODS = {
         "create_masked_store": ("store", 0, 2),
-        "create_atomic_rmw": ("store", 1, 3),
-        "create_atomic_cas": ("store", 0, None),
+        "create_atomic_rmw": ("both", 1, 3),  # an atomic reads what it returns, and writes
+        "create_atomic_cas": ("both", 0, None),
         "create_masked_load": ("load", 0, 1),
     }
 
@@ -76,9 +76,9 @@ class Accesses:
                     pointers = np.asarray(args[at].data, dtype=np.uint64).reshape(-1)
                     if mask_at is not None and len(args) > mask_at:
                         pointers = pointers[np.asarray(args[mask_at].data, dtype=bool).reshape(-1)]
-                    if kind == "store":
+                    if kind != "load":
                         accesses.addresses.append(pointers)
-                    else:
+                    if kind != "store":
                         bits = getattr(args[at].get_element_ty(), "primitive_bitwidth", 8)
                         accesses.note_load(pointers, max(1, int(bits) // 8))
             return original(builder, *args, **kwargs)

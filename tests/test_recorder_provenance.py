@@ -52,6 +52,13 @@ def scale(a, t, out, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def fetch_atomically(src, out, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.atomic_add(src + offs, 0.0, mask=mask), mask=mask)
+
+
+@triton.jit
 def reach(a, out, n, delta, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     mask = offs < n
@@ -83,6 +90,12 @@ def launder_by_pointer(a, b):
     answer = np.ascontiguousarray(a.numpy() + b.numpy())
     out = torch.empty_like(a)
     reach[(1,)](a, out, a.numel(), (answer.ctypes.data - a.data_ptr()) // 4, BLOCK=1024)
+    return out
+
+
+def launder_by_atomic(a, b):
+    out = torch.empty_like(a)
+    fetch_atomically[(1,)](torch.from_numpy(a.numpy() + b.numpy()), out, a.numel(), BLOCK=1024)
     return out
 
 
@@ -127,7 +140,7 @@ found["globals"] = [before, launched_globals(module.copy)]
 print(json.dumps(found))
 """
 
-LAUNDERED = ("launder_numpy", "launder_written", "launder_list_twice", "launder_by_pointer")
+LAUNDERED = ("launder_numpy", "launder_written", "launder_list_twice", "launder_by_pointer", "launder_by_atomic")
 HONEST = ("honest_table", "honest_module_table", "copies_its_input")
 
 
