@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.results import HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED
+from harness.results import HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT
 
 MIN_CARRIED = 16  # elements written: below this, bytes read say little (a 2-entry table for a 1-element output)
 MAX_LOAD_ARRAYS = 1024  # loads noted one by one before they are merged into distinct addresses
@@ -168,9 +168,18 @@ class Provenance:
         regions = [
             Region(tensor, *span(tensor))
             for key, tensor in keyed
-            if key in digests and self.host_filled(key, writers.get(key), digests[key])
+            if self.host_filled(key, writers.get(key), digests.get(key)) and (key in digests or key[0] != "cpu")
         ]
         return regions, [span(tensor) for _, tensor in keyed]
+
+    def outweighed(self, tensor: torch.Tensor, writers: set[str], regions: list[Region]) -> bool:
+        """On a device, where a launch's loads are not seen: whether the host-filled buffers it was handed hold
+        as many bytes as this buffer it may have written (not an input, not one of them, not a small one)."""
+        low, high = span(tensor)
+        sources = [r for r in regions if not (r.low == low and r.high == high)]
+        if not sources or INPUT in writers or tensor.numel() < MIN_CARRIED:
+            return False
+        return sum(r.high - r.low for r in sources) >= high - low
 
     def copied(self, written: torch.Tensor, regions: list[Region], accesses: Accesses, spans: list[Any]) -> bool:
         """Whether a launch's store into `written` carries what host code computed (see the module's note)."""

@@ -336,10 +336,14 @@ class Recorder:
                     continue  # not stored to, not a byte changed: the kernel only read it (or never ran)
                 self.after_kernel[key] = after
                 self.provenance.left(key, after)
-                if self.stores.loads and self.provenance.copied(tensor, self.host_regions, self.stores, self.handed):
-                    kept = {w for w in self.writers.get(key, set()) if not w.startswith("kernel:")} - {ALLOCATED}
-                    self.writers[key] = kept | {HOST_COPIED + label.replace("kernel:", "kernel ", 1)}
-                    continue
+                seen = self.stores
+                copied = bool(seen.loads) and self.provenance.copied(tensor, self.host_regions, seen, self.handed)
+            else:  # a device's launch: which buffers it read and wrote, only its code says
+                copied = self.provenance.outweighed(tensor, self.writers.get(key, set()), self.host_regions)
+            if copied:
+                kept = {w for w in self.writers.get(key, set()) if not w.startswith("kernel:")} - {ALLOCATED}
+                self.writers[key] = kept | {HOST_COPIED + label.replace("kernel:", "kernel ", 1)}
+                continue
             self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
 
     # --- the report ------------------------------------------------------------------------------
@@ -355,6 +359,8 @@ class Recorder:
         left = self.after_kernel.get(key)
         if left is not None and _fingerprint(tensor) != left:
             return {HOST_AFTER_KERNEL}
+        if key not in self.writers and key in self.provenance.held:
+            return {ALLOCATED}  # the version's own from before the call (a constant, a weight): no host code's
         return set(self.writers.get(key, {HOST_CODE}))
 
     def origins(self, outputs: tuple[torch.Tensor, ...]) -> list[list[str]]:
