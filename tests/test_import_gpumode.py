@@ -67,8 +67,10 @@ def custom_kernel(x, out):
 NATIVE_VERSIONS = {
     "v001.py": '"""Twice x, written into the buffer; returns None."""'
     + TWICE_KERNEL.format(value="tl.load(x_ptr + offs, mask=mask) * 2"),
-    # within the tolerance, but not exactly twice x: the problem's check fails it beside the tolerance
-    "v002.py": '"""Twice x plus a hair."""' + TWICE_KERNEL.format(value="tl.load(x_ptr + offs, mask=mask) * 2 + 1e-9"),
+    # within the tolerance, but not exactly twice x: the problem's check fails it beside the tolerance. The hair
+    # survives float32 rounding for |2x| < ~1.6 (most draws); 1e-9 vanished unless some |x| < ~0.008, and about one
+    # run in seven passed the version
+    "v002.py": '"""Twice x plus a hair."""' + TWICE_KERNEL.format(value="tl.load(x_ptr + offs, mask=mask) * 2 + 2e-7"),
 }
 
 
