@@ -27,6 +27,10 @@ def nothing_allowed(op: str) -> bool:
 PREFIX = {"call": "kerneltui.call.x.", "rest": "kerneltui.rest.x."}
 
 
+SPIN = "at::cuda::(anonymous namespace)::spin_kernel(long)"
+CALLER, SIDE = 7, 13  # streams
+
+
 @dataclass
 class Event:
     """One of the profiler's raw events, with the accessors harness.kernel_watch reads."""
@@ -39,6 +43,7 @@ class Event:
     _start: int
     _end: int
     _thread: int = MAIN
+    _stream: int = CALLER
 
     def name(self) -> str:
         return self._name
@@ -64,10 +69,16 @@ class Event:
     def start_thread_id(self) -> int:
         return self._thread
 
+    def device_resource_id(self) -> int:
+        return self._stream
+
 
 @dataclass
 class Timeline:
-    """Host time advances as blocks are opened; the device runs each launch when the one before it ended."""
+    """As CUPTI and torch's profiler give it on an H100: host time advances as blocks are opened; the device runs
+    each launch on the caller's stream when the one before it ended; a kernel a torch op launched is linked to
+    that op, one launched straight from a block (a DSL's, the spin) is linked to nothing; each block comes back
+    as a GPU-side annotation too."""
 
     events: list[Event] = field(default_factory=list)
     host: int = 0
@@ -83,35 +94,37 @@ class Timeline:
         """A call or rest block launching kernels: (kernel name, the torch op launching it or None)."""
         index = self.counts[kind]
         self.counts[kind] += 1
-        start, block = self.host, self._id()
+        start, block, on_device = self.host, self._id(), self.device
         for kernel, op in launches:
-            self.launch(kernel, op, linked_to=block)
+            self.launch(kernel, op)
         self.host += 10
-        self.events.append(
-            Event(f"{PREFIX[kind]}{index}", "user_annotation", DeviceType.CPU, block, 0, start, self.host)
-        )
+        name = f"{PREFIX[kind]}{index}"
+        self.events.append(Event(name, "user_annotation", DeviceType.CPU, block, 0, start, self.host))
+        self.events.append(Event(name, "gpu_user_annotation", DeviceType.CUDA, self._id(), 0, on_device, self.device))
         return index
 
     def launch(
-        self, kernel: str, op: str | None, linked_to: int, thread: int = MAIN, run_at: int | None = None
+        self, kernel: str, op: str | None, thread: int = MAIN, run_at: int | None = None, stream: int = CALLER
     ) -> None:
         self.host += 1
-        linked = linked_to
+        linked = 0
         if op is not None:
             linked = self._id()
             self.events.append(Event(op, "cpu_op", DeviceType.CPU, linked, 0, self.host, self.host + 1, thread))
         corr = self._id()
-        self.events.append(Event("cuLaunchKernel", "cuda_driver", DeviceType.CPU, corr, 0, self.host, self.host + 1))
         start = max(self.device, self.host) if run_at is None else run_at
-        self.events.append(Event(kernel, "kernel", DeviceType.CUDA, corr, linked, start, start + 5))
+        self.events.append(Event(kernel, "kernel", DeviceType.CUDA, corr, linked, start, start + 5, thread, stream))
         if run_at is None:
             self.device = start + 5
         self.host += 1
 
+    def rest(self) -> int:
+        return self.block("rest", [(SPIN, None), ("reduce_kernel", "aten::sum")])
+
     def timed(self, calls: int, kernel: str = "softmax_kernel", op: str | None = None) -> None:
         self.block("call", [(kernel, op)])  # the warm-up's call
         for _ in range(calls):
-            self.block("rest", [("spin_kernel", None), ("reduce_kernel", "aten::sum")])
+            self.rest()
             self.block("call", [(kernel, op)])
 
     def report(self) -> dict[str, Any]:
@@ -127,48 +140,61 @@ def test_honest_timed_calls_report_their_kernels_and_nothing_outside() -> None:
     assert seen["outside"] == [] and seen["ops"] == {}
 
 
-def test_a_kernel_launched_by_a_thread_of_its_own_between_calls_is_outside() -> None:
+def test_a_torch_op_on_a_thread_of_its_own_between_calls_is_outside() -> None:
     line = Timeline()
     line.timed(3)
     line.host += 5  # between the calls: the judge's loop, not a call
-    line.launch("precompute_kernel", None, linked_to=0, thread=THEIRS)
+    line.launch("precompute_kernel", "aten::mul_", thread=THEIRS, stream=SIDE)
     line.timed(2)
     seen = line.report()
-    assert seen["outside"] == ["precompute_kernel was launched between the timed calls"]
+    assert "precompute_kernel was launched between the timed calls" in seen["outside"]
 
 
-def test_a_thread_launching_during_a_rest_is_not_taken_for_the_judge() -> None:
+def test_a_kernel_on_a_stream_of_its_own_during_a_rest_is_outside() -> None:
+    line = Timeline()
+    line.timed(2)
+    before = line.device
+    line.rest()
+    line.launch("warm_l2_kernel", None, thread=THEIRS, run_at=before + 2, stream=SIDE)  # while the judge rests
+    line.block("call", [("softmax_kernel", None)])
+    seen = line.report()
+    assert seen["outside"] == ["warm_l2_kernel ran on the device during the judge's rest, outside its calls"]
+
+
+def test_a_thread_launching_a_sum_during_a_rest_is_not_taken_for_the_judges_flush() -> None:
     line = Timeline()
     line.timed(2)
     index = line.counts["rest"]
     start, block = line.host, line._id()
-    line.launch("spin_kernel", None, linked_to=block)
-    line.launch("warm_l2_kernel", "aten::sum", linked_to=0, thread=THEIRS)  # on its thread, inside the rest's time
-    line.launch("reduce_kernel", "aten::sum", linked_to=block)
+    line.launch(SPIN, None)
+    line.launch("warm_l2_kernel", "aten::sum", thread=THEIRS, stream=SIDE)  # inside the rest's time, on its thread
+    line.launch("reduce_kernel", "aten::sum")
     line.host += 10
     line.events.append(Event(f"{PREFIX['rest']}{index}", "user_annotation", DeviceType.CPU, block, 0, start, line.host))
     line.counts["rest"] += 1
     line.block("call", [("softmax_kernel", None)])
     seen = line.report()
-    assert any(o.startswith("warm_l2_kernel was launched between") for o in seen["outside"])
+    assert any(o.startswith("warm_l2_kernel") for o in seen["outside"]), seen
 
 
 def test_a_kernel_of_a_call_that_runs_during_the_next_rest_is_outside() -> None:
     line = Timeline()
     line.timed(2)
-    line.block("rest", [("spin_kernel", None), ("reduce_kernel", "aten::sum")])
-    rest_on_device = line.device - 10
-    index = line.counts["call"]
-    start, block = line.host, line._id()
-    line.launch("late_kernel", None, linked_to=block, run_at=line.device + 100)  # runs after the next rest began
-    line.host += 10
-    line.events.append(Event(f"{PREFIX['call']}{index}", "user_annotation", DeviceType.CPU, block, 0, start, line.host))
-    line.counts["call"] += 1
-    line.block("rest", [("spin_kernel", None), ("reduce_kernel", "aten::sum")])
+    line.rest()
     line.block("call", [("softmax_kernel", None)])
-    assert rest_on_device < line.device
+    line.rest()
+    spin = [e for e in line.events if e.name() == SPIN][-1]
+    line.launch("late_kernel", None, run_at=spin.start_ns() + 3, stream=SIDE)  # the call's, run during the rest
+    line.block("call", [("softmax_kernel", None)])
     seen = line.report()
-    assert seen["outside"] == ["late_kernel ran on the device outside its call (during the judge's rest)"]
+    assert seen["outside"] == ["late_kernel ran on the device during the judge's rest, outside its calls"]
+
+
+def test_the_spin_and_the_annotations_are_no_kernel_of_the_version() -> None:
+    line = Timeline()
+    line.timed(4)
+    seen = line.report()
+    assert seen["kernels"] == {"softmax_kernel": 4} and seen["outside_count"] == 0, seen
 
 
 def test_a_profiler_stopped_during_the_calls_is_said() -> None:
@@ -182,7 +208,7 @@ def test_records_that_do_not_link_as_expected_are_said_not_flagged() -> None:
     line = Timeline()
     line.timed(4)
     for event in line.events:
-        event._linked = 0  # a CUPTI or torch that links no kernel to its op
+        event._linked = 0  # a CUPTI or torch that links no kernel to its op, not even the flush's
     seen = line.report()
     assert "note" in seen and "outside" not in seen
 
