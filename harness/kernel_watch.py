@@ -4,9 +4,14 @@ version's process that ran outside its calls.
 A version can run its own kernel when recorded and a library when timed, launch work from a thread of its own
 between the timed calls (computing ahead while the judge's rest runs), or warm the L2 again once the judge
 evicted it. So the timed calls run under torch's profiler (CUDA kernels from CUPTI), each call and each of
-the judge's rests inside a block of its own, and from the records: the kernels each timed call launched (the
-judge compares them with the recorded call's), and every kernel that was launched outside a call, or ran on
-the device outside its own call's window (from the end of the rest before it to the start of the rest after).
+the judge's rests inside a block of its own, and from the records: the kernels run between one rest and the
+next on the device (one timed call's: the judge compares them with the recorded call's), every kernel of the
+version's that ran during a rest, and torch ops a thread of the version's ran between the calls.
+
+Seen on an H100: a kernel launched straight from a block (a DSL's launch, the judge's spin) is linked to no
+op, and a kernel's link to the op that launched it is now and then another op's. So kernels are placed only by
+where they ran on the device, and the rests by their shape there: on the caller's stream, the spin followed
+by the flush, whose kernels' names are those most rests' own flush op launched.
 This runs in the kernel's process, so what it reports is evidence the judge checks, not proof.
 """
 
@@ -20,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch.autograd import DeviceType
 from torch.profiler import record_function
 
@@ -103,13 +109,27 @@ class KernelWatch:
         return Records(events, self.prefix).report(self.counts)
 
 
-class Records:
-    """The profiler's raw events, sorted into blocks, torch ops and kernels.
+def self_check(timer: Any) -> str | None:
+    """Reads a plain torch call timed as a version's are, before any version is loaded: None when the watch sees
+    one kernel a timed call and nothing outside them on this box's torch and CUPTI, else why it cannot be
+    believed here (then it says so on every bench and flags nothing)."""
+    values, flush = torch.ones(1 << 16, device="cuda"), torch.zeros(1 << 21, device="cuda")
+    watch = KernelWatch()
+    watch.start()
+    try:
+        timer.time_calls(lambda: values.add_(0.0), flush, budget_s=0.02, min_reps=10, max_reps=40, watch=watch)
+    finally:
+        seen = watch.stop()
+    if "lost" in seen or "note" in seen:
+        return str(seen.get("lost") or seen.get("note"))
+    counts = list(seen["kernels"].values())
+    if seen["outside_count"] or counts != [seen["timed_calls"]]:
+        return f"a plain call read as {seen['kernels']} over {seen['timed_calls']} calls, {seen['outside'][:1]}"
+    return None
 
-    A kernel launched by a torch op is linked to that op (its host start is on the blocks' own clock); one launched
-    straight from a block (a DSL's launch, the judge's spin) is not linked to the block in every torch, nor are
-    CUPTI's launch records there to place it: such kernels are placed by where they ran on the device, against
-    the judge's rests, whose flush is a torch op (so always linked) and whose spin runs just before it."""
+
+class Records:
+    """The profiler's raw events, sorted into blocks, torch ops and kernels."""
 
     def __init__(self, events: list[Any], prefix: dict[str, str]) -> None:
         self.blocks: list[Block] = []
@@ -140,8 +160,8 @@ class Records:
 
     def _kernel(self, event: Any) -> Kernel:
         linked = self.ops.get(event.linked_correlation_id())
-        stream = _stream(event)
-        return Kernel(event.name(), event.start_ns(), event.end_ns(), linked.start if linked else None, linked, stream)
+        name = _demangled(event.name())
+        return Kernel(name, event.start_ns(), event.end_ns(), linked.start if linked else None, linked, _stream(event))
 
     def report(self, counts: dict[str, int]) -> dict[str, Any]:
         calls = [b for b in self.blocks if b.kind == "call"]
@@ -150,30 +170,77 @@ class Records:
             return {"lost": "torch's profiler lost the timed calls' blocks (stopped or restarted during them)"}
         if not rests:
             return {"note": "no rest between the calls"}
-        spans, theirs = self._rest_spans(Spans(rests), main=rests[0].thread)
-        if len(spans) < len(rests) // 2 + 1:  # CUPTI's records do not link as expected here: say so
-            return {"note": f"the judge's rests were found in {len(spans)} of {len(rests)} records"}
-        windows = _windows(self.blocks, spans)
-        during = _During(spans)
-        host_calls = Spans(calls)
+        spans, judges = self._rests_on_device(rests)
+        if len(spans) != len(rests):
+            return {"note": f"the judge's rests were found {len(spans)} times on the device, for {len(rests)}"}
+        timeline = _Timeline(spans)
         kernels: collections.Counter[str] = collections.Counter()
         outside: list[str] = []
-        for kernel in theirs:
-            if kernel.launched is not None and host_calls.at(kernel.launched) is None:
-                outside.append(f"{kernel.name[:120]} was launched between the timed calls")
-            elif during.overlaps(kernel):
+        for kernel in self.kernels:
+            if id(kernel) in judges:
+                continue
+            if timeline.overlaps(kernel):
                 outside.append(f"{kernel.name[:120]} ran on the device during the judge's rest, outside its calls")
-            else:
-                call = windows.holding(kernel.start)
-                if call in windows.timed and not (kernel.op and kernel.op.name.startswith("aten::")):
-                    kernels[kernel.name] += 1  # launched by no torch op: the recorded call's notion of its kernels
+            elif timeline.after_a_rest(kernel):
+                kernels[kernel.name] += 1
+        main = rests[0].thread
+        outside += [
+            f"torch's {op} ran on a thread of its own between the timed calls" for op in self._between(calls, main)
+        ]
+        timed = Spans([c for c in calls if c.start > rests[0].start])
         return {
-            "timed_calls": len(windows.timed),
+            "timed_calls": len(rests),
             "kernels": _capped(kernels),
-            "ops": _capped(self._computing_ops(Spans([c for c in calls if c.index in windows.timed]))),
+            "ops": _capped(self._computing_ops(timed)),
             "outside": sorted(set(outside))[:MAX_NOTES],
             "outside_count": len(outside),
         }
+
+    def _rests_on_device(self, rests: list[Block]) -> tuple[list[tuple[int, int]], set[int]]:
+        """Each rest's span on the device, in order, and the ids of the kernels that make them up. The flush's
+        kernels are named as those the flush op of most rests launched (its link to its op is not always right),
+        on the stream they ran on; a rest is a spin there followed by them."""
+        spans_of, main = Spans(rests), rests[0].thread
+        flush: list[tuple[Kernel, int]] = []  # (kernel, the rest whose flush op it is linked to)
+        for kernel in self.kernels:
+            op = kernel.op
+            rest = spans_of.at(op.start) if op and op.thread == main and op.name.startswith("aten::") else None
+            if rest is not None:
+                flush.append((kernel, rest.index))
+        if not flush:
+            return [], set()
+        stream = collections.Counter(k.stream for k, _ in flush).most_common(1)[0][0]
+        seen = collections.Counter(name for name, _ in {(k.name, index) for k, index in flush})
+        names = {name for name, n in seen.items() if 2 * n >= len(rests)}  # what most rests' flush launched
+        on_stream = sorted((k for k in self.kernels if k.stream == stream), key=lambda k: k.start)
+        spans: list[tuple[int, int]] = []
+        judges: set[int] = set()
+        i = 0
+        while i < len(on_stream):
+            if SPIN in on_stream[i].name and i + 1 < len(on_stream) and on_stream[i + 1].name in names:
+                j = i + 1
+                while j + 1 < len(on_stream) and on_stream[j + 1].name in names:
+                    j += 1
+                spans.append((on_stream[i].start, on_stream[j].end))
+                judges |= {id(k) for k in on_stream[i : j + 1]}
+                i = j + 1
+            else:
+                i += 1
+        return spans, judges
+
+    def _between(self, calls: list[Block], main: int) -> list[str]:
+        """torch ops that compute, run by a thread other than the judge's outside every call (host clock)."""
+        spans = Spans(calls)
+        return sorted(
+            {
+                op.name
+                for op in self.ops.values()
+                if op.thread != main
+                and op.name.startswith("aten::")
+                and profiled.computes(op.name)
+                and spans.at(op.start) is None
+            }
+        )
 
     def _computing_ops(self, timed: Spans) -> collections.Counter[str]:
         """torch ops that compute, run during the timed calls (innermost: softmax's _softmax, as recorded)."""
@@ -190,90 +257,21 @@ class Records:
                 counts[op.name] += 1
         return counts
 
-    def _rest_spans(self, rests: Spans, main: int) -> tuple[dict[int, tuple[int, int]], list[Kernel]]:
-        """Each rest's span on the device (from its spin's start to its flush's end), by rest, and the kernels that
-        are not the judge's. The flush is the torch op the rest block holds on the main thread (a thread of the
-        version's launching at that moment is not the judge's); the spin, the kernel just before it on its stream."""
-        flushes: dict[int, list[Kernel]] = collections.defaultdict(list)
-        others: list[Kernel] = []
-        for kernel in self.kernels:
-            op = kernel.op
-            rest = rests.at(op.start) if op is not None and op.thread == main else None
-            (flushes[rest.index] if rest is not None else others).append(kernel)
-        spins: set[int] = set()
-        spans: dict[int, tuple[int, int]] = {}
-        by_stream = _by_stream(others)
-        for index, flush in flushes.items():
-            first = min(flush, key=lambda k: k.start)
-            spin = _just_before(by_stream.get(first.stream, []), first.start)
-            if spin is not None and SPIN in spin.name:
-                spins.add(id(spin))
-            start = spin.start if spin is not None and SPIN in spin.name else first.start
-            spans[index] = (start, max(k.end for k in flush))
-        return spans, [k for k in others if id(k) not in spins]
 
+class _Timeline:
+    """The judge's rests on the device, in order: whether a kernel overlaps one, or runs after the first (in one
+    timed call's window: from the end of a rest to the start of the next)."""
 
-class Windows(dict[int, tuple[float, float]]):
-    """Per call block's index, its window on the device: from the end of the rest before it to the start of the
-    rest after it. `timed`: the calls that follow a rest (the timed ones, not the warm-up's)."""
-
-    timed: set[int]
-    order: list[tuple[float, float, int]]
-    lows: list[float]
-
-    def holding(self, time: int) -> int | None:
-        """The call whose window holds this time on the device."""
-        if len(self.order) != len(self):
-            self.order = sorted((low, high, index) for index, (low, high) in self.items())
-            self.lows = [low for low, _, _ in self.order]
-        i = bisect.bisect_right(self.lows, time) - 1  # calls sharing one window (the warm-up's): any of them
-        return self.order[i][2] if i >= 0 and time < self.order[i][1] else None
-
-
-def _windows(blocks: list[Block], spans: dict[int, tuple[int, int]]) -> Windows:
-    windows = Windows()
-    windows.timed, windows.order, windows.lows = set(), [], []
-    before: Block | None = None
-    pending: list[Block] = []
-    for block in [*blocks, None]:
-        if block is not None and block.kind == "call":
-            pending.append(block)
-            continue
-        low = spans.get(before.index, (0, -1e30))[1] if before else -1e30
-        high = spans.get(block.index, (1e30, 0))[0] if block else 1e30
-        for call in pending:
-            windows[call.index] = (low, high)
-            if before is not None:
-                windows.timed.add(call.index)
-        pending, before = [], block
-    return windows
-
-
-class _During:
-    """The judge's rests on the device: whether a kernel overlaps one."""
-
-    def __init__(self, spans: dict[int, tuple[int, int]]) -> None:
-        self.spans = sorted(spans.values())
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.spans = sorted(spans)
         self.starts = [s for s, _ in self.spans]
 
     def overlaps(self, kernel: Kernel) -> bool:
-        i = bisect.bisect_right(self.starts, kernel.end) - 1  # the last rest starting before the kernel ends
+        i = bisect.bisect_left(self.starts, kernel.end) - 1  # the last rest starting before the kernel ends
         return i >= 0 and self.spans[i][1] > kernel.start
 
-
-def _by_stream(kernels: list[Kernel]) -> dict[int, list[Kernel]]:
-    found: dict[int, list[Kernel]] = collections.defaultdict(list)
-    for kernel in kernels:
-        found[kernel.stream].append(kernel)
-    for listed in found.values():
-        listed.sort(key=lambda k: k.start)
-    return found
-
-
-def _just_before(kernels: list[Kernel], time: int) -> Kernel | None:
-    """The kernel (of kernels sorted by start) that started last before `time`."""
-    i = bisect.bisect_left([k.start for k in kernels], time) - 1
-    return kernels[i] if i >= 0 else None
+    def after_a_rest(self, kernel: Kernel) -> bool:
+        return kernel.start >= self.spans[0][1]
 
 
 class Spans:
@@ -306,3 +304,11 @@ def _stream(event: Any) -> int:
     with contextlib.suppress(Exception):
         return int(event.device_resource_id())
     return 0
+
+
+def _demangled(name: str) -> str:
+    """As torch's function events name a kernel (harness.profiled's names for the recorded call)."""
+    demangle = getattr(torch._C, "_demangle", None)
+    with contextlib.suppress(Exception):
+        return str(demangle(name)) if demangle else name
+    return name

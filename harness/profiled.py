@@ -33,6 +33,7 @@ CREATION = {
 }  # fmt: skip
 MOVEMENT = {"copy_", "_to_copy", "clone", "_copy_from", "_copy_from_and_resize", "lift_fresh_copy", "to"}
 MAX_NAMES = 64
+COPIES = ("Memcpy", "Memset")
 FUNCTION_SCOPE = 0  # torch's RecordScope.FUNCTION: an op; record_function blocks are USER_SCOPE
 
 
@@ -104,7 +105,11 @@ class Profiled:
             return {"lost": "torch's profiler was stopped or restarted during the call"}
         cpu = [e for e in events if e.device_type == DeviceType.CPU]
         ops = collections.Counter(e.name for e in cpu if self._innermost_compute(e))
-        return {"ops": _capped(ops), "kernels": _capped(self._kernels_outside_ops(events, cpu))}
+        return {
+            "ops": _capped(ops),
+            "kernels": _capped(self._kernels_outside_ops(events, cpu)),
+            "all_kernels": _capped(_kernels(events, cpu)),  # torch ops' too: what its timed calls are held to
+        }
 
     def _innermost_compute(self, event: Any) -> bool:
         """A torch op (not a record_function a version named like one) that computes, inside no DSL launch,
@@ -124,15 +129,22 @@ class Profiled:
 
     def _kernels_outside_ops(self, events: Iterable[Any], cpu: list[Any]) -> collections.Counter[str]:
         """CUDA kernels launched by no torch op: the DSLs' (and anything the version launched by hand)."""
-        # record_function blocks come back as GPU-side annotations too, named as on the CPU: not kernels
-        annotations = {e.name for e in cpu if e.scope != FUNCTION_SCOPE}
-        kernels = collections.Counter(
-            e.name for e in events if e.device_type == DeviceType.CUDA and e.name not in annotations
-        )
+        kernels = _kernels(events, cpu)
         for event in cpu:
             if event.name.startswith("aten::"):
                 kernels.subtract(k.name for k in getattr(event, "kernels", ()))
         return collections.Counter({name: n for name, n in kernels.items() if n > 0})
+
+
+def _kernels(events: Iterable[Any], cpu: list[Any]) -> collections.Counter[str]:
+    """Every CUDA kernel by name; record_function blocks come back as GPU-side annotations too, named as on the
+    CPU, and copies and sets are no kernels."""
+    annotations = {e.name for e in cpu if e.scope != FUNCTION_SCOPE}
+    return collections.Counter(
+        e.name
+        for e in events
+        if e.device_type == DeviceType.CUDA and e.name not in annotations and not e.name.startswith(COPIES)
+    )
 
 
 def _computing_op(event: Any) -> bool:
@@ -175,7 +187,7 @@ def device_times(
     if len(blocks) != reps:
         raise RuntimeError("torch's profiler lost the timed calls' blocks (stopped or restarted during them)")
     annotations = {e.name for e in events if e.device_type == DeviceType.CPU and e.scope != FUNCTION_SCOPE}
-    copies = ("Memcpy", "Memset")
+    copies = COPIES
     kernels = [
         e.time_range
         for e in events

@@ -92,6 +92,7 @@ class Worker:
         self.profiler: str | None = None  # why recorded calls run without torch's profiler, if they do
         self.block: shared_block.Block | None = None  # memory the judge shares: large tensors both ways
         self.shared_reply = False  # whether the judge, on this request, takes the reply's through the block
+        self.watch_note: str | None = None  # why the timed calls are not watched here (harness.kernel_watch)
 
     def serve(self) -> None:
         from harness.sandbox import APPLIED  # what harness.sandbox did before this module ran
@@ -100,6 +101,8 @@ class Worker:
         if self.mode == "run":
             self.profiler = warm_profiler(self.cuda)
             ready["profiler"] = self.profiler or "on"
+            if self.cuda:
+                self.watch_note = f"torch's profiler is {self.profiler}" if self.profiler else watch_check()
             if self.cuda and triton is not None:
                 ready["triton"] = warm_triton()
         ready["monotonic"] = time.monotonic()  # as it is sent: the judge's clock too, so how long it took to start
@@ -322,7 +325,7 @@ class Worker:
                 extra["recorded"] = RECORDER.report(outputs)
             with phases("timed calls"):
                 budget_s = float(header.get("budget_s", 1.0))
-                samples, extra["timed_watch"] = watched(call, self.flush, timer, budget_s, self.cuda, self.profiler)
+                samples, extra["timed_watch"] = watched(call, self.flush, timer, budget_s, self.cuda, self.watch_note)
             if not header.get("race"):
                 with phases("settled calls"):
                     settled = timer.settled_calls(call, self.flush)
@@ -386,13 +389,12 @@ def device_times(call: Any, fastest_ms: float, timer: Any, flush: Any, profiler:
 
 
 def watched(
-    call: Any, flush: Any, timer: Any, budget_s: float, cuda: bool, profiler: str | None
+    call: Any, flush: Any, timer: Any, budget_s: float, cuda: bool, why_not: str | None
 ) -> tuple[list[float], dict[str, Any]]:
     """The timed calls' samples, and on a GPU what CUPTI saw of them (harness.kernel_watch): which kernels each
-    call ran, and whether any kernel of this process ran outside its calls."""
-    if not cuda or profiler is not None:
-        note = "no GPU" if not cuda else f"torch's profiler is {profiler}"
-        return timer.time_calls(call, flush, budget_s=budget_s), {"note": note}
+    call ran, and whether any kernel of this process ran outside its calls. `why_not`: why not to watch."""
+    if not cuda or why_not is not None:
+        return timer.time_calls(call, flush, budget_s=budget_s), {"note": "no GPU" if not cuda else why_not}
     watch = kernel_watch.KernelWatch()
     watch.start()
     try:
@@ -409,6 +411,15 @@ def warm_profiler(cuda: bool) -> str | None:
     except Exception as exc:
         return f"unavailable ({type(exc).__name__}: {str(exc)[:200]})"
     return None
+
+
+def watch_check() -> str | None:
+    """None when the timed calls' watch reads a plain call right here (harness.kernel_watch.self_check)."""
+    try:
+        note = kernel_watch.self_check(TIMING)
+    except Exception as exc:
+        note = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None if note is None else f"the timed calls' watch failed its check here: {note}"[:300]
 
 
 def warm_triton() -> str:
