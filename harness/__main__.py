@@ -12,6 +12,7 @@ import argparse
 import functools
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -138,6 +139,9 @@ def serve(argv: list[str]) -> int:
     from harness.rungs.builtin import LADDER
 
     ladder = Ladder(base, LADDER, pool)
+    # Stopped (SIGTERM) mid-evaluation, it unwinds as at the end of its input: the evaluation's workers and
+    # folders, the templates and their folders, all ended and removed before it exits.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     emit(protocol.Ready(ladder.device_info))
     idle = IdleSpares(pool, base.spare_idle_s)
     try:
@@ -155,6 +159,10 @@ def serve(argv: list[str]) -> int:
         idle.stop()
         ladder.close()
     return EXIT_OK
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 class IdleSpares:

@@ -161,7 +161,11 @@ class RemoteServe:
                 self.proc.stdin.close()
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
+                self.proc.terminate()  # it ends its workers and removes its folders, killed if it has not
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
 
 
 def _parsed(line: str) -> dict[str, Any]:

@@ -102,8 +102,19 @@ class JudgeProcess:
         try:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            end(self.proc)
+
+
+def end(proc: subprocess.Popen[Any]) -> None:
+    """Asks a judge to stop now (SIGTERM: it ends its workers and removes its folders), killed if it has not in
+    ten seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def record_event(store: Store, evaluation_id: int, event: protocol.JudgeEvent, rung_index: int) -> None:
