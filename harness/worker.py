@@ -101,12 +101,12 @@ class Worker:
         if self.mode == "run":
             self.profiler = warm_profiler(self.cuda)
             ready["profiler"] = self.profiler or "on"
-            if self.cuda:
-                self.watch_note = f"torch's profiler is {self.profiler}" if self.profiler else watch_check()
             if self.cuda and triton is not None:
                 ready["triton"] = warm_triton()
         ready["monotonic"] = time.monotonic()  # as it is sent: the judge's clock too, so how long it took to start
         wire.send(self.sock, ready)
+        if self.mode == "run" and self.cuda:  # while it waits for a version (a spare's wait): before any is read
+            self.watch_note = f"torch's profiler is {self.profiler}" if self.profiler else watch_check()
         while True:
             try:
                 header, tensors = wire.recv(self.sock, block=self.block)
