@@ -45,7 +45,6 @@ class Block:
     index: int
     start: int
     end: int
-    correlation: int
     thread: int
 
 
@@ -64,7 +63,6 @@ class Kernel:
     name: str
     start: int  # on the device, in the host clock the profiler converts CUPTI's timestamps to
     end: int
-    launched: int | None  # the host time of its launch: the start of the op it is linked to, where it is linked
     op: Op | None  # the torch op or block it was launched inside, where it is linked to one
     stream: int = 0
 
@@ -156,12 +154,12 @@ class Records:
         for kind in ("call", "rest"):
             index = name.removeprefix(prefix[kind])
             if index != name and index.isdigit():
-                self.blocks.append(Block(kind, int(index), op.start, op.end, correlation, op.thread))
+                self.blocks.append(Block(kind, int(index), op.start, op.end, op.thread))
 
     def _kernel(self, event: Any) -> Kernel:
         linked = self.ops.get(event.linked_correlation_id())
         name = _demangled(event.name())
-        return Kernel(name, event.start_ns(), event.end_ns(), linked.start if linked else None, linked, _stream(event))
+        return Kernel(name, event.start_ns(), event.end_ns(), linked, _stream(event))
 
     def report(self, counts: dict[str, int]) -> dict[str, Any]:
         calls = [b for b in self.blocks if b.kind == "call"]
