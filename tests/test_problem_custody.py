@@ -189,3 +189,25 @@ def test_eval_judges_against_the_accepted_problem_and_says_so(tmp_path: Path) ->
     assert kerneltui("accept-problem", "vadd", "--workspace", str(folder.parent)).returncode == 0
     again = kerneltui("eval", str(zeros), "--rungs", "load,correctness")
     assert again.returncode == 0 and "not accepted" not in again.stderr, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("rewrite", ["crlf", "not-utf8"])
+def test_a_problem_file_of_any_bytes_leaves_its_versions_current(tmp_path: Path, rewrite: str) -> None:
+    """A problem.py with CRLF line endings or bytes that are not UTF-8 showed every version stale (↻): the
+    judge's digest of the problem and the history's were computed differently."""
+    folder = make_workspace(tmp_path / "ws")
+    problem = folder / "problem.py"
+    data = problem.read_bytes()
+    problem.write_bytes(data.replace(b"\n", b"\r\n") if rewrite == "crlf" else b"# caf\xe9\n" + data)
+    add_version(folder, "good", "v001.py")
+    events = Events()
+    scheduler = Scheduler(Workspace(folder.parent), ladder(tmp_path), events.queue.put)
+    scheduler.start()
+    try:
+        first = events.wait(ended("v001"))
+        assert first.kind == "finished" and first.data["status"] == "pass", first
+        assert scheduler.store is not None
+        rows = scheduler.store.version_rows("vadd")
+        assert [r["name"] for r in rows if not r["stale"]] == ["v001"], rows
+    finally:
+        scheduler.stop()
