@@ -14,17 +14,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from harness import options as ladder_options
-from harness.report import rung_line, trust_lines
-from harness.results import PROFILE_RUNGS, RungResult
-from harness.source import VersionTooLarge
-from harness.text import printable
+from harness.contract import options as ladder_options
+from harness.contract.report import rung_line, trust_lines
+from harness.contract.results import PROFILE_RUNGS, RungResult
+from harness.contract.source import VersionTooLarge
+from harness.contract.text import printable
 from kerneltui.core import config as config_mod
 from kerneltui.core import runner
 from kerneltui.core.judge import harness_env, harness_python
 from kerneltui.core.verdicts import approval_doubt
 from kerneltui.core.workspace import Workspace, WorkspaceError, for_version, resolve
-from kerneltui.history.store import Store
+from kerneltui.history.store import HistoryTooNew, Store
 
 if TYPE_CHECKING:
     from kerneltui.core.session import SessionEvent
@@ -117,7 +117,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def history_line(row: dict[str, Any]) -> str:
-    from harness.report import duration_us, sig
+    from harness.contract.report import duration_us, sig
 
     m = row["metrics"]
     speedup = f"{m['speedup']:.2f}×" if m.get("speedup") else "·"
@@ -366,6 +366,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
     workspace = resolve(args.workspace)
     config = config_mod.load_for(args)
+    Store.refuse_if_newer(workspace.db_path)
     KernelTUI(workspace, config, run_judges=not args.no_judge).run()
     return EXIT_OK
 
@@ -375,7 +376,8 @@ def cmd_serve_web(args: argparse.Namespace) -> int:
     from kerneltui.web import serve
 
     workspace = resolve(args.workspace)
-    config_mod.load(args.config)  # a bad config is said here, not in each browser
+    config_mod.load(args.config)  # a bad config (or a newer kerneltui's history) is said here, not in each browser
+    Store.refuse_if_newer(workspace.db_path)
     extra = ["--config", str(Path(args.config).resolve())] if args.config else []
     return serve(workspace.root, args.host, args.port, extra + (["--no-judge"] if args.no_judge else []))
 
@@ -414,6 +416,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from kerneltui.demo import run_demo
 
     return run_demo(pace=args.pace, keep=args.keep)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """The settings in effect (the config file checked), or with --schema the file's JSON schema."""
+    shown = config_mod.json_schema() if args.schema else config_mod.in_effect(config_mod.load(args.config))
+    print(json.dumps(shown, indent=2))
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -538,6 +547,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", action="store_true", help="keep the demo workspace afterwards")
     demo.set_defaults(func=cmd_demo)
 
+    conf = sub.add_parser("config", help="the settings in effect, as JSON (the config file checked)")
+    conf.add_argument("--config", help=CONFIG_HELP)
+    conf.add_argument("--schema", action="store_true", help="the config file's JSON schema instead")
+    conf.set_defaults(func=cmd_config)
+
     dash = sub.add_parser("dashboard", help="the dashboard (what `kerneltui [WORKSPACE]` opens)")
     dash.add_argument("workspace", nargs="?")
     dash.add_argument("--config", help=CONFIG_HELP)
@@ -610,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr = cast(TextIO, PrintableStream(sys.stderr))
     try:
         code: int = args.func(args)
-    except (WorkspaceError, config_mod.ConfigError) as exc:
+    except (WorkspaceError, config_mod.ConfigError, HistoryTooNew) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

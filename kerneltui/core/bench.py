@@ -56,7 +56,7 @@ class AgentSpec:
             changes["acp"] = self.acp
         if self.backend == "replay":
             changes["recording"] = str(self.recording_for(problem))
-        return dataclasses.replace(base, **changes)
+        return base.model_copy(update=changes)
 
     def recording_for(self, problem: str) -> Path:
         from agents.replay import builtin_recordings

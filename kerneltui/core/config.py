@@ -49,63 +49,41 @@ claude-code = "claude-agent-acp"
 codex = "npx @zed-industries/codex-acp"
 gemini = "gemini --acp"
 opencode = "opencode acp"
+
+Each table is a pydantic model: its keys are checked as the file is read (an error names the file, the table
+and the key) and as code assigns them; `kerneltui config --schema` prints the file's JSON schema.
 """
 
 from __future__ import annotations
 
 import argparse
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import ErrorDetails
 
 from agents.base import DEFAULT_MODEL
-from harness.options import PER_RUN, Options, by_key, config_values
+from harness.contract.options import PER_RUN, Options, by_key, config_values
 from kerneltui.core.locations import config_file
 
-
-class ConfigError(Exception):
-    """The config file is not valid; the message names the file and the key."""
-
-
-@dataclass
-class LadderConfig:
-    """How kerneltui runs judges (python, judges, debounce, rejudge_stale) and the ladder's own options."""
-
-    python: str | None = None
-    judges: int = 1
-    debounce: float = 0.2
-    rejudge_stale: bool = False  # problem.py changed: judge every version again, not only on `B`
-    options: Options = field(default_factory=Options)
-    # where judges run: "local", ssh://[user@]host[:port][?gpus=0,1&python=PATH] (several), "ray" or "ray://..."
-    executor: list[str] = field(default_factory=lambda: ["local"])
-    ssh_options: list[str] = field(default_factory=list)  # e.g. ["-i", "~/.ssh/gpu_key"]
-    ray_resources: dict[str, float] = field(default_factory=dict)  # custom resources each Ray judge asks for
-
-
-@dataclass
-class AgentConfig:
-    backend: str = "claude"
-    model: str = DEFAULT_MODEL
-    max_versions: int | None = 20
-    max_cost_usd: float | None = None
-    target_roofline_pct: float | None = None
-    context: str | None = None
-    stream: bool = True
-    timeout: float = 600.0  # seconds per API request
-    max_retries: int = 4  # the SDK's retries of 429, 5xx and timeouts
-    retry_wait: float = 5.0  # seconds before a turn that still failed is tried again (doubling)
-    recording: str | None = None  # replay: a recording folder (default: the one shipped for the problem)
-    pace: float = 1.0  # replay: multiplies the recorded waits
-    prices: dict[str, list[float]] = field(default_factory=dict)
-    acp: str = "claude-code"  # acp: a name from [acp], or a command line
-    permissions: str = "ask"  # acp: how permission requests are answered: ask, allow, deny
-    feedback_file: bool = True  # FEEDBACK.md in each problem folder, rewritten after each evaluation
-    verdict_wait_s: float = 45.0  # kerneltui mcp: a tool call waits this long for a verdict, then says "judging"
-    startup_timeout_s: float = 180.0  # acp: the agent answers initialize and session/new within this
-    silence_timeout_s: float = 600.0  # acp: a turn with nothing from the agent this long (judging aside) ends it
-
-
+# The file's tables; any other top-level key is ignored (a config shared with a newer kerneltui still loads).
+FILE_TABLES = ("keys", "ladder", "agent", "ui", "acp", "tmux")
+KEYS_HINT = 'maps binding ids to key names, e.g. approve = "A"'
+ACP_HINT = 'maps agent names to command lines, e.g. gemini = "gemini --acp"'
+TMUX_HINT = 'maps problem names (or default) to tmux panes, e.g. softmax = "agents:0.1"'
+PRICES_HINT = 'maps a model prefix to [input, output] USD per MTok, e.g. { "claude-opus" = [5.0, 25.0] }'
 ACP_AGENTS = {
     "claude-code": "claude-agent-acp",
     "codex": "npx @zed-industries/codex-acp",
@@ -113,67 +91,94 @@ ACP_AGENTS = {
     "opencode": "opencode acp",
 }
 
-
-@dataclass
-class Config:
-    keys: dict[str, str] = field(default_factory=dict)
-    ladder: LadderConfig = field(default_factory=LadderConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    acp_agents: dict[str, str] = field(default_factory=lambda: dict(ACP_AGENTS))
-    tmux_panes: dict[str, str] = field(default_factory=dict)  # problem (or "default") -> tmux pane
-    bell: bool = True
-    path: Path | None = None
+NonBlank = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+OneOrMore = Annotated[  # TOML: "local", or a list of ssh:// targets
+    list[str],
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+]
+Price = Annotated[list[float], Field(min_length=2, max_length=2)]
 
 
-def load(path: str | Path | None = None) -> Config:
-    path = Path(path) if path else config_file()
-    if not path.is_file():
-        return Config(path=path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return Config(
-        keys=_keys(data.get("keys", {}), path),
-        ladder=_ladder(data.get("ladder", {}), path),
-        agent=_agent(data.get("agent", {}), path),
-        acp_agents=_acp(data.get("acp", {}), path),
-        tmux_panes=_tmux(data.get("tmux", {}), path),
-        bell=bool(data.get("ui", {}).get("bell", True)),
-        path=path,
+class ConfigError(Exception):
+    """The config file is not valid; the message names the file and the key."""
+
+
+class Table(BaseModel):
+    """A table of the config file: its keys checked when the file is read and when code assigns them."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# --- [ladder]: kerneltui's own keys, and the ladder's options (harness.contract.options) by their keys -------
+
+# Options' field types (annotations as text) as JSON schema; the TOML takes rungs as a list or comma-separated text
+OPTION_TYPES: dict[str, dict[str, Any]] = {
+    "tuple[str, ...]": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]},
+    "str": {"type": "string"},
+    "int": {"type": "integer"},
+    "float": {"type": "number"},
+    "float | None": {"type": "number"},
+    "bool": {"type": "boolean"},
+}
+
+
+def option_keys_schema(schema: dict[str, Any]) -> None:
+    """[ladder]'s option keys in its JSON schema, each with its type, default and `python -m harness` help."""
+    defaults = Options()
+    for key, spec in by_key().items():
+        if key in PER_RUN:
+            continue
+        entry = {**OPTION_TYPES.get(str(spec.type), {}), "description": spec.metadata["help"]}
+        default = getattr(defaults, spec.name)
+        if default is not None:
+            entry["default"] = list(default) if isinstance(default, tuple) else default
+        schema["properties"][key] = entry
+
+
+def option_keys() -> list[str]:
+    """The option keys a config file may set (a run's own, PER_RUN, it may not)."""
+    return sorted(set(by_key()) - set(PER_RUN))
+
+
+class LadderConfig(Table):
+    """How kerneltui runs judges, and the ladder's options (every key of `python -m harness --help`)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, json_schema_extra=option_keys_schema)
+
+    python: str | None = Field(default=None, description="the GPU box's Python (default: kerneltui's own)")
+    judges: int = Field(default=1, description="judge processes with no GPU (one per GPU otherwise)")
+    debounce: float = Field(default=0.2, description="seconds a file must stay unchanged before it is judged")
+    rejudge_stale: bool = Field(default=False, description="problem.py changed: judge every version again (else: on B)")
+    executor: OneOrMore = Field(
+        default_factory=lambda: ["local"],
+        description='where judges run: "local", ssh://[user@]host[:port][?gpus=0,1&python=PATH] (a list of '
+        'them), or "ray" / "ray://HOST:10001"',
     )
+    ssh_options: list[str] = Field(default_factory=list, description='given to ssh before the host: ["-i", "KEY"]')
+    ray_resources: dict[str, float] = Field(default_factory=dict, description="custom resources a Ray judge asks for")
+    options: SkipJsonSchema[Options] = Field(default_factory=Options, exclude=True)  # from the table's option keys
 
+    @model_validator(mode="before")
+    @classmethod
+    def read_option_keys(cls, table: Any) -> Any:
+        """The table's option keys (timeout, rungs, ...) read by their own parsers into `options`."""
+        if not isinstance(table, dict):
+            return table
+        if "options" in table and not isinstance(table["options"], Options):
+            raise ValueError(
+                f"options: not a key; the ladder's options are keys of the table: {', '.join(option_keys())}"
+            )
+        values = config_values(table)
+        if not values:
+            return table
+        own = {key: value for key, value in table.items() if key not in values}
+        own["options"] = own.get("options", Options()).updated(values)
+        return own
 
-def _keys(section: Any, path: Path) -> dict[str, str]:
-    if not isinstance(section, dict) or not all(isinstance(v, str) for v in section.values()):
-        raise ConfigError(f'{path}: [keys] maps binding ids to key names, e.g. approve = "A"')
-    return {str(k): v for k, v in section.items()}
-
-
-def _check_table(section: Any, fields: Any, name: str, path: Path) -> None:
-    """A TOML table whose keys are all fields of its dataclass; else ConfigError naming the strays."""
-    if not isinstance(section, dict):
-        raise ConfigError(f"{path}: [{name}] must be a table")
-    unknown = sorted(set(section) - set(fields))
-    if unknown:
-        raise ConfigError(f"{path}: [{name}] has unknown keys {unknown}; known: {sorted(fields)}")
-
-
-def _ladder(section: Any, path: Path) -> LadderConfig:
-    own = {"python", "judges", "debounce", "rejudge_stale", "executor", "ssh_options", "ray_resources"}
-    _check_table(section, own | (set(by_key()) - set(PER_RUN)), "ladder", path)
-    try:
-        config = LadderConfig(**{k: v for k, v in section.items() if k in own})
-        config.judges, config.debounce = int(config.judges), float(config.debounce)
-        config.executor = executors(config.executor)
-        config.ssh_options = [str(o) for o in config.ssh_options]
-        config.ray_resources = {str(k): float(v) for k, v in dict(config.ray_resources).items()}
-        if not isinstance(config.rejudge_stale, bool):
-            raise ValueError(f"rejudge_stale must be true or false, not {config.rejudge_stale!r}")
-        config.options = Options().updated(config_values(section), "[ladder]")
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: [ladder]: {str(exc).removeprefix('[ladder]: ')}") from None
-    return config
+    @field_validator("executor", mode="before")
+    @classmethod
+    def check_executors(cls, value: Any) -> list[str]:
+        return executors(value)
 
 
 def executors(value: Any) -> list[str]:
@@ -189,48 +194,183 @@ def executors(value: Any) -> list[str]:
     return given
 
 
-def _agent(section: Any, path: Path) -> AgentConfig:
-    _check_table(section, AgentConfig.__dataclass_fields__, "agent", path)
-    config = AgentConfig(**section)
-    if config.backend not in ("claude", "acp", "replay"):
-        raise ConfigError(f"{path}: [agent] backend must be claude, acp or replay, not {config.backend!r}")
-    if config.permissions not in ("ask", "allow", "deny"):
-        raise ConfigError(f"{path}: [agent] permissions must be ask, allow or deny, not {config.permissions!r}")
-    prices = config.prices
-    if not isinstance(prices, dict) or not all(
-        isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v) for v in prices.values()
-    ):
-        raise ConfigError(
-            f"{path}: [agent] prices maps a model prefix to [input, output] USD per MTok, e.g. "
-            f'{{ "claude-opus" = [5.0, 25.0] }}'
-        )
+# --- [agent], [ui] and the file ------------------------------------------------------------------------
+
+
+class AgentConfig(Table):
+    """Which agent `s` (and `kerneltui agent`) starts, and when it stops."""
+
+    backend: Literal["claude", "acp", "replay"] = Field(
+        default="claude", description="claude, acp (an agent from [acp]), or replay (a recorded session)"
+    )
+    model: str = DEFAULT_MODEL
+    max_versions: int | None = Field(default=20, description="stop after this many versions")
+    max_cost_usd: float | None = Field(default=None, description="stop once the session has cost this much (USD)")
+    target_roofline_pct: float | None = Field(
+        default=None, description="stop once a passing version reaches this % of roofline"
+    )
+    context: str | None = Field(default=None, description="the folder agents search (default: <workspace>/context)")
+    stream: bool = True
+    timeout: float = Field(default=600.0, description="seconds per API request")
+    max_retries: int = Field(default=4, description="the SDK's retries of 429, 5xx and timeouts")
+    retry_wait: float = Field(
+        default=5.0, description="seconds before a turn that still failed is tried again (doubling)"
+    )
+    recording: str | None = Field(
+        default=None, description="replay: a recording folder (default: the problem's shipped one)"
+    )
+    pace: float = Field(default=1.0, description="replay: multiplies the recorded waits")
+    prices: dict[str, Price] = Field(default_factory=dict, description=PRICES_HINT)
+    acp: str = Field(default="claude-code", description="acp: a name from [acp], or a command line")
+    permissions: Literal["ask", "allow", "deny"] = Field(
+        default="ask", description="acp: how permission requests are answered"
+    )
+    feedback_file: bool = Field(
+        default=True, description="FEEDBACK.md in each problem folder, rewritten after each evaluation"
+    )
+    verdict_wait_s: float = Field(
+        default=45.0, description='kerneltui mcp: a tool call waits this long for a verdict, then says "judging"'
+    )
+    startup_timeout_s: float = Field(
+        default=180.0, description="acp: the agent answers initialize and session/new within this"
+    )
+    silence_timeout_s: float = Field(default=600.0, description="acp: a turn silent this long (judging aside) is ended")
+
+
+class UiConfig(Table):
+    """Dashboard habits."""
+
+    model_config = ConfigDict(extra="ignore")  # as ever: a key of [ui] kerneltui does not know is ignored
+
+    bell: bool = Field(default=True, description="ring when a version beats the best or the queue empties")
+
+
+class Config(BaseModel):
+    """kerneltui's config file (~/.config/kerneltui/config.toml)."""
+
+    model_config = ConfigDict(
+        extra="ignore", validate_assignment=True, validate_by_name=True, validate_by_alias=True, title="kerneltui"
+    )
+
+    keys: dict[str, str] = Field(default_factory=dict, description=KEYS_HINT)
+    ladder: LadderConfig = Field(default_factory=LadderConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    ui: UiConfig = Field(default_factory=UiConfig)
+    acp_agents: dict[str, NonBlank] = Field(default_factory=lambda: dict(ACP_AGENTS), alias="acp", description=ACP_HINT)
+    tmux_panes: dict[str, NonBlank] = Field(default_factory=dict, alias="tmux", description=TMUX_HINT)
+    path: SkipJsonSchema[Path | None] = Field(default=None, exclude=True)  # the file read, not a key of it
+
+    @field_validator("acp_agents", mode="after")
+    @classmethod
+    def over_shipped_agents(cls, agents: dict[str, str]) -> dict[str, str]:
+        return {**ACP_AGENTS, **agents}
+
+    @property
+    def bell(self) -> bool:
+        return self.ui.bell
+
+    @bell.setter
+    def bell(self, ring: bool) -> None:
+        self.ui.bell = ring
+
+
+def load(path: str | Path | None = None) -> Config:
+    path = Path(path) if path else config_file()
+    if not path.is_file():
+        return Config(path=path)
     try:
-        for name in ("max_cost_usd", "target_roofline_pct"):
-            value = getattr(config, name)
-            setattr(config, name, None if value is None else float(value))
-        config.max_versions = None if config.max_versions is None else int(config.max_versions)
-        config.timeout, config.pace = float(config.timeout), float(config.pace)
-        config.verdict_wait_s = float(config.verdict_wait_s)
-        config.startup_timeout_s, config.silence_timeout_s = (
-            float(config.startup_timeout_s),
-            float(config.silence_timeout_s),
-        )
-        config.max_retries, config.retry_wait = int(config.max_retries), float(config.retry_wait)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: [agent]: {exc}") from None
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    try:
+        config = Config.model_validate({name: table for name, table in data.items() if name in FILE_TABLES})
+    except ValidationError as exc:
+        raise ConfigError("\n".join(f"{path}: {said}" for said in problems(exc))) from None
+    config.path = path
     return config
 
 
-def _acp(section: Any, path: Path) -> dict[str, str]:
-    if not isinstance(section, dict) or not all(isinstance(v, str) and v.strip() for v in section.values()):
-        raise ConfigError(f'{path}: [acp] maps agent names to command lines, e.g. gemini = "gemini --acp"')
-    return {**ACP_AGENTS, **{str(k): v for k, v in section.items()}}
+def in_effect(config: Config) -> dict[str, Any]:
+    """The settings in the file's layout, the ladder's options by their keys (`kerneltui config`)."""
+    tables = config.model_dump(mode="json", by_alias=True)
+    options = config.ladder.options
+    for key in option_keys():
+        value = getattr(options, by_key()[key].name)
+        tables["ladder"][key] = list(value) if isinstance(value, tuple) else value
+    return tables
 
 
-def _tmux(section: Any, path: Path) -> dict[str, str]:
-    if not isinstance(section, dict) or not all(isinstance(v, str) and v.strip() for v in section.values()):
-        raise ConfigError(f'{path}: [tmux] maps problem names (or default) to tmux panes, e.g. softmax = "agents:0.1"')
-    return {str(k): v.strip() for k, v in section.items()}
+def json_schema() -> dict[str, Any]:
+    """The config file's layout as JSON Schema (`kerneltui config --schema`)."""
+    return Config.model_json_schema(by_alias=True)
+
+
+# --- what is wrong, said as `[table]: key: problem, not VALUE` ----------------------------------------
+
+EXPECTED = {
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected a string",
+    "string_too_short": "must not be blank",
+    "list_type": "expected a list",
+    "too_short": "expected 2 numbers",
+    "too_long": "expected 2 numbers",
+    "dict_type": "expected a table",
+    "model_type": "expected a table",
+}
+HINTS = {  # said with an error in a table of free keys
+    ("keys",): f"[keys] {KEYS_HINT}",
+    ("acp",): f"[acp] {ACP_HINT}",
+    ("tmux",): f"[tmux] {TMUX_HINT}",
+    ("agent", "prices"): f"[agent] prices {PRICES_HINT}",
+}
+
+
+def problems(exc: ValidationError) -> list[str]:
+    """Each error on a line of its own; a table's unknown keys on one, with the keys it knows."""
+    said: list[str] = []
+    unknown: dict[str, list[str]] = {}
+    for error in exc.errors():
+        if error["type"] == "extra_forbidden":
+            unknown.setdefault(str(error["loc"][0]), []).append(str(error["loc"][-1]))
+        else:
+            said.append(problem(error))
+    for table, keys in unknown.items():
+        said.append(f"[{table}]: unknown key(s) {', '.join(keys)}; known: {', '.join(known_keys(table))}")
+    return said
+
+
+def known_keys(table: str) -> list[str]:
+    """The keys [ladder] or [agent] takes (the tables whose unknown keys are errors)."""
+    if table == "ladder":
+        return sorted(set(LadderConfig.model_fields) - {"options"} | set(option_keys()))
+    return sorted(AgentConfig.model_fields)
+
+
+def problem(error: ErrorDetails) -> str:
+    """One validation error: where (the table, then the key), what is wrong, and the value given."""
+    table, *keys = error["loc"]
+    wrong = what_is_wrong(error)
+    if keys and wrong.startswith(str(keys[-1])):  # a message that names its key itself
+        keys.pop()
+    where = f"[{table}]" + "".join(f"[{k}]" if isinstance(k, int) else f": {k}" for k in keys)
+    said = f"{where}: {wrong}"
+    hint = next((text for at, text in HINTS.items() if tuple(error["loc"][: len(at)]) == at), None)
+    return f"{said}; {hint}" if hint else said
+
+
+def what_is_wrong(error: ErrorDetails) -> str:
+    kind, ctx = error["type"], error.get("ctx", {})
+    if kind == "value_error":
+        return str(ctx["error"])
+    text = f"must be {ctx['expected']}" if kind == "literal_error" else EXPECTED.get(kind, error["msg"])
+    value = error["input"]
+    return f"{text}, not {value!r}" if isinstance(value, str | int | float) else text
 
 
 # --- the options every command that runs judges shares -----------------------------------------------

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from harness import protocol, source
-from harness.options import PER_RUN, Options
-from harness.results import Evaluation, RungResult
+from harness.contract import protocol, source
+from harness.contract.options import PER_RUN, Options
+from harness.contract.results import Evaluation, RungResult
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.custody import Custody, CustodyError, judged_other_bytes, notice, stage_evaluation
 from kerneltui.core.judge import JudgeProcess, harness_python, record_event
@@ -186,7 +186,6 @@ def evaluate_remotely(
     kind: str | None,
 ) -> Outcome:
     """As evaluate, by the first judge of a remote executor (over ssh, a Ray actor)."""
-    import dataclasses
     import queue
 
     from kerneltui.core.judges import make_judges
@@ -198,7 +197,7 @@ def evaluate_remotely(
     if staged is None:
         return outcome
     inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
-    judge = make_judges(dataclasses.replace(ladder, options=options), workspace, inbox)[0]
+    judge = make_judges(ladder.model_copy(update={"options": options}), workspace, inbox)[0]
     judge.start()
     try:
         while True:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from kerneltui.history.schema import create_schema
+from kerneltui.history.schema import migrate, refuse_newer
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -43,9 +43,15 @@ class Connection:
         self.closed = False
         self.conn.execute("PRAGMA busy_timeout = 30000")
         self._db: sqlite_utils.Database | None = None
-        if create:  # readers open an existing history and write nothing
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            create_schema(self)
+        try:
+            if create:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                migrate(self)
+            else:  # readers open an existing history and write nothing
+                refuse_newer(self)
+        except BaseException:
+            self.conn.close()
+            raise
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -58,7 +64,8 @@ class Connection:
 
     @classmethod
     def open(cls, path: Path, check: bool = True) -> OpenedStore[Self]:
-        """Opens (or creates) the history; a corrupt file is moved aside and a new one started.
+        """Opens (or creates) the history; a corrupt file is moved aside and a new one started. A newer
+        kerneltui's history raises HistoryTooNew and is left where it is.
 
         check=False skips the full page scan (PRAGMA quick_check): a file that is not a database still
         fails at once; the dashboard runs the scan later, off its start-up path (see integrity()).
@@ -77,6 +84,16 @@ class Connection:
                     src.rename(Path(str(aside) + suffix))
             warning = f"{path} could not be read ({exc}); moved it to {aside} and started a new history"
             return OpenedStore(cls(path), warning)
+
+    @classmethod
+    def refuse_if_newer(cls, path: Path) -> None:
+        """HistoryTooNew when the history at `path` is a newer kerneltui's: said before a dashboard starts, not
+        as an empty one. Nothing is created; a file that cannot be read is left to open() to move aside."""
+        if path.is_file():
+            try:
+                cls(path, create=False).close()
+            except sqlite3.DatabaseError:
+                pass
 
     def integrity(self) -> str | None:
         """None when SQLite's quick_check finds the file sound, else what it found."""

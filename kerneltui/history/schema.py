@@ -1,21 +1,40 @@
-"""The history's tables, created where missing; histories written by an older kerneltui gain the columns
-added since."""
+"""The history's tables, brought up to date by numbered migrations.
+
+`meta.schema_version` is the number of the last migration a history has had (0: a new file, no meta table).
+Opening a history to write applies each later migration in order, all in one transaction, each recorded in
+`schema_migrations`; a history written by a newer kerneltui (a version past ours) is refused and left as it
+is. A migration only adds what is missing: several changes came without a number of their own, so a history
+of one version may have them or not, and either way ends with the layout of a new one.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import sqlite_utils
 
 
 class Tables(Protocol):
-    """What the schema needs of a history connection (kerneltui.history.connection.Connection): its tables."""
+    """What the schema needs of a history connection (kerneltui.history.connection.Connection)."""
+
+    path: Path
 
     def table(self, name: str) -> sqlite_utils.db.Table: ...
 
+    def transaction(self) -> AbstractContextManager[None]: ...
 
-SCHEMA_VERSION = 4  # 2: evaluations.flags; 3: evaluations.race; 4: bench tables, agent tokens
+    def first_row(self, sql: str, params: list[Any] | None = None) -> dict[str, Any] | None: ...
+
+
+class HistoryTooNew(Exception):
+    """The history was written by a newer kerneltui: its layout is unknown here, so it is not opened."""
+
+
 KEY_METRICS = (
     "max_abs",
     "max_rel",
@@ -30,22 +49,58 @@ KEY_METRICS = (
 )
 
 
-def create_schema(store: Tables) -> None:
-    store.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
-    store.table("problems").create(
-        {
-            "name": str,
-            "path": str,
-            "description": str,
-            "problem_hash": str,
-            "created": str,
-            "error": str,
-            "pending_hash": str,
-        },
-        pk="name",
-        if_not_exists=True,
+def migrate(store: Tables) -> None:
+    """Applies the migrations past the history's version, in order, in one transaction, each recorded."""
+    if refuse_newer(store) == SCHEMA_VERSION:
+        return  # the usual open: nothing written, no write lock taken
+    with store.transaction():
+        version = refuse_newer(store)  # again under the write lock: another process may have migrated it
+        for number, step in MIGRATIONS:
+            if number > version:
+                step(store)
+                record_applied(store, number)
+
+
+def refuse_newer(store: Tables) -> int:
+    """The history's version; HistoryTooNew when a newer kerneltui wrote it."""
+    version = stored_version(store)
+    if version > SCHEMA_VERSION:
+        raise HistoryTooNew(
+            f"{store.path} was written by a newer kerneltui (history version {version}; this one knows up to "
+            f"{SCHEMA_VERSION}): upgrade kerneltui to open it, or use another workspace"
+        )
+    return version
+
+
+def stored_version(store: Tables) -> int:
+    """meta.schema_version: the last migration applied (0 for a new file)."""
+    if store.first_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'") is None:
+        return 0
+    row = store.first_row("SELECT value FROM meta WHERE key = 'schema_version'")
+    return int(row["value"]) if row else 0
+
+
+def record_applied(store: Tables, number: int) -> None:
+    """The migration in schema_migrations (made by the first to be recorded), and the version it gives."""
+    applied = datetime.now(UTC).isoformat(timespec="milliseconds")
+    migrations = store.table("schema_migrations")
+    migrations.create({"number": int, "applied": str}, pk="number", if_not_exists=True)
+    migrations.upsert({"number": number, "applied": applied}, pk="number")
+    store.table("meta").upsert({"key": "schema_version", "value": str(number)}, pk="key")
+
+
+# --- the migrations: each creates only what is missing ---------------------------------------------
+
+
+def first_layout(store: Tables) -> None:
+    """1: the tables as the first kerneltui wrote them."""
+    create(store, "meta", {"key": str, "value": str}, pk="key")
+    create(
+        store, "problems", {"name": str, "path": str, "description": str, "problem_hash": str, "created": str}, "name"
     )
-    store.table("versions").create(
+    create(
+        store,
+        "versions",
         {
             "id": int,
             "problem": str,
@@ -58,14 +113,12 @@ def create_schema(store: Tables) -> None:
             "author": str,
             "created": str,
             "deleted": str,
-            "source": str,
-            "mtime_ns": int,
         },
-        pk="id",
-        if_not_exists=True,
     )
     store.table("versions").create_index(["problem", "name", "hash"], unique=True, if_not_exists=True)
-    store.table("evaluations").create(
+    create(
+        store,
+        "evaluations",
         {
             "id": int,
             "version_id": int,
@@ -88,17 +141,13 @@ def create_schema(store: Tables) -> None:
             "started": str,
             "finished": str,
             "seconds": float,
-            "race": str,
             **{k: float for k in KEY_METRICS},
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["problem", "id"], ["version_id"]),
     )
-    store.table("evaluations").create_index(["problem", "id"], if_not_exists=True)
-    store.table("evaluations").create_index(["version_id"], if_not_exists=True)
-    store.table("evaluations").create_index(["problem", "status", "median_us"], if_not_exists=True)
-    store.table("evaluations").create_index(["status"], if_not_exists=True)
-    store.table("rungs").create(
+    create(
+        store,
+        "rungs",
         {
             "id": int,
             "evaluation_id": int,
@@ -111,11 +160,11 @@ def create_schema(store: Tables) -> None:
             "metrics": str,
             "log": str,
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["evaluation_id"],),
     )
-    store.table("rungs").create_index(["evaluation_id"], if_not_exists=True)
-    store.table("case_results").create(
+    create(
+        store,
+        "case_results",
         {
             "id": int,
             "evaluation_id": int,
@@ -130,11 +179,11 @@ def create_schema(store: Tables) -> None:
             "psnr": float,
             "cosine": float,
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["evaluation_id"],),
     )
-    store.table("case_results").create_index(["evaluation_id"], if_not_exists=True)
-    store.table("timings").create(
+    create(
+        store,
+        "timings",
         {
             "id": int,
             "evaluation_id": int,
@@ -152,11 +201,11 @@ def create_schema(store: Tables) -> None:
             "roofline_pct": float,
             "device_name": str,
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["evaluation_id"],),
     )
-    store.table("timings").create_index(["evaluation_id"], if_not_exists=True)
-    store.table("artifacts").create(
+    create(
+        store,
+        "artifacts",
         {
             "id": int,
             "evaluation_id": int,
@@ -167,16 +216,11 @@ def create_schema(store: Tables) -> None:
             "bytes": int,
             "case_label": str,
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["evaluation_id"],),
     )
-    store.table("artifacts").create_index(["evaluation_id"], if_not_exists=True)
-    store.table("pruned_dumps").create(  # evaluations whose dumps `kerneltui gc` or the dumps budget removed
-        {"evaluation_id": int, "folder": str, "bytes": int, "pruned": str, "why": str},
-        pk="evaluation_id",
-        if_not_exists=True,
-    )
-    store.table("verdicts").create(
+    create(
+        store,
+        "verdicts",
         {
             "id": int,
             "version_id": int,
@@ -188,16 +232,23 @@ def create_schema(store: Tables) -> None:
             "who": str,
             "created": str,
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["version_id"],),
     )
-    store.table("verdicts").create_index(["version_id"], if_not_exists=True)
-    store.table("guidance").create(
-        {"id": int, "problem": str, "text": str, "who": str, "created": str, "delivered": str},
-        pk="id",
-        if_not_exists=True,
+    create(store, "guidance", {"id": int, "problem": str, "text": str, "who": str, "created": str, "delivered": str})
+
+
+def flags_and_agents(store: Tables) -> None:
+    """2: evaluations.flags (timings doubted), and what version 1 gained without a number: problems.error,
+    versions.source and mtime_ns, the status indexes and the agents' tables."""
+    add_missing_columns(
+        store,
+        {"problems": {"error": str}, "versions": {"source": str, "mtime_ns": int}, "evaluations": {"flags": str}},
     )
-    store.table("agent_sessions").create(
+    store.table("evaluations").create_index(["problem", "status", "median_us"], if_not_exists=True)
+    store.table("evaluations").create_index(["status"], if_not_exists=True)
+    create(
+        store,
+        "agent_sessions",
         {
             "id": int,
             "problem": str,
@@ -211,38 +262,27 @@ def create_schema(store: Tables) -> None:
             "turns": int,
             "cost_usd": float,
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["problem", "id"],),
     )
-    store.table("agent_sessions").create_index(["problem", "id"], if_not_exists=True)
-    store.table("agent_events").create(
-        {"id": int, "session_id": int, "problem": str, "kind": str, "text": str, "data": str, "created": str},
-        pk="id",
-        if_not_exists=True,
-    )
-    store.table("agent_events").create_index(["problem", "id"], if_not_exists=True)
-    store.table("agent_events").create_index(["session_id", "id"], if_not_exists=True)
-    create_bench_tables(store)
-    add_missing_columns(
+    create(
         store,
-        {
-            "problems": {"error": str, "pending_hash": str},
-            "versions": {"source": str, "mtime_ns": int},
-            "evaluations": {"flags": str, "race": str},
-            "agent_sessions": {"input_tokens": int, "output_tokens": int},
-        },
+        "agent_events",
+        {"id": int, "session_id": int, "problem": str, "kind": str, "text": str, "data": str, "created": str},
+        indexes=(["problem", "id"], ["session_id", "id"]),
     )
-    store.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
 
-def create_bench_tables(store: Tables) -> None:
-    """Agents measured on a suite: one run, and one entry per (problem, agent) with the folder it worked in."""
-    store.table("bench_runs").create(
-        {"id": int, "suite": str, "started": str, "ended": str, "settings": str, "note": str},
-        pk="id",
-        if_not_exists=True,
-    )
-    store.table("bench_entries").create(
+def race(store: Tables) -> None:
+    """3: evaluations.race (a passing version timed against the best)."""
+    add_missing_columns(store, {"evaluations": {"race": str}})
+
+
+def bench(store: Tables) -> None:
+    """4: agents measured on a suite (bench_runs, bench_entries), and the tokens of an agent's session."""
+    create(store, "bench_runs", {"id": int, "suite": str, "started": str, "ended": str, "settings": str, "note": str})
+    create(
+        store,
+        "bench_entries",
         {
             "id": int,
             "run_id": int,
@@ -256,14 +296,45 @@ def create_bench_tables(store: Tables) -> None:
             "stop_reason": str,
             "error": str,
         },
-        pk="id",
-        if_not_exists=True,
+        indexes=(["run_id", "id"],),
     )
-    store.table("bench_entries").create_index(["run_id", "id"], if_not_exists=True)
+    add_missing_columns(store, {"agent_sessions": {"input_tokens": int, "output_tokens": int}})
+
+
+def custody_and_pruning(store: Tables) -> None:
+    """5: what version 4 gained without a number: problems.pending_hash (a change on disk awaiting acceptance)
+    and pruned_dumps (evaluations whose dumps `kerneltui gc` or the dumps budget removed)."""
+    add_missing_columns(store, {"problems": {"pending_hash": str}})
+    create(
+        store,
+        "pruned_dumps",
+        {"evaluation_id": int, "folder": str, "bytes": int, "pruned": str, "why": str},
+        "evaluation_id",
+    )
+
+
+# A change to the layout is a new step with the next number, never an edit of one: a history applies each step
+# past its version once, so an edited step would never reach the histories that had it already.
+MIGRATIONS: tuple[tuple[int, Callable[[Tables], None]], ...] = (
+    (1, first_layout),
+    (2, flags_and_agents),
+    (3, race),
+    (4, bench),
+    (5, custody_and_pruning),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def create(
+    store: Tables, table: str, columns: dict[str, type], pk: str = "id", indexes: tuple[list[str], ...] = ()
+) -> None:
+    """The table and its indexes, where missing."""
+    store.table(table).create(columns, pk=pk, if_not_exists=True)
+    for index in indexes:
+        store.table(table).create_index(index, if_not_exists=True)
 
 
 def add_missing_columns(store: Tables, wanted: dict[str, dict[str, type]]) -> None:
-    """Histories written by an older kerneltui gain the columns added since."""
     for table, columns in wanted.items():
         have = store.table(table).columns_dict
         for name, kind in columns.items():
