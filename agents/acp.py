@@ -30,7 +30,7 @@ from agents.base import Budget, Feedback, Host, Judged, best_roofline, budget_re
 from agents.known import known_for
 from agents.prompt import task_prompt
 from agents.tools import ToolError, confine, confine_write
-from harness.text import printable
+from harness.contract.text import printable
 
 IDLE_BEFORE_WAITING_S = 5.0  # a version written just before the turn ended may not be queued yet
 POLL_S = 0.2

@@ -72,9 +72,17 @@ def dsl_sources(context: Path) -> list[str]:
     return found
 
 
+# how a problem.py `kerneltui import kernelbench` wrote loads its KernelBench file, now and before
+KERNELBENCH_IMPORTS = (
+    "from harness.problem import kernelbench",
+    "from harness import kernelbench",
+    "harness.kernelbench",
+)
+
+
 def model_new(problem: ProblemInfo) -> str:
     """KernelBench problems also take their own form of a version, which their solutions are written in."""
-    if "from harness import kernelbench" not in problem.source and "harness.kernelbench" not in problem.source:
+    if not any(form in problem.source for form in KERNELBENCH_IMPORTS):
         return ""
     return (
         " This problem comes from KernelBench: a version may instead define `ModelNew`, an nn.Module built like the "

@@ -16,8 +16,8 @@ import subprocess
 import sys
 import time
 
-from harness.containment import become_subreaper, kill_all, processes, tree
-from harness.sandbox import die_with_parent
+from harness.containment.sandbox import die_with_parent
+from harness.containment.watch import become_subreaper, kill_all, processes, tree
 
 GRACE_S = 2.0
 

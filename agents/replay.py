@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agents.base import Budget, Host, best_roofline, budget_reason, render_feedback
 from agents.tools import Toolbox
-from harness import source
+from harness.contract import source
 
 RECORDINGS = Path(__file__).parent / "recordings"
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from agents.base import Host, Judged, ProblemInfo
 from agents.context_index import ContextIndex, IndexUnavailable, format_hits, index_file
-from harness.source import MAX_VERSION_KB
+from harness.contract.source import MAX_VERSION_KB
 
 MAX_OUTPUT_CHARS = 16_000
 MAX_FILE_BYTES = 4_000_000

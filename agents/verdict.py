@@ -11,7 +11,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from harness.results import Flag, RungResult
+from harness.contract.results import Flag, RungResult
 
 # --- the JSON shape -----------------------------------------------------------------------------
 # Named as the MCP clients see them in the output schema (the names become its title and $defs).

@@ -27,8 +27,8 @@ def worker_starts(repeat: int, confine: bool, env: dict[str, str]) -> float:
     """Median seconds from spawning a worker to its ready message, in a child with this environment."""
     code = (
         "import json, sys, time\n"
-        "from harness.workers import Spawn, WorkerProcess\n"
-        "from harness.containment import probe\n"
+        "from harness.workers.process import Spawn, WorkerProcess\n"
+        "from harness.containment.watch import probe\n"
         f"spawn = Spawn(confine={confine})\n"
         "times = []\n"
         f"for _ in range({repeat}):\n"
@@ -59,9 +59,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rungs", help="default: every rung")
     args = parser.parse_args()
-    from harness.containment import probe
-    from harness.report import containment_summary
-    from harness.workers import cuda_device_count
+    from harness.containment.watch import probe
+    from harness.contract.report import containment_summary
+    from harness.workers.process import cuda_device_count
 
     offer = probe()
     levels: list[tuple[str, list[str], dict[str, str], bool]] = [

@@ -277,7 +277,7 @@ def tree_memory_mb(root_pid: int) -> dict[str, float]:
             key, _, value = line.partition(":")
             if key in ("Rss", "Pss"):
                 total[key.lower()] += int(value.split()[0]) / 1024
-        total["workers"] += b"harness.sandbox" in command or b"harness.worker" in command
+        total["workers"] += b"harness.containment.sandbox" in command or b"harness.worker.main" in command
     return total
 
 

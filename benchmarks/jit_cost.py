@@ -5,7 +5,7 @@
 For each version (default: softmax v002 and rmsnorm v002) and each way of compiling, a fresh process with
 an empty Triton cache, Triton's runtime made ready first (as a spare run worker is), then the version called
 once on each correctness case, in order, as the correctness rung calls it. "--threads 0" compiles in the
-calls; "N" first compiles every case's kernels with harness.precompile on N threads (on CPU copies of the
+calls; "N" first compiles every case's kernels with harness.gpu.precompile on N threads (on CPU copies of the
 inputs, as the compile rung does), then makes the same calls: a call that still compiles shows as slow.
 Prints per way: the seconds of the compile pass, of each case's call and their total; and, for the serial
 way, cProfile's largest cumulative entries (the compiler's stages, ptxas, the launcher's C compile). With no
@@ -36,16 +36,16 @@ def child(version: Path, threads: int, top: int) -> None:
     sys.path.insert(0, str(REPO))
     import torch
 
-    from harness import precompile
-    from harness.problem import load_problem
+    from harness.gpu import precompile
+    from harness.problem.load import load_problem
 
     cuda = torch.cuda.is_available()
     if cuda:
-        from harness.triton_warm import warm_up
+        from harness.worker.triton_warm import warm_up
 
         warm_up()
     else:
-        from harness import aot
+        from harness.gpu import aot
 
         aot.install_triton(90)
     problem = load_problem(version.parent)

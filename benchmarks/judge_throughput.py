@@ -34,8 +34,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.options import Options, parse_rungs  # noqa: E402
-from harness.workers import cuda_device_count  # noqa: E402
+from harness.contract.options import Options, parse_rungs  # noqa: E402
+from harness.workers.process import cuda_device_count  # noqa: E402
 from kerneltui.core.config import Config, LadderConfig  # noqa: E402
 from kerneltui.core.events import SchedulerEvent  # noqa: E402
 from kerneltui.core.session import Session  # noqa: E402

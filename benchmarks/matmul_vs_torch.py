@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from harness import profiled, timing  # noqa: E402
+from harness.gpu import timing  # noqa: E402
+from harness.worker import profiled  # noqa: E402
 
 
 def load_entry(path: Path) -> Callable[..., Any]:

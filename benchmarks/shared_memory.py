@@ -21,8 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import wire
-from harness.workers import WorkerPool, WorkerProcess
+from harness.wire import frames as wire
+from harness.workers.process import WorkerPool, WorkerProcess
 
 VERSION = b"def custom_kernel(a, b):\n    return a + b\n"
 

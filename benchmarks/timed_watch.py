@@ -1,4 +1,4 @@
-"""What watching the timed calls costs and sees (harness.kernel_watch), on a GPU.
+"""What watching the timed calls costs and sees (harness.worker.kernel_watch), on a GPU.
 
     python benchmarks/timed_watch.py [--json OUT.json]
 
@@ -24,7 +24,8 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import kernel_watch, timing
+from harness.gpu import timing
+from harness.worker import kernel_watch
 
 
 @triton.jit

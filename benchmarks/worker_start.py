@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import containment
-from harness.workers import Spawn, WorkerPool, WorkerProcess
+from harness.containment import watch as containment
+from harness.workers.process import Spawn, WorkerPool, WorkerProcess
 
 
 def pss_bytes(pids: list[int]) -> int:

@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import options as ladder_options
-from harness import protocol
-from harness.results import RungResult
+from harness.contract import options as ladder_options
+from harness.contract import protocol
+from harness.contract.results import RungResult
 
 if TYPE_CHECKING:
-    from harness.ladder import Ladder
-    from harness.workers import WorkerPool
+    from harness.judge.ladder import Ladder
+    from harness.workers.process import WorkerPool
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -38,7 +38,7 @@ def emit(event: protocol.JudgeEvent) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if os.environ.pop("KERNELTUI_WATCH_PARENT", None):
-        from harness.sandbox import die_with_parent
+        from harness.containment.sandbox import die_with_parent
 
         die_with_parent()
     if argv[:1] == ["serve"]:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["doctor"]:
         return doctor(argv[1:])
     if argv[:1] == ["remote"]:  # the judge of a kerneltui on another machine
-        from harness.remote import main as remote_main
+        from harness.judge.remote import main as remote_main
 
         return remote_main(argv[1:])
     parser = argparse.ArgumentParser(
@@ -63,17 +63,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    from harness.ladder import spawn_for
-    from harness.workers import WorkerPool
+    from harness.judge.ladder import spawn_for
+    from harness.workers.process import WorkerPool
 
     pool = WorkerPool(spawn_for(options), reap=True)
     pool.prestart(options.rungs)  # before torch is imported here, so the two imports overlap
 
-    from harness.ladder import Ladder
-    from harness.problem import ProblemError
-    from harness.report import evaluation_text, rung_line, trust_lines
-    from harness.rungs.builtin import LADDER
-    from harness.source import VersionTooLarge
+    from harness.contract.report import evaluation_text, rung_line, trust_lines
+    from harness.contract.source import VersionTooLarge
+    from harness.judge.ladder import Ladder
+    from harness.judge.rungs.builtin import LADDER
+    from harness.problem.load import ProblemError
 
     def on_rung(rung: RungResult) -> None:
         if args.stream:
@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def make_options(values: dict[str, Any], version: Path | None, where: str = "") -> Any:
     """Options from values by key (a command line's, a request's), checked against the version file."""
-    from harness.aot import parse_arch
-    from harness.options import Options
+    from harness.contract.options import Options
+    from harness.gpu.aot import parse_arch
 
     options = Options().updated(values, where)
     parse_arch(options.arch)
@@ -123,8 +123,8 @@ def serve(argv: list[str]) -> int:
     ladder_options.add_arguments(parser)
     parser.add_argument("--once", action="store_true", help="judge one request, with no spare worker, then exit")
     args = parser.parse_args(argv)
-    from harness.ladder import spawn_for
-    from harness.workers import WorkerPool
+    from harness.judge.ladder import spawn_for
+    from harness.workers.process import WorkerPool
 
     values = ladder_options.given(args)
     try:
@@ -135,8 +135,8 @@ def serve(argv: list[str]) -> int:
     pool = WorkerPool(spawn_for(base), keep_spare=not args.once, reap=True)
     pool.prestart(base.rungs)
 
-    from harness.ladder import Ladder
-    from harness.rungs.builtin import LADDER
+    from harness.judge.ladder import Ladder
+    from harness.judge.rungs.builtin import LADDER
 
     ladder = Ladder(base, LADDER, pool)
     # Stopped (SIGTERM) mid-evaluation, it unwinds as at the end of its input: the evaluation's workers and
@@ -202,8 +202,8 @@ class IdleSpares:
 
 def _judge_line(ladder: Ladder, values: dict[str, Any], line: str) -> bool:
     """One request: its evaluation's events emitted. True when it was judged to the end (not refused)."""
-    from harness.problem import ProblemError
-    from harness.source import VersionTooLarge
+    from harness.contract.source import VersionTooLarge
+    from harness.problem.load import ProblemError
 
     try:
         request = json.loads(line)
@@ -226,7 +226,7 @@ def _judge_line(ladder: Ladder, values: dict[str, Any], line: str) -> bool:
 
 def doctor(argv: list[str]) -> int:
     """What this box offers for containing versions (python -m harness doctor [--json])."""
-    from harness.doctor import facts, report
+    from harness.judge.doctor import facts, report
 
     found = facts()
     print(json.dumps(found) if "--json" in argv else report(found))

@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from harness.options import positive
+from harness.contract.options import positive
 from kerneltui.core import config as config_mod
 from kerneltui.core import dump_budget
 from kerneltui.core.workspace import resolve

@@ -166,7 +166,7 @@ def answer(text: str, data: Mapping[str, Any]) -> "CallToolResult":
 def client_name(request_context: Any) -> str:
     """The name the client gave in `initialize` (e.g. claude-code), which becomes the session's model and every
     version's author: stored printable and short, as any text from an agent is shown."""
-    from harness.text import printable
+    from harness.contract.text import printable
 
     params = request_context.session.client_params
     info = params.client_info if params is not None else None

@@ -6,7 +6,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from harness.results import Evaluation, RungResult
+from harness.contract.results import Evaluation, RungResult
 from kerneltui.core import runner
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store

@@ -287,7 +287,7 @@ class RelayClient:
             self._close()
 
     def _judge_for(self, args: list[str], env: dict[str, str]) -> tuple[SharedJudge, dict[str, Any]]:
-        from harness import options
+        from harness.contract import options
 
         parser = argparse.ArgumentParser()
         options.add_arguments(parser)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.clocks import ClockSampler, Sample, summarize
-from harness.report import _clocks_detail
+from harness.contract.report import _clocks_detail
+from harness.judge.clocks import ClockSampler, Sample, summarize
 
 
 def test_slowed_samples_are_counted_with_their_reasons() -> None:
@@ -37,7 +37,7 @@ def test_stopping_does_not_wait_for_a_slow_nvml_read(monkeypatch: pytest.MonkeyP
     import threading
     import time
 
-    from harness import clocks
+    from harness.judge import clocks
 
     inside, release = threading.Event(), threading.Event()
     calls: list[int] = []

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from harness import dumps
-from harness.confined import ToolLimits, run_confined
-from harness.containment import probe
-from harness.protocol import Finished
-from harness.results import Evaluation, RungResult
+from harness.containment.confined import ToolLimits, run_confined
+from harness.containment.watch import probe
+from harness.contract.protocol import Finished
+from harness.contract.results import Evaluation, RungResult
+from harness.judge import artifacts as dumps
 from kerneltui.core.judge import record_event
 from kerneltui.history.store import Store
 from tests.conftest import add_version, judge_many, kerneltui, rung
@@ -403,7 +403,7 @@ def test_a_cubin_that_hangs_the_disassembler_costs_its_listing_not_the_judge(
 
 
 def test_a_planted_tree_of_folders_is_not_walked_whole(tmp_path: Path) -> None:
-    from harness import scratch
+    from harness.wire import scratch
 
     for outer in range(20):
         for inner in range(20):

@@ -14,7 +14,7 @@ from textual import events
 from textual.widgets import DataTable, Input, TabbedContent
 from textual.widgets.data_table import RowKey
 
-from harness.options import Options
+from harness.contract.options import Options
 from kerneltui.core.config import Config, LadderConfig
 from kerneltui.core.custody import pending_change
 from kerneltui.core.workspace import Workspace
@@ -550,8 +550,8 @@ async def test_background_work_that_fails_is_said(history: Workspace, monkeypatc
 async def test_a_finished_profile_shows_with_the_selected_versions_rungs(history: Workspace) -> None:
     """A profile (p) finished while its version was selected and never showed: it changed none of the row's
     keys the detail view is reloaded on."""
-    from harness.results import Evaluation, RungResult
-    from harness.rungs.profile import summarize
+    from harness.contract.results import Evaluation, RungResult
+    from harness.judge.rungs.profile import summarize
     from kerneltui.history.store import Store
 
     app = KernelTUI(history, run_scheduler=False)
@@ -714,7 +714,7 @@ async def test_f_filters_the_versions(history: Workspace) -> None:
 async def test_with_no_gpu_the_trends_pane_shows_registers_and_spills(tmp_path: Path) -> None:
     """With no GPU there are no timings, and the Trends pane said only that: registers and spills, which the
     compile rung reads on any box, change from version to version too."""
-    from harness.results import Evaluation, RungResult
+    from harness.contract.results import Evaluation, RungResult
     from kerneltui.core import runner
     from kerneltui.history.reads import resource_rows
     from kerneltui.history.store import Store

@@ -1,4 +1,4 @@
-"""Workers forked from a template (harness.template): ready in a blink, and as contained as a fresh worker.
+"""Workers forked from a template (harness.worker.template): ready in a blink, and as contained as a fresh worker.
 
 Two workers of one template are alive at once whenever a version races the best's held worker: a version
 in one must not reach the other's folder, inbox or process, nor the template's. Each case runs a pool in a
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox import landlock_abi
+from harness.containment.sandbox import landlock_abi
 
 REPO = Path(__file__).parent.parent
 
@@ -59,7 +59,7 @@ def custom_kernel(a, b):
 
 SCRIPT = r"""
 import json, sys
-from harness import workers
+from harness.workers import process as workers
 pool = workers.WorkerPool(workers.Spawn(), keep_spare=False)
 target = pool.take("run")
 target.wait_ready()
@@ -115,7 +115,7 @@ def test_a_forked_worker_reaches_neither_its_sibling_nor_the_template(bwrap: str
 FORK_LOOP = r"""
 import time
 from pathlib import Path
-from harness.workers import Spawn, WorkerFailure, WorkerPool
+from harness.workers.process import Spawn, WorkerFailure, WorkerPool
 pool = WorkerPool(Spawn(), keep_spare=False)
 source = Path("tests/exploits/fork_loop.py").read_bytes().replace(b"time.sleep(60)", b"time.sleep(300)")
 for _ in range(4):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.problem import ProblemError, check_answer, load_problem
-from harness.rungs.correctness import buffers_of, mutated_inputs
+from harness.judge.outputs import buffers_of, mutated_inputs
+from harness.problem.load import ProblemError, check_answer, load_problem
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.export_cli import chosen_version
 from kerneltui.formats.gpumode import _cases, export_version, import_problem, parse_buffer

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.problem import load_problem
+from harness.problem.load import load_problem
 from kerneltui.core.workspace import WorkspaceError
 from kerneltui.formats.gpumode import import_problem
 from kerneltui.formats.kernelbench import file_constants

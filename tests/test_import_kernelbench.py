@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from harness.problem import load_problem
+from harness.problem.load import load_problem
 from tests.conftest import FIXTURES, judge_many, kerneltui, make_workspace, rung
 
 KB = FIXTURES / "kernelbench"

@@ -1,4 +1,4 @@
-"""bf16 kernels run right in the Triton interpreter once harness.interpreter_fixes is installed."""
+"""bf16 kernels run right in the Triton interpreter once harness.worker.interpreter_fixes is installed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ KERNEL = """
 import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton, triton.language as tl
-from harness import interpreter_fixes
+from harness.worker import interpreter_fixes
 assert interpreter_fixes.install()
 
 @triton.jit
@@ -50,7 +50,7 @@ TF32 = """
 import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton, triton.language as tl
-from harness import interpreter_fixes
+from harness.worker import interpreter_fixes
 assert interpreter_fixes.install()
 
 @triton.jit

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.options import Options
+from harness.contract.options import Options
 from kerneltui.core.judge import JudgeProcess
 from tests.conftest import FIXTURES
 

@@ -1,4 +1,4 @@
-"""Tests that reach into a judge: one harness.ladder.Ladder in this process, with its pool of real workers, whose
+"""Tests that reach into a judge: one harness.judge.ladder.Ladder in this process, with its pool of real workers, whose
 methods they patch to watch or to break what it does. One file, so that one judge serves them all."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from harness.ladder import Ladder
-from harness.options import Options
-from harness.rungs.builtin import LADDER
-from harness.workers import WorkerProcess
+from harness.contract.options import Options
+from harness.judge.ladder import Ladder
+from harness.judge.rungs.builtin import LADDER
+from harness.workers.process import WorkerProcess
 from tests.conftest import add_version, make_workspace
 
 pytestmark = pytest.mark.slow  # every test here judges versions
@@ -36,7 +36,7 @@ def test_a_version_that_does_not_load_again_after_hanging_ahead_fails_with_its_i
     path = add_version(folder, "hangs_when_compiled_ahead", "v001.py")
     monkeypatch.setattr(ladder, "options", Options(state_dir=tmp_path / "state", timeout=5, rungs=("load", "compile")))
     loaded: list[str] = []
-    real_load = ladder.load_source
+    real_load = ladder.context.load_source
 
     def second_load_of_a_mode_fails(worker: WorkerProcess, *args: Any, **kwargs: Any) -> dict[str, Any]:
         loaded.append(worker.mode)
@@ -44,7 +44,7 @@ def test_a_version_that_does_not_load_again_after_hanging_ahead_fails_with_its_i
             return {"ok": False, "err": "ImportError: imports only once"}
         return real_load(worker, *args, **kwargs)
 
-    monkeypatch.setattr(ladder, "load_source", second_load_of_a_mode_fails)
+    monkeypatch.setattr(ladder.context, "load_source", second_load_of_a_mode_fails)
     compiled = ladder.evaluate(path).rung("compile")
     assert compiled is not None and compiled.ok is False, compiled
     assert compiled.err == "it did not load again in a fresh worker: ImportError: imports only once", compiled
@@ -58,10 +58,10 @@ def test_the_best_is_started_and_loaded_once_for_every_race_against_it(
     that worker to start. The best's worker is now held from one race to the next, until the best changes."""
     import hashlib
 
-    from harness import race
-    from harness.ladder import VersionRun
-    from harness.problem import load_problem
-    from harness.results import Evaluation
+    from harness.contract.results import Evaluation
+    from harness.judge import race
+    from harness.judge.context import VersionRun
+    from harness.problem.load import load_problem
     from tests.conftest import add_version
 
     best = add_version(workspace, "good", "v001.py")
@@ -69,9 +69,9 @@ def test_the_best_is_started_and_loaded_once_for_every_race_against_it(
     other.write_text(other.read_text() + "\n# another best\n")
     monkeypatch.setattr(ladder, "options", Options())
     loads: list[str] = []
-    load_source = ladder.load_source
+    load_source = ladder.context.load_source
     monkeypatch.setattr(
-        ladder,
+        ladder.context,
         "load_source",
         lambda worker, data, name, *rest: loads.append(name) or load_source(worker, data, name, *rest),
     )
@@ -85,7 +85,7 @@ def test_the_best_is_started_and_loaded_once_for_every_race_against_it(
             ev=Evaluation(problem="vadd", version="v009", path="", hash=""),
             dsls=[],
         )
-        worker, note = race._rival(ladder, run, target)
+        worker, note = race._rival(ladder.context, run, target)
         assert worker is not None, note
         assert not run.workers  # not released with the evaluation
         return worker

@@ -91,7 +91,7 @@ def test_rungs_after_a_skipped_rung_are_skipped_when_the_skip_was_a_failure(
 
 
 def test_workers_are_contained_as_well_as_this_box_allows(judged: tuple[dict[str, dict], Path]) -> None:
-    from harness.containment import probe
+    from harness.containment.watch import probe
 
     results, _ = judged
     sandbox = results["good"]["sandbox"]
@@ -113,7 +113,8 @@ def test_compile_error_names_the_kernel_line(judged: tuple[dict[str, dict], Path
 
 
 def _worker_processes(judge_pid: int) -> list[int]:
-    """The judge's descendants that run harness.sandbox, harness.worker or harness.template: its workers and the
+    """The judge's descendants that run harness.containment.sandbox, harness.worker.main or harness.worker.template:
+    its workers and the
     templates they are forked from (a fork keeps its template's command line)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
@@ -126,7 +127,10 @@ def _worker_processes(judge_pid: int) -> list[int]:
         for pid in frontier:
             with contextlib.suppress(OSError):
                 command = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if any(name in command for name in (b"harness.sandbox", b"harness.worker", b"harness.template")):
+                if any(
+                    name in command
+                    for name in (b"harness.containment.sandbox", b"harness.worker.main", b"harness.worker.template")
+                ):
                     found.append(pid)
     return found
 

@@ -1,5 +1,5 @@
-"""What CUPTI's records over the timed calls say (harness.kernel_watch) and what the judge makes of it
-(harness.timed_kernels), decided on timelines built like the profiler's: CUPTI itself needs a GPU (the GPU
+"""What CUPTI's records over the timed calls say (harness.worker.kernel_watch) and what the judge makes of it
+(harness.judge.timed_kernels), decided on timelines built like the profiler's: CUPTI itself needs a GPU (the GPU
 tests judge versions that cheat this way)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from torch.autograd import DeviceType
 
-from harness import clocks
-from harness.kernel_watch import Records
-from harness.nsight import Outside, names_flag
-from harness.timed_kernels import TimedKernels
+from harness.judge import clocks
+from harness.judge.nsight.timing import Outside, names_flag
+from harness.judge.timed_kernels import TimedKernels
+from harness.worker.kernel_watch import Records
 
 MAIN, THEIRS = 1, 2
 
@@ -33,7 +33,7 @@ CALLER, SIDE = 7, 13  # streams
 
 @dataclass
 class Event:
-    """One of the profiler's raw events, with the accessors harness.kernel_watch reads."""
+    """One of the profiler's raw events, with the accessors harness.worker.kernel_watch reads."""
 
     _name: str
     _kind: str

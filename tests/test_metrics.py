@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from harness.metrics import compare
-from harness.problem import Tolerance
+from harness.judge.metrics import compare
+from harness.problem.load import Tolerance
 
 TIGHT = Tolerance(atol=1e-6, rtol=1e-6)
 

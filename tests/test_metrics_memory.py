@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import metrics
-from harness.metrics import compare
-from harness.problem import Tolerance
+from harness.judge import metrics
+from harness.judge.metrics import compare
+from harness.problem.load import Tolerance
 
 TIGHT = Tolerance(atol=1e-6, rtol=1e-6)
 
@@ -21,8 +21,8 @@ TIGHT = Tolerance(atol=1e-6, rtol=1e-6)
 # whole tensors (800 MB each) do not fit, chunks do.
 _CAPPED_COMPARE = """
 import json, resource, torch
-from harness.metrics import compare
-from harness.problem import Tolerance
+from harness.judge.metrics import compare
+from harness.problem.load import Tolerance
 
 torch.set_num_threads(2)
 ref = torch.linspace(-1.0, 1.0, 100_000_000).reshape(10_000, 10_000)

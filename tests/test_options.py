@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from harness import options as ladder_options
-from harness.options import Options
+from harness.contract import options as ladder_options
+from harness.contract.options import Options
 
 
 def parsed(argv: list[str]) -> Options:

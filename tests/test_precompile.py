@@ -1,4 +1,4 @@
-"""A Triton version's kernels compiled for every case at once before its first call (harness.precompile), and
+"""A Triton version's kernels compiled for every case at once before its first call (harness.gpu.precompile), and
 versions that behave otherwise while they are: the verdict still comes from their real calls."""
 
 from __future__ import annotations

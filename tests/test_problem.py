@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.problem import ProblemError, load_problem
+from harness.problem.load import ProblemError, load_problem
 from tests.conftest import FIXTURES
 
 

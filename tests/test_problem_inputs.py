@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.problem import ProblemError, load_problem
+from harness.problem.load import ProblemError, load_problem
 from tests.conftest import HAS_CUDA, judge_many, rung
 
 RUNGS = ["load", "correctness"]

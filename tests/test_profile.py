@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.report import rung_line
-from harness.results import RungResult
-from harness.rungs.profile import in_our_unit, read_report, report_module_dir, summarize
+from harness.contract.report import rung_line
+from harness.contract.results import RungResult
+from harness.judge.rungs.profile import in_our_unit, read_report, report_module_dir, summarize
 from tests.conftest import add_version
 
 FAKE_NCU_REPORT = """
@@ -144,7 +144,7 @@ def test_kerneltui_profile_records_the_rung_and_says_why_it_was_skipped(workspac
 def test_a_profile_sits_beside_the_versions_evaluation(tmp_path: Path) -> None:
     """`kerneltui profile` records an evaluation of its own (load, compile, correctness, profile): as the newest
     it would have replaced the version's row, its median and roofline gone; it is shown beside them instead."""
-    from harness.results import Evaluation
+    from harness.contract.results import Evaluation
     from kerneltui.core.config import Config
     from kerneltui.core.session import Session
     from kerneltui.history.store import Store
@@ -273,7 +273,7 @@ PROTON_TREE = [
 
 
 def test_proton_regions_are_read_from_its_tree_with_their_kernel_and_path() -> None:
-    from harness.in_kernel import regions_in
+    from harness.worker.regions import regions_in
 
     assert regions_in(PROTON_TREE) == [
         {"kernel": "matmul_kernel", "region": "mainloop", "figures": {"cycles": 52_000.0, "normalized_cycles": 0.81}},
@@ -283,7 +283,7 @@ def test_proton_regions_are_read_from_its_tree_with_their_kernel_and_path() -> N
 
 
 def test_regions_a_worker_claims_are_kept_only_where_well_formed() -> None:
-    from harness.in_kernel import MAX_REGIONS, regions_from
+    from harness.worker.regions import MAX_REGIONS, regions_from
 
     good = {"kernel": "k", "region": "load", "figures": {"cycles": 10}}
     claimed = [
@@ -300,7 +300,7 @@ def test_regions_a_worker_claims_are_kept_only_where_well_formed() -> None:
 
 
 def test_a_version_marks_regions_when_it_uses_protons_scopes() -> None:
-    from harness.in_kernel import marks_regions
+    from harness.worker.regions import marks_regions
 
     marked = (Path(__file__).parent / "fixtures" / "versions" / "marks_regions.py").read_text()
     assert marks_regions(marked)
@@ -309,8 +309,8 @@ def test_a_version_marks_regions_when_it_uses_protons_scopes() -> None:
 
 
 def test_the_profile_shows_in_kernel_regions_with_or_without_nsight_compute() -> None:
-    from harness.in_kernel import regions_in
-    from harness.report import profile_text
+    from harness.contract.report import profile_text
+    from harness.worker.regions import regions_in
     from kerneltui.ui.widgets.profile import profile_lines
 
     regions = regions_in(PROTON_TREE)

@@ -34,8 +34,7 @@ def custom_kernel(a, b):
 
 SCRIPT = r"""
 import json, sys, time
-from harness import workers
-
+from harness.workers import process as workers
 def beats(worker):
     try:
         return (worker.scratch / "beat").stat().st_size

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.options import Options
-from harness.race import decide
-from harness.report import race_text
-from harness.results import Evaluation
+from harness.contract.options import Options
+from harness.contract.report import race_text
+from harness.contract.results import Evaluation
+from harness.judge.race import decide
 from tests.conftest import VERSIONS
 
 
@@ -125,7 +125,7 @@ def test_only_a_version_that_won_its_race_is_judged_again_as_a_would_be_best() -
     Nsight Compute; the race decides now, and the medians only where there was no race."""
     from types import SimpleNamespace
 
-    from harness.rungs.benchmark import would_be_best
+    from harness.judge.rungs.benchmark import would_be_best
 
     ladder = SimpleNamespace(options=Options().updated({"best_us": 100.0}), device_info={"name": "NVIDIA H200"})
     check = would_be_best
@@ -140,7 +140,7 @@ def test_only_a_version_that_won_its_race_is_judged_again_as_a_would_be_best() -
 def test_a_judge_on_a_gpu_keeps_two_run_workers_started_ahead() -> None:
     """The race takes a second run worker per evaluation: with one spare, the next version's load waited 3.4 s
     (median, H200) for a worker to start."""
-    from harness.workers import WorkerPool
+    from harness.workers.process import WorkerPool
 
     pool = WorkerPool(keep_spare=True)
     try:
@@ -164,8 +164,8 @@ def test_the_reference_is_timed_once_per_problem_and_case_for_ten_minutes(monkey
     import time
     from types import SimpleNamespace
 
-    from harness import timing
-    from harness.bench_calls import REFERENCE_TTL_S, reference_timing
+    from harness.gpu import timing
+    from harness.judge.bench_calls import REFERENCE_TTL_S, reference_timing
 
     timed: list[int] = []
     monkeypatch.setattr(timing, "time_calls", lambda call, flush, budget_s: timed.append(1) or [2.0] * 10)

@@ -1,5 +1,5 @@
-"""The recorder's provenance of outputs on the CPU (harness.provenance) and the values a launch's kernel reads
-(harness.recorder.launched_globals), in a real process running Triton's interpreter: kernels that only copy
+"""The recorder's provenance of outputs on the CPU (harness.worker.provenance) and the values a launch's kernel reads
+(harness.worker.recorder.launched_globals), in a real process running Triton's interpreter: kernels that only copy
 what host code computed are not the outputs' writers; kernels that read small host-built tables or the
 version's own constants are."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results import HOST_COPIED
+from harness.contract.results import HOST_COPIED
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow  # a process of its own running the interpreter
@@ -120,7 +120,7 @@ def copies_its_input(a, b):
 DRIVER = """
 import importlib.util, json, sys
 import torch
-from harness.recorder import Recorder, launched_globals
+from harness.worker.recorder import Recorder, launched_globals
 
 spec = importlib.util.spec_from_file_location("kernels_under_test", sys.argv[1])
 module = importlib.util.module_from_spec(spec)

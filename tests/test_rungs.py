@@ -11,16 +11,17 @@ from typing import Any
 import pytest
 import torch
 
-from harness import device, timing
-from harness.dumps import Kernel, smem_limit
-from harness.ladder import VersionRun
-from harness.options import Options
-from harness.problem import load_problem
-from harness.results import Evaluation
-from harness.rungs.benchmark import benchmark
-from harness.rungs.compile import in_case_order, smem_overflow
-from harness.rungs.correctness import mutated_inputs
-from harness.rungs.roofline import roofline
+from harness.contract.options import Options
+from harness.contract.results import Evaluation
+from harness.gpu import timing
+from harness.judge import device
+from harness.judge.artifacts import Kernel, smem_limit
+from harness.judge.ladder import VersionRun
+from harness.judge.rungs.benchmark import benchmark
+from harness.judge.rungs.compile import in_case_order, smem_overflow
+from harness.judge.rungs.correctness import mutated_inputs
+from harness.judge.rungs.roofline import roofline
+from harness.problem.load import load_problem
 from tests.conftest import add_version, judge_many, make_workspace, run, rung
 
 
@@ -50,7 +51,7 @@ def seed_peaks(ladder: Any, state: Path, copy_gbps: float, **more: float) -> Non
 def test_a_two_reads_one_write_kernel_is_held_to_the_stream_ceiling(ladder: Any, tmp_path: Path) -> None:
     """vecadd v002 read 102% of roofline on the H200: 4335 GB/s against a 4249 GB/s copy (1 read : 1 write),
     a mix it beats; the stream ceiling (2 reads : 1 write) is the one it can reach."""
-    from harness.report import rung_line
+    from harness.contract.report import rung_line
 
     seed_peaks(ladder, tmp_path / "state", copy_gbps=4249.0, stream_gbps=4400.0, read_gbps=4380.0)
     (state := tmp_path / "state" / "device-peaks.json").write_text(
@@ -64,7 +65,7 @@ def test_a_two_reads_one_write_kernel_is_held_to_the_stream_ceiling(ladder: Any,
 
 
 def test_past_the_measured_ceiling_is_said_past_the_datasheet_fails(ladder: Any, tmp_path: Path) -> None:
-    from harness.report import rung_line
+    from harness.contract.report import rung_line
 
     ladder.device_info["name"] = "NVIDIA H200"  # datasheet 4800 GB/s
     seed_peaks(ladder, tmp_path / "state", copy_gbps=4000.0)
@@ -137,8 +138,8 @@ def test_datasheet_lookup() -> None:
 
 
 def test_rung_lines_survive_partial_metrics() -> None:
-    from harness.report import rung_line
-    from harness.results import RUNG_ORDER, RungResult
+    from harness.contract.report import rung_line
+    from harness.contract.results import RUNG_ORDER, RungResult
 
     for name in RUNG_ORDER:
         for metrics in ({}, {"cases": []}, {"kernels": [{}]}, {"cases": [{}], "peaks": {}}):
@@ -171,9 +172,9 @@ def test_rungs_asked_without_load_still_load_the_version_first(tmp_path: Path) -
 
 
 def test_every_advertised_rung_is_registered_in_order() -> None:
-    from harness.options import parse_rungs
-    from harness.results import DEFAULT_RUNGS, RUNG_ORDER
-    from harness.rungs.builtin import BUILTIN
+    from harness.contract.options import parse_rungs
+    from harness.contract.results import DEFAULT_RUNGS, RUNG_ORDER
+    from harness.judge.rungs.builtin import BUILTIN
 
     assert tuple(BUILTIN) == RUNG_ORDER  # --rungs lists RUNG_ORDER; the ladder climbs it through the registry
     assert set(DEFAULT_RUNGS) <= set(BUILTIN) and parse_rungs(None) == DEFAULT_RUNGS
@@ -200,7 +201,7 @@ def test_noise_covers_a_timing_that_drifts_during_the_run() -> None:
 
 def test_kernels_the_worker_compiled_before_the_version_are_not_listed(tmp_path: Path) -> None:
     """A run worker warms Triton with a kernel of ours before any version: that cache group is not the version's."""
-    from harness.dumps import collect_triton
+    from harness.judge.artifacts import collect_triton
 
     scratch = tmp_path / "scratch"
     for group, name in (("AAA", "_kerneltui_warm_up"), ("BBB", "softmax_kernel")):
@@ -226,7 +227,7 @@ def test_each_dumped_kernel_carries_the_constexprs_it_was_compiled_with(workspac
 def test_a_compiler_diagnostic_reads_without_colour_codes_and_its_first_line_says_what_is_wrong() -> None:
     """CuTeDSL colours its diagnostics with ANSI codes whatever the output and starts them on a new line: the
     error shown in a rung's line, the history and the dashboard is the plain text, headed by the diagnosis."""
-    from harness.worker import describe_exception
+    from harness.worker.main import describe_exception
 
     class DSLUserCodeError(Exception):
         pass
@@ -251,7 +252,7 @@ def test_cutedsl_specialisations_whose_long_names_differ_only_at_the_end_are_all
     """CuTeDSL names a compiled function by its argument types, then its Constexpr values: past the judge's name
     limit, the specialisations of one kernel (rmsnorm v003 compiles one per width class) kept the first one's
     dumps and dropped the rest, so the Asm pane and the registers showed one class for all."""
-    from harness.dumps import collect_cutedsl
+    from harness.judge.artifacts import collect_cutedsl
 
     cute_dir = tmp_path / "scratch" / "cute"
     cute_dir.mkdir(parents=True)
@@ -274,7 +275,7 @@ def test_the_next_bench_cases_inputs_are_made_while_one_is_timed() -> None:
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
-    from harness.bench_calls import bench_inputs
+    from harness.judge.bench_calls import bench_inputs
 
     made = {i: threading.Event() for i in range(3)}
 
@@ -295,7 +296,7 @@ def test_the_next_bench_cases_inputs_are_made_while_one_is_timed() -> None:
 def test_a_cubin_disassembled_before_is_not_disassembled_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """nvdisasm costs ~0.3 s a cubin: the same bytes (a version rewritten but for its notes, a version judged
     again) reuse the listing; other bytes, or another disassembler, do not."""
-    from harness import dumps
+    from harness.judge import artifacts as dumps
 
     calls: list[list[str]] = []  # the tool runs confined: it can write nowhere the test could read
     run_tool = dumps._run_tool

@@ -1,4 +1,5 @@
-"""The worker's own confinement (harness.sandbox), checked in a real subprocess started as the judge does."""
+"""The worker's own confinement (harness.containment.sandbox), checked in a real subprocess started as the judge
+does."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox import landlock_abi, seccomp_program
+from harness.containment.sandbox import landlock_abi, seccomp_program
 from tests.conftest import run
 
 PROBE = """
 import os, socket, sys
-from harness.sandbox import APPLIED
+from harness.containment.sandbox import APPLIED
 print("APPLIED", APPLIED)
 scratch, secret, outside = sys.argv[1:4]
 open(os.path.join(scratch, "ok"), "w").write("x")
@@ -42,7 +43,7 @@ def test_confined_process_reads_and_writes_only_what_it_needs(tmp_path: Path) ->
     secret = tmp_path / "secret.txt"
     secret.write_text("ANTHROPIC_API_KEY=sk-ant-xyz")
     outside = tmp_path / "history.db"
-    argv = ["-m", "harness.sandbox", "--scratch", str(scratch), "--read", str(probe_dir), "probe_module"]
+    argv = ["-m", "harness.containment.sandbox", "--scratch", str(scratch), "--read", str(probe_dir), "probe_module"]
     done = run([*argv, str(scratch), str(secret), str(outside)], env={"PYTHONPATH": str(probe_dir)})
     assert done.returncode == 0, done.stderr
     assert "landlock ABI" in done.stdout and "seccomp" in done.stdout and "no capabilities" in done.stdout
@@ -73,7 +74,7 @@ def test_no_keystrokes_into_a_terminal_it_holds(tmp_path: Path) -> None:
 
     (tmp_path / "tiocsti_probe.py").write_text(TIOCSTI_PROBE)
     master, pty = os.openpty()
-    argv = [sys.executable, "-m", "harness.sandbox", "--scratch", str(tmp_path), "--read", str(tmp_path)]
+    argv = [sys.executable, "-m", "harness.containment.sandbox", "--scratch", str(tmp_path), "--read", str(tmp_path)]
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{Path(__file__).parent.parent}")
     done = subprocess.run(
         [*argv, "tiocsti_probe", str(pty)], pass_fds=(pty,), capture_output=True, text=True, env=env, timeout=60
@@ -92,8 +93,9 @@ def test_seccomp_program_fits_one_byte_jumps() -> None:
 NEW_WORKERS_ARE_NOT_ESCAPED = """
 import subprocess, sys, tempfile, time
 from pathlib import Path
-from harness import containment, forks, workers
-
+from harness.containment import watch as containment
+from harness.workers import forks
+from harness.workers import process as workers
 class StandIn:  # a worker as the watcher sees it: a child in a session of its own, some time to start
     def __init__(self, mode, spawn, interpret):
         self.proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
@@ -141,7 +143,7 @@ def test_a_dsl_installed_with_pip_target_can_read_its_runtime_library(tmp_path: 
     library = site / "nvidia_cutlass_dsl" / "cu12" / "lib" / "libcute_dsl_runtime.so"
     library.parent.mkdir(parents=True)
     library.write_bytes(b"\x7fELF")
-    code = "import json\nfrom harness.sandbox import read_roots\nprint(json.dumps(read_roots()))"
+    code = "import json\nfrom harness.containment.sandbox import read_roots\nprint(json.dumps(read_roots()))"
     result = run(["-c", code], env={"PYTHONPATH": os.pathsep.join([str(site), str(package.parent)])})
     assert result.returncode == 0, result.stderr
     roots = json.loads(result.stdout)

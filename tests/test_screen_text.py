@@ -18,8 +18,8 @@ from rich.text import Text
 from textual.command import CommandPalette
 from textual.worker import WorkerState
 
-from harness.results import Evaluation, Flag, RungResult
-from harness.text import printable
+from harness.contract.results import Evaluation, Flag, RungResult
+from harness.contract.text import printable
 from kerneltui.core import runner
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store

@@ -1,4 +1,4 @@
-"""Large tensors through memory the judge shares with its worker (harness.shared_block): on the CPU a sealed
+"""Large tensors through memory the judge shares with its worker (harness.wire.shared_block): on the CPU a sealed
 memfd, the path the GPU's device block takes too; frames that lie about it, and a worker that attacks it."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import shared_block, wire
-from harness.shared_block import MIN_BYTES, HostBlock, Placement
+from harness.wire import frames as wire
+from harness.wire import shared_block
+from harness.wire.shared_block import MIN_BYTES, HostBlock, Placement
 from tests.conftest import add_version, judge_many, make_workspace, rung, traced
 
 LARGE = MIN_BYTES // 4  # float32 elements: a tensor of exactly the size that goes through the block
@@ -190,7 +191,7 @@ def test_a_gpu_worker_maps_the_judges_device_memory_for_bench_inputs(tmp_path: P
 
 def call_in_a_worker(inputs: list[torch.Tensor]) -> tuple[object, str | None, dict]:
     """One `call` of `a + b` in a real worker: (its block, its share_note, the reply's header)."""
-    from harness.workers import WorkerPool
+    from harness.workers.process import WorkerPool
 
     pool = WorkerPool()
     worker = pool.take("run")

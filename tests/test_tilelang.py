@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import source
-from harness.problem import load_problem
+from harness.contract import source
+from harness.problem.load import load_problem
 from tests.conftest import FIXTURES, REPO, add_version, judge_many, make_workspace, run, rung
 
 VECADD = REPO / "kernels" / "vecadd" / "v004.py"
@@ -29,7 +29,8 @@ def test_a_version_importing_tilelang_is_a_tilelang_version() -> None:
 def test_the_judge_never_imports_tilelang() -> None:
     """Only the worker of a TileLang version imports it: the ladder stays light for every other version."""
     code = (
-        "import sys, harness.ladder, harness.recorder, harness.trust, harness.tilelang_hooks, harness.rungs.builtin;"
+        "import sys, harness.judge.ladder, harness.worker.recorder, harness.judge.trust, harness.worker.tilelang_hooks;"
+        "import harness.judge.rungs.builtin;"
         "print(sorted(m for m in ('tilelang', 'tvm', 'tvm_ffi', 'z3') if m in sys.modules))"
     )
     done = run(["-c", code])
@@ -92,7 +93,7 @@ def test_tilelang_shared_memory_past_the_arch_limit_fails_the_compile_rung(tmp_p
 def test_a_tilelang_kernel_is_known_by_the_cuda_name_tilelang_gave_it() -> None:
     """TileLang names the CUDA kernel `<function>_kernel`: listed at the launch, that name is the version's own,
     and a library kernel listed beside it is still a stranger."""
-    from harness.trust import Observed
+    from harness.judge.trust import Observed
 
     problem = load_problem(FIXTURES / "vadd")
     launch = {"dsl": "tilelang", "name": "vecadd", "kernels": ["vecadd_kernel"]}
@@ -124,8 +125,8 @@ def test_the_recorder_notes_a_tilelang_launch_and_the_output_it_wrote(
     and the output it was passed is the kernel's (so an honest version is not flagged no-kernel)."""
     import torch
 
-    from harness import tilelang_hooks
-    from harness.recorder import Recorder
+    from harness.worker import tilelang_hooks
+    from harness.worker.recorder import Recorder
 
     monkeypatch.setenv("HOME", str(tmp_path))  # the worker's scratch folder, where the kernels are written
     tilelang_hooks.install("sm_90a")

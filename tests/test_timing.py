@@ -1,4 +1,4 @@
-"""The worker's timers are copies taken before a version is imported (harness.timing.frozen)."""
+"""The worker's timers are copies taken before a version is imported (harness.gpu.timing.frozen)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 from tests.conftest import REPO
 
 PROBE = """
-import harness.worker as worker
-import harness.timing as timing
+import harness.worker.main as worker
+import harness.gpu.timing as timing
 before = worker.TIMING
 timing._elapsed = timing._record = timing._synchronize = None
 timing.time_calls = timing.settled_calls = timing.warm_up = timing.median_ci_halfwidth = timing.do_nothing = None
@@ -54,8 +54,8 @@ def custom_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def test_the_judges_bound_leaves_a_calls_host_overhead_out(tmp_path: Path) -> None:
     """The judge-side bound on a call's GPU time once counted all of a call's host work (CuTeDSL's ~170 µs
     launch path flagged an honest 52 µs kernel timing-mismatch on an H200). Here a call is all host work."""
-    from harness import confirm
-    from harness.workers import WorkerPool
+    from harness.judge import confirm
+    from harness.workers.process import WorkerPool
 
     pool = WorkerPool()
     worker = pool.take("run")
@@ -76,7 +76,7 @@ def test_a_host_bound_version_is_not_flagged_when_its_device_times_agree() -> No
     """An honest Triton add behind 0.3 ms of host work read 276.7 µs in its first worker and 330.6 µs in a fresh
     one on the H200 (the host's speed is in the event time) and was flagged timing-mismatch; its kernels took
     43.7 and 43.6 µs in both (CUPTI)."""
-    from harness.confirm import fresh_flag
+    from harness.judge.confirm import fresh_flag
 
     first, again = {"median_us": 276.7, "device_median_us": 43.7}, {"median_us": 330.6, "device_median_us": 43.6}
     assert fresh_flag(first, again, "n=16777216") is None
@@ -90,7 +90,7 @@ def test_a_host_bound_version_is_not_flagged_when_its_device_times_agree() -> No
 def test_each_timed_call_follows_a_rest_in_proportion_to_its_time() -> None:
     """Back to back, an H200's bf16 matmul ran at a power-capped clock that depended on how warm the GPU was
     (evaluations 10% apart); each call now follows a rest of ten times its time (at most 5 ms)."""
-    from harness.timing import MAX_IDLE_US, idle_us
+    from harness.gpu.timing import MAX_IDLE_US, idle_us
 
     assert idle_us(0.2) == 2000.0 and idle_us(0.066) == 660.0
     assert idle_us(3.0) == MAX_IDLE_US and idle_us(0.0) == 0.0 and idle_us(-1.0) == 0.0
@@ -101,7 +101,7 @@ def test_nsight_computes_calls_start_from_the_same_clean_l2_as_the_timed_ones(mo
     get: back to back, one call's dirty output lines were written back inside the next (7% slower)."""
     import socket
 
-    import harness.worker as worker_mod
+    import harness.worker.main as worker_mod
 
     seen: list[str] = []
 
@@ -134,7 +134,7 @@ def test_nsight_computes_calls_start_from_the_same_clean_l2_as_the_timed_ones(mo
 def test_the_noise_shown_covers_the_versions_own_medians_taken_elsewhere_in_the_evaluation() -> None:
     """Five evaluations of one version lay 1% apart while each said ±0.5%: the spread between its medians in
     the race's rounds and in a fresh worker is part of the noise it reports."""
-    from harness.rungs.benchmark import widen_noise
+    from harness.judge.rungs.benchmark import widen_noise
 
     first = {"median_us": 64.5, "noise_pct": 0.4}
     raced = {"rounds": [{"who": "new", "median_us": 64.9}, {"who": "best", "median_us": 70.0},
@@ -148,9 +148,8 @@ def test_the_noise_shown_covers_the_versions_own_medians_taken_elsewhere_in_the_
 
 BANDWIDTHS_ON_CPU = """
 import torch
-import harness.device as device
-from harness import stream_kernels
-
+import harness.judge.device as device
+from harness.judge import stream_kernels
 n = 5000  # not a multiple of any block: every kernel's tail masked
 a, b, out = torch.rand(n), torch.rand(n), torch.empty(n)
 ways = stream_kernels.calls(a, b, out)

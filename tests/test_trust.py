@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from agents.tools import Toolbox
-from harness import confirm
-from harness.problem import load_problem
-from harness.results import Evaluation, Flag
-from harness.text import printable
+from harness.contract.results import Evaluation, Flag
+from harness.contract.text import printable
+from harness.judge import confirm
+from harness.problem.load import load_problem
 from kerneltui.core import judge, runner
 from kerneltui.core.agent_host import StoreHost, problem_info
 from kerneltui.core.workspace import Workspace
@@ -83,7 +83,7 @@ def test_the_judge_finds_the_harness_without_an_install(tmp_path: Path) -> None:
     # started in its state folder, did not ("No module named harness"). -S: no site-packages, no editable install.
     env = judge.harness_env(tmp_path)
     found = subprocess.run(
-        [sys.executable, "-S", "-c", "import harness.options, sys; print(sys.modules['harness'].__file__)"],
+        [sys.executable, "-S", "-c", "import harness.contract.options, sys; print(sys.modules['harness'].__file__)"],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -180,7 +180,7 @@ def test_a_median_far_below_what_the_judge_saw_is_flagged() -> None:
 
 def test_a_refused_version_is_recorded_without_its_text(tmp_path: Path) -> None:
     """What the dashboard's scheduler records for a version past the limit: a failed load, and no source."""
-    from harness.source import VersionTooLarge
+    from harness.contract.source import VersionTooLarge
 
     folder = make_workspace(tmp_path / "ws")
     huge = folder / "v009.py"
@@ -228,8 +228,8 @@ def test_torchs_profiler_sees_ops_run_with_the_recorder_set_aside() -> None:
     from torch.profiler import record_function
     from torch.utils._python_dispatch import _disable_current_modes
 
-    from harness.recorder import Recorder
-    from harness.trust import Observed
+    from harness.judge.trust import Observed
+    from harness.worker.recorder import Recorder
 
     recorder, a = Recorder(), torch.ones(64)
     with recorder.recording((a,), profile=True):
@@ -259,7 +259,7 @@ def test_torchs_profiler_sees_ops_run_with_the_recorder_set_aside() -> None:
 
 
 def test_a_cuda_kernel_launched_past_torch_must_be_the_versions_own() -> None:
-    from harness.trust import Observed
+    from harness.judge.trust import Observed
 
     problem = load_problem(FIXTURES / "vadd")
     launch = {"dsl": "triton", "name": "add_kernel", "source": "s"}
@@ -279,7 +279,7 @@ def test_a_cuda_kernel_launched_past_torch_must_be_the_versions_own() -> None:
 
 def test_nsight_computes_table_gives_a_per_call_floor() -> None:
     """A table Nsight Compute 2025.3 wrote on an H200 (three launches of one kernel in the judge's range)."""
-    from harness import nsight
+    from harness.judge.nsight import timing as nsight
 
     outside = nsight.parse_table((FIXTURES / "nsight" / "table.csv").read_text(), calls=3)
     assert outside.per_call_us == pytest.approx((3488 + 2912 + 2944) / 3000)
@@ -296,7 +296,7 @@ def test_nsight_computes_table_gives_a_per_call_floor() -> None:
 def test_a_cutedsl_kernel_is_known_by_the_cuda_name_its_compiler_gave_it() -> None:
     """CuTeDSL names the CUDA kernel `kernel_cutlass_<kernel>_<types>_0` and the launch after the host function:
     with no dumps to read (rungs without `dumps`), the names its compiler listed are what make it the version's."""
-    from harness.trust import Observed
+    from harness.judge.trust import Observed
 
     problem = load_problem(FIXTURES / "vadd")
     symbol = "kernel_cutlass_add_kernel_tensorptrf32gmemo1_tensorptrf32gmemo1_tensorptrf32gmemo1__0"
@@ -322,7 +322,7 @@ def test_the_recorder_takes_kernel_names_from_a_real_cutedsl_compile() -> None:
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 
-    from harness.recorder import _cute_kernel_symbols
+    from harness.worker.recorder import _cute_kernel_symbols
 
     spec = importlib.util.spec_from_file_location("cute_vecadd", REPO / "kernels" / "vecadd" / "v003.py")
     assert spec is not None and spec.loader is not None
@@ -339,7 +339,7 @@ def test_a_kernel_writing_through_a_tma_descriptor_wrote_that_tensor() -> None:
     is the kernel's to write, so an output stored through TMA is not 'never written by a kernel'."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    from harness.recorder import Recorder
+    from harness.worker.recorder import Recorder
 
     def store_kernel() -> None: ...
 

@@ -9,7 +9,7 @@ import struct
 import pytest
 import torch
 
-from harness import wire
+from harness.wire import frames as wire
 
 
 def pair() -> tuple[socket.socket, socket.socket]:
@@ -104,8 +104,8 @@ def test_bad_tensor_reference_in_tree() -> None:
 
 def test_the_judges_events_read_back_as_written() -> None:
     """One definition of the judge's line protocol, written by the judge and read by both its clients."""
-    from harness import protocol
-    from harness.results import Evaluation, RungResult
+    from harness.contract import protocol
+    from harness.contract.results import Evaluation, RungResult
 
     rung = RungResult("load", ok=True, seconds=0.5, metrics={"dsls": ["triton"]})
     evaluation = Evaluation(problem="p", version="v001", path="/w/p/v001.py", hash="h", rungs=[rung])

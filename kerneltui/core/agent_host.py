@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 from agents.acp import PermissionAsk
 from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
-from harness import source
-from harness.report import profile_text, rung_line
-from harness.results import Flag
+from harness.contract import source
+from harness.contract.report import profile_text, rung_line
+from harness.contract.results import Flag
 from kerneltui.core.config import AgentConfig
 from kerneltui.core.workspace import VERSION_RE, Workspace
 from kerneltui.history.store import Store, now, parse_flags

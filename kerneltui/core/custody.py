@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.results import Evaluation
-from harness.source import notes
+from harness.contract.results import Evaluation
+from harness.contract.source import notes
 from kerneltui.core.feedback import FEEDBACK_FILE
 from kerneltui.core.workspace import LOOKS_LIKE_VERSION, VERSION_RE, Workspace
 from kerneltui.history.store import Store

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.options import Options
+from harness.contract.options import Options
 from kerneltui.history import dumps as dump_rows
 from kerneltui.history.store import Store
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.report import duration_us, sig
+from harness.contract.report import duration_us, sig
 from kerneltui.history.store import Store
 
 FEEDBACK_FILE = "FEEDBACK.md"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.source import VersionTooLarge, defines
+from harness.contract.source import VersionTooLarge, defines
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.custody import Custody, CustodyError, Noticed, accept, notice, stage_evaluation
 from kerneltui.core.events import SchedulerEvent
@@ -59,7 +59,7 @@ class Intake:
         assert self.store is not None
         if not (folder / "problem.py").is_file():
             return
-        from harness.source import notes
+        from harness.contract.source import notes
 
         if self.store.problem_digests(folder.name) == (None, None):
             self.store.ensure_problem(folder.name, str(folder))
@@ -190,7 +190,7 @@ class Intake:
 
 def problem_error(text: str) -> str | None:
     """What a problem.py lacks for judging (read, not run), or None."""
-    from harness.source import parse
+    from harness.contract.source import parse
 
     if parse(text) is None:
         return "problem.py does not parse (SyntaxError)"

@@ -1,5 +1,5 @@
 """The one client of the judge: a `python -m harness serve` process in the GPU box's Python, fed requests as
-JSON lines and read back through harness.protocol, with what it says written into the history.
+JSON lines and read back through harness.contract.protocol, with what it says written into the history.
 
 The scheduler keeps one per GPU for the dashboard; `kerneltui eval` starts one for a single version
 (`--once`: no spare worker). Both record the judge's events with `record_event`.
@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from harness import protocol
-from harness.options import Options
-from harness.workers import judge_env, link_harness
+from harness.contract import protocol
+from harness.contract.options import Options
+from harness.workers.process import judge_env, link_harness
 from kerneltui.core import dump_budget
 from kerneltui.history.store import Store
 

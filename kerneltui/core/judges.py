@@ -7,7 +7,7 @@ import os
 import queue
 from typing import Any
 
-from harness.sandbox import cuda_device_count
+from harness.containment.sandbox import cuda_device_count
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.judge import Judge, harness_python
 from kerneltui.core.workspace import Workspace

@@ -1,5 +1,5 @@
 """Judges as Ray actors (`pip install kerneltui[ray]`; `[ladder] executor = "ray"` or "ray://HOST:PORT"): one
-actor per GPU of the cluster, each holding a `harness.remote.RemoteServe` (a judge with warm workers) on its
+actor per GPU of the cluster, each holding a `harness.judge.remote.RemoteServe` (a judge with warm workers) on its
 node. An actor whose node dies is started again elsewhere and the evaluation in hand is asked again (Ray's
 actor restarts and task retries); past those, the scheduler queues it again: never the version's failure.
 """
@@ -10,8 +10,8 @@ import queue
 from pathlib import Path
 from typing import Any
 
-from harness.options import Options
-from harness.remote import DEFAULT_ROOT, RemoteServe
+from harness.contract.options import Options
+from harness.judge.remote import DEFAULT_ROOT, RemoteServe
 from kerneltui.core.remote import RemoteError, RemoteJudge
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"

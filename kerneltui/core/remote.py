@@ -17,8 +17,8 @@ from abc import ABCMeta, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from harness.options import Options
-from harness.remote import BundleError, inside
+from harness.contract.options import Options
+from harness.judge.remote import BundleError, inside
 from kerneltui.core.judge import Judge
 from kerneltui.core.workspace import VERSION_RE
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import protocol
-from harness.results import PROFILE_RUNGS, Evaluation
+from harness.contract import protocol
+from harness.contract.results import PROFILE_RUNGS, Evaluation
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.custody import Custody, judged_other_bytes
 from kerneltui.core.events import SchedulerEvent

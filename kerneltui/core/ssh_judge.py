@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
-from harness.options import Options
-from harness.remote import DEFAULT_ROOT
+from harness.contract.options import Options
+from harness.judge.remote import DEFAULT_ROOT
 from kerneltui.core.remote import RemoteError, RemoteJudge
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
@@ -41,7 +41,7 @@ if not os.path.isdir(lib):
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
 sys.path.insert(0, lib)
-from harness.remote import main
+from harness.judge.remote import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from harness import source
+from harness.contract import source
 from kerneltui.core.custody import is_reference_name
 from kerneltui.core.workspace import VERSION_RE, ignored_version
 

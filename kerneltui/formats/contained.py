@@ -1,7 +1,8 @@
 """Running an imported problem's own code (reference.py, a KernelBench Model) the way the judge runs a version:
 in a worker process of its own, never in kerneltui's. It gets a copy of the problem folder to read, a scratch
 folder to write, an environment with no secret in it (the harness's worker environment: no API key, no token),
-the harness's confinement (harness.sandbox: Landlock, seccomp, no capabilities; inside bubblewrap where there is
+the harness's confinement (harness.containment.sandbox: Landlock, seccomp, no capabilities; inside bubblewrap where
+there is
 one), no GPU, and bounds on its time and memory, past which it is stopped and the import refused.
 
 Also here: `staged`, which builds a problem folder beside where it goes and renames it into place only whole,
@@ -73,7 +74,8 @@ def run_problem_code(folder: Path, task: str, what: str, bounds: Bounds, shown_a
     """problem_probe's `task` on a copy of `folder`, contained; its answer. `what`: the files whose code runs,
     for the person; `shown_as`: the folder named in messages (where the problem will be). A failure, a stop at
     a bound, or an {"error": ...} answer raises WorkspaceError saying so."""
-    from harness import containment, sandbox
+    from harness.containment import sandbox
+    from harness.containment import watch as containment
 
     level = containment.probe().level
     sandbox.make_undumpable()  # this process's memory and environ, unreadable to the code run below at any level
@@ -100,7 +102,7 @@ def run_problem_code(folder: Path, task: str, what: str, bounds: Bounds, shown_a
 
 
 def _lay_out(root: Path, folder: Path) -> Path:
-    """root/{scratch, inbox/<folder's name>, pkg, out}: the layout harness.containment binds for a worker."""
+    """root/{scratch, inbox/<folder's name>, pkg, out}: the layout harness.containment.watch binds for a worker."""
     for name in ("scratch/tmp", "inbox", "pkg", "out"):
         (root / name).mkdir(parents=True)
     copy = root / "inbox" / folder.name
@@ -111,10 +113,11 @@ def _lay_out(root: Path, folder: Path) -> Path:
 
 
 def _argv(root: Path, copy: Path, task: str) -> list[str]:
-    from harness import containment, sandbox
+    from harness.containment import sandbox
+    from harness.containment import watch as containment
 
     inbox, pkg = str(root / "inbox"), str(root / "pkg")
-    argv = [sys.executable, "-m", "harness.sandbox", "--scratch", str(root / "scratch")]
+    argv = [sys.executable, "-m", "harness.containment.sandbox", "--scratch", str(root / "scratch")]
     argv += ["--read", inbox, "--read", pkg, "--max-file-bytes", str(MAX_FILE_BYTES), "--", PROBE_MODULE]
     argv += [task, str(copy)]
     offer = containment.probe()
@@ -126,7 +129,7 @@ def _argv(root: Path, copy: Path, task: str) -> list[str]:
 
 
 def _env(root: Path) -> dict[str, str]:
-    from harness.workers import worker_env
+    from harness.workers.process import worker_env
 
     env = worker_env(root, "import", interpret=True, cute_arch="", pkg=root / "pkg")
     env.update(
@@ -176,7 +179,7 @@ def _run(root: Path, argv: list[str], bounds: Bounds, what: str) -> dict:
 
 def _end(process: subprocess.Popen) -> None:
     """Kills the running process and what it started beneath it (bubblewrap's pid namespace ends with it)."""
-    from harness import containment
+    from harness.containment import watch as containment
 
     with contextlib.suppress(OSError):
         containment.kill_all([process.pid, *containment.tree(process.pid, containment.processes())])

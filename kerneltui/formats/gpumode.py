@@ -152,7 +152,7 @@ def read_task(source: Path) -> dict[str, Any]:
 
 def _check_reference(source: Path) -> bytes:
     """reference.py's bytes, once it parses and defines what the format needs."""
-    from harness.source import defines
+    from harness.contract.source import defines
 
     path = source / "reference.py"
     if not path.is_file() and not path.is_symlink():
@@ -371,7 +371,7 @@ def custom_kernel(data):
 def export_version(problem_dir: Path, version: Path) -> str:
     """The version as a GPU MODE submission: as it is for a problem imported from GPU MODE (it takes `data`
     already), else with a custom_kernel(data) that passes data's items to the version's custom_kernel."""
-    from harness.source import defines
+    from harness.contract.source import defines
 
     text = version.read_text()
     if not defines(text, "custom_kernel"):

@@ -2,7 +2,7 @@
 
 A KernelBench file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`, with module
 constants (`batch_size = 16`) setting the sizes. Imported, it becomes <workspace>/<name>/problem.py beside a
-copy of the file, which problem.py loads as it is through harness.kernelbench (how seeds, weights and ModelNew
+copy of the file, which problem.py loads as it is through harness.problem.kernelbench (how seeds, weights and ModelNew
 versions work is said there). `--set NAME=VALUE` sets a module constant for the correctness cases, and the
 constants computed from it follow (`bias_shape = (out_features,)`); the benchmark case keeps the file's own sizes.
 The file's code runs at import in a contained process (formats.contained), never in kerneltui's.
@@ -253,7 +253,7 @@ def problem_text(
     return f'''"""KernelBench {path.stem}: {summary}
 
 Imported from {path.name} by `kerneltui import kernelbench`; {copy_name} beside this file is that file, loaded
-as it is (harness.kernelbench). Inputs: get_inputs()'s, then the model input
+as it is (harness.problem.kernelbench). Inputs: get_inputs()'s, then the model input
 {{"init_inputs": [...], "state_dict": {{name: tensor}}}}: the weights of a Model built under each seed. A version
 defines custom_kernel(*inputs, model), or KernelBench's class ModelNew (built as ModelNew(*init_inputs), given
 the reference's weights by name, called as forward(*inputs)). Cases set the file's module constants:
@@ -262,8 +262,7 @@ the reference's weights by name, called as forward(*inputs)). Cases set the file
 
 from pathlib import Path
 
-from harness import kernelbench
-
+from harness.problem import kernelbench
 {SOURCE_CONSTANT} = {copy_name!r}
 source = kernelbench.Source(Path(__file__).with_name({SOURCE_CONSTANT}))
 

@@ -1,5 +1,5 @@
 """The part of an import that runs the imported problem's own code, in a contained process (formats.contained
-starts it under harness.sandbox, and bubblewrap where there is one): `python -m THIS TASK FOLDER`.
+starts it under harness.containment.sandbox, and bubblewrap where there is one): `python -m THIS TASK FOLDER`.
 
 TASK: `load` (problem.py loads), `gpumode` (it loads, and the tensors of `data` ref_kernel writes its output
 into, on the first test's inputs), `kernelbench` (it loads, every case's inputs and weights build on the meta
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> None:
 
 
 def _said(exc: BaseException) -> str:
-    from harness.problem import ProblemError
+    from harness.problem.load import ProblemError
 
     if isinstance(exc, ProblemError):
         return str(exc)
@@ -41,7 +41,7 @@ def _said(exc: BaseException) -> str:
 
 
 def _load(folder: Path) -> Any:
-    from harness.problem import load_problem
+    from harness.problem.load import load_problem
 
     return load_problem(folder)
 
@@ -77,7 +77,7 @@ def output_buffers(problem: Any) -> tuple[list[tuple[int | str, ...]], str | Non
     test's inputs made here; with a note where they could not be made (a problem that needs a GPU)."""
     import torch
 
-    from harness.problem import ProblemError
+    from harness.problem.load import ProblemError
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:

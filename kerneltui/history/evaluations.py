@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.results import Evaluation, RungResult
+from harness.contract.results import Evaluation, RungResult
 from kerneltui.history.connection import Connection, now
 from kerneltui.history.reads import MAY_BE_BEST
 

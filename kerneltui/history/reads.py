@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.results import RungResult
+from harness.contract.results import RungResult
 from kerneltui.history.connection import Connection
 from kerneltui.history.schema import KEY_METRICS
 
@@ -264,7 +264,7 @@ class Reads(VersionReads):
 
     def best_passing_text(self, problem: str) -> str | None:
         """'v002 (52 µs, 91% of roofline)': the fastest passing version, as agents and people read it."""
-        from harness.report import duration_us
+        from harness.contract.report import duration_us
 
         best = self.best_passing(problem)
         if best is None:

@@ -9,9 +9,9 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Span, Text
 
-from harness.report import duration_us, sig
-from harness.results import RUNG_ORDER, Flag
-from harness.text import UNSAFE, cut, cut_said, printable, written_out
+from harness.contract.report import duration_us, sig
+from harness.contract.results import RUNG_ORDER, Flag
+from harness.contract.text import UNSAFE, cut, cut_said, printable, written_out
 
 STATUS = {
     "pass": ("✓ pass", "green"),
@@ -97,7 +97,8 @@ CUT_STYLE = "dim italic"
 
 def shown(value: object, style: str = "", limit: int = LINE_CHARS) -> Text:
     """The one way untrusted text becomes something on screen: a Text (never markup), control and escape characters
-    written out (harness.text.printable), at most `limit` characters of it (the cut said). A Text keeps its styles."""
+    written out (harness.contract.text.printable), at most `limit` characters of it (the cut said). A Text keeps its
+    styles."""
     if isinstance(value, Text):
         return _written_out(_cut_text(value, limit))
     raw = "" if value is None else str(value)

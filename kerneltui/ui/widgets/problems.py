@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from harness.text import printable
+from harness.contract.text import printable
 from kerneltui.ui.widgets.format import STATUS, shown
 
 

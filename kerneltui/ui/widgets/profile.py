@@ -8,9 +8,8 @@ from typing import Any
 
 from rich.text import Text
 
-from harness.in_kernel import region_text
-from harness.report import duration_us
-from harness.results import RungResult
+from harness.contract.report import duration_us, region_text
+from harness.contract.results import RungResult
 from kerneltui.ui.widgets.text_view import TextView
 
 # (key in a kernel's figures, column header, width, format)

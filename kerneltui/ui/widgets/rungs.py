@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.text import Text
 
-from harness.report import containment_summary, rung_detail, sig
-from harness.results import RungResult
-from harness.text import cut, printable
+from harness.contract.report import containment_summary, rung_detail, sig
+from harness.contract.results import RungResult
+from harness.contract.text import cut, printable
 from kerneltui.ui.messages import Detail
 from kerneltui.ui.widgets.format import BLOCK_CHARS, first_line, next_rung, row_flags, text_lines
 from kerneltui.ui.widgets.text_view import TextView

@@ -1,0 +1,1 @@
+"""Used by both processes: timing primitives, ahead-of-time compile, precompiled kernels."""

@@ -1,0 +1,91 @@
+"""What a rung gets of the judge: the device, the options, the workers, the timing caches (JudgeContext), and the
+evaluation it climbs (VersionRun). Built by the ladder, which imports no rung; a rung imports this, not the ladder,
+so a rung's decisions can be tested with a context made by hand and no process."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness.contract.options import Options
+from harness.contract.results import Evaluation
+from harness.judge.artifacts import Kernel
+from harness.judge.timed_kernels import TimedKernels
+from harness.judge.trust import Observed
+from harness.problem.load import Problem
+
+if TYPE_CHECKING:
+    from harness.judge.clocks import ClockSampler
+    from harness.workers.process import WorkerPool, WorkerProcess
+
+
+@dataclass
+class VersionRun:
+    """Everything one evaluation accumulates while it climbs."""
+
+    problem: Problem
+    path: Path
+    ev: Evaluation
+    dsls: list[str]
+    source: bytes = b""
+    text: str = ""  # the source decoded, for what the load rung reads in it
+    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    observed: Observed = field(default_factory=Observed)
+    timed: TimedKernels = field(default_factory=TimedKernels)
+    kernels: list[Kernel] = field(default_factory=list)
+    warmup_error: str | None = None
+    timings: list[dict[str, Any]] = field(default_factory=list)
+    # The judge's own folder for copies of what the workers compiled; workers cannot write there.
+    private: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kerneltui-judge-")))
+
+
+@dataclass
+class JudgeContext:
+    """The judge as its rungs use it. `flush` and `clocks` are opened by the first rung that needs them."""
+
+    options: Options
+    pool: WorkerPool
+    device: torch.device
+    device_info: dict[str, Any]
+    aot_arch: str  # sm_NN, what the compile rung builds for with no GPU
+    flush: torch.Tensor | None = None  # the judge's own L2 flush buffer, for timing references
+    clocks: ClockSampler | None = None  # NVML, opened by the first benchmark
+    # (problem hash, bench case) -> (when, the reference's timing): see bench_calls.reference_timing
+    reference_times: dict[tuple[str, str], tuple[float, Any]] = field(default_factory=dict)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def worker(self, run: VersionRun, mode: str) -> WorkerProcess:
+        """The evaluation's worker for `mode`, taken from the pool the first time it is asked for."""
+        if mode not in run.workers:
+            run.workers[mode] = self.pool.take(mode)
+        return run.workers[mode]
+
+    def load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
+        reply = self.load_source(worker, run.source, run.path.name, run.dsls, run.problem)
+        if reply.get("ok"):
+            run.observed.add_sources(worker.mode, reply.get("kernels"))
+        return reply
+
+    def load_source(
+        self, worker: WorkerProcess, data: bytes, name: str, dsls: list[str], problem: Problem | None = None
+    ) -> dict[str, Any]:
+        """Imports a version's source (as read and hashed by the judge) in `worker`, the problem's
+        version_files beside it; the worker's reply."""
+        worker.wait_ready()
+        for file_name, content in problem.version_file_bytes().items() if problem is not None else ():
+            worker.copy_in(content, file_name)
+        header = {
+            "op": "load",
+            "path": str(worker.copy_in(data, name)),
+            "max_file_bytes": int(self.options.max_file_mb * (1 << 20)),
+            "dsls": dsls,
+        }
+        reply, _ = worker.request(header, None, self.options.timeout, "while importing the version")
+        return reply

@@ -1,0 +1,1 @@
+"""Nsight Compute: its timing of the recorded kernels and reading its reports."""

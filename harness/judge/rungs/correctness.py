@@ -1,0 +1,126 @@
+"""Correctness: every case × seeds_per_case fresh secret seeds. The inputs go to the version's worker; only
+after its outputs come back does the judge compute the reference and compare (the tolerance, the problem's
+own check, or both); its inputs must be unchanged, but for the output buffers the problem names."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness.contract.results import RungResult
+from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs, mutated_inputs, unread_inputs
+from harness.problem.load import case_label
+from harness.problem.rung import rung
+from harness.wire import frames as wire
+from harness.workers.process import WorkerFailure, WorkerProcess
+
+if TYPE_CHECKING:
+    from harness.judge.context import JudgeContext, VersionRun
+
+
+@rung("correctness", after=("compile",))
+def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
+    if not judge.cuda and "cutedsl" in run.dsls:
+        return RungResult.skip("correctness", "CuTeDSL kernels run only on a GPU; no GPU here (compiled only)")
+    if not judge.cuda and "tilelang" in run.dsls:
+        return RungResult.skip("correctness", "TileLang kernels need a GPU to run; no GPU here (compiled only)")
+    mode = "cuda" if judge.cuda else "triton-interpreter"
+    if run.warmup_error:
+        return RungResult(
+            name="correctness",
+            ok=False,
+            err=f"the first call failed: {run.warmup_error}",
+            metrics={"mode": mode},
+        )
+    worker = run.workers["run"]
+    results = []
+    first_error: str | None = None
+    for case in run.problem.cases:
+        for _ in range(judge.options.seeds_per_case):
+            seed = secrets.randbelow(2**31)
+            run.ev.seeds.append(seed)
+            outcome, _, _ = check_case(judge, run, worker, case, seed)
+            results.append(outcome)
+            if outcome["err"] and first_error is None:
+                first_error = f"case {case_label(case)} (seed {seed}): {outcome['err']}"
+            if outcome.get("fatal"):
+                break
+        if results and results[-1].get("fatal"):
+            break
+    metrics = {
+        "mode": mode,
+        "cases": results,
+        **_worst(results),
+        "n_cases": len(run.problem.cases),
+        "n_seeds": judge.options.seeds_per_case,
+    }
+    if run.observed.cuda_kernels:  # what CUPTI saw launched past torch's ops: the version's own kernels
+        metrics["cuda_kernels"] = dict(run.observed.cuda_kernels.most_common(8))
+    return RungResult(name="correctness", ok=first_error is None, err=first_error, metrics=metrics)
+
+
+def check_case(
+    judge: JudgeContext, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], seed: int
+) -> tuple[dict[str, Any], tuple[Any, ...], Any]:
+    """Calls the version on one case in `worker` and holds its outputs to the reference. Returns the outcome,
+    the judge's pristine copy of the inputs, and the version's outputs as the reference returns them (one
+    tensor or a tuple; None where the call failed)."""
+    outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
+    inputs = run.problem.inputs_for(case, seed, judge.device)
+    pristine = tuple(clone_inputs(t) for t in inputs)
+    buffers_of(run.problem, pristine)  # output_buffers must name tensors of these inputs
+    tensors: list[torch.Tensor] = []
+    tree = wire.encode_tree(list(inputs), tensors)
+    budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
+    try:
+        reply, got = worker.request(
+            {"op": "call", "inputs": tree}, tensors, judge.options.timeout, "", max_payload=budget
+        )
+    except WorkerFailure as exc:
+        outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
+        return outcome, pristine, None
+    if not reply.get("ok"):
+        outcome.update(err=reply.get("err"), log=reply.get("trace"), fatal=reply.get("kind") in ("cuda",))
+        return outcome, pristine, None
+    outcome["call_s"] = round(float(reply.get("seconds", 0.0)), 4)
+    run.observed.add(reply.get("recorded"), "run", f"case {case_label(case)}", profiled=worker.profiles_calls)
+    try:
+        outputs = wire.decode_tree(reply["outputs"], got)
+        after = wire.decode_tree(reply["inputs_after"], got)
+    except KeyError as exc:
+        outcome.update(err=f"malformed reply from the kernel's process (no {exc}): was it forged?", fatal=True)
+        return outcome, pristine, None
+    except wire.ChannelError as exc:
+        outcome.update(err=f"malformed reply from the kernel's process: {exc}", fatal=True)
+        return outcome, pristine, None
+    if not outputs and run.problem.output_buffers:  # returned None: what it wrote into the buffers is its output
+        outputs = buffers_of(run.problem, after)
+    # The reference runs only now, after the kernel's outputs are in hand.
+    expected = run.problem.reference(*[clone_inputs(t) for t in pristine])
+    devices_seen = [spec.get("device") for spec in reply.get("tensors", [])]
+    err, metrics = judge_outputs(run, outputs, expected, devices_seen, inputs=pristine)
+    mutated = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers)
+    if mutated and not err:  # written: allowed where the reference's answer does not read it (an output buffer)
+        free = unread_inputs(run.problem, pristine, expected)
+        err = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers + free)
+    outcome.update(ok=err is None, err=err, **metrics)
+    single = not isinstance(expected, (tuple, list)) and isinstance(outputs, (tuple, list)) and len(outputs) == 1
+    return outcome, pristine, outputs[0] if single else outputs  # the worker sends a tuple either way
+
+
+def _worst(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The headline figures over every case: the largest errors, the smallest PSNR and cosine."""
+    judged = [r for r in results if "max_abs" in r]
+    if not judged:
+        return {}
+    psnrs = [r["psnr"] for r in judged if r.get("psnr") is not None]
+    return {
+        "max_abs": max(r["max_abs"] for r in judged),
+        "max_rel": max(r["max_rel"] for r in judged),
+        "mse": max(r["mse"] for r in judged),
+        "rmse": max(r["rmse"] for r in judged),
+        "psnr": min(psnrs) if psnrs else None,
+        "cosine": min(r["cosine"] for r in judged),
+    }

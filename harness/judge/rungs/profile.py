@@ -1,0 +1,226 @@
+"""Profile (asked for, never in the default judge): the version's own kernels under Nsight Compute.
+
+A fresh worker runs under `ncu` inside the same sandbox, as for harness.judge.nsight.timing: one call to compile and
+tune,
+then one call inside an NVTX range the judge names, the only kernels profiled (Speed Of Light, memory
+workload, occupancy, launch statistics, the roofline chart; clocks left as they are). The .ncu-rep report is
+kept beside the dumps, where Nsight Compute's own UI opens it, and read with NVIDIA's ncu_report module
+(shipped with Nsight Compute), not scraped from text. A missing tool or counters the user may not read are a
+skip that says how to get them, never the version's failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness import PACKAGE_DIR
+from harness.contract.results import RungResult
+from harness.judge.nsight import timing as nsight
+from harness.problem.load import case_label
+from harness.problem.rung import rung
+from harness.wire import frames as wire
+from harness.wire import scratch as scratch_mod
+from harness.worker import regions as in_kernel
+from harness.workers.process import WorkerFailure, Wrapper
+
+if TYPE_CHECKING:
+    from harness.judge.context import JudgeContext, VersionRun
+
+SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "SpeedOfLight_RooflineChart")
+# Our name -> (Nsight Compute's metric, the unit we keep it in)
+METRICS: dict[str, tuple[str, str]] = {
+    "time_us": ("gpu__time_duration.sum", "us"),
+    "dram_bytes": ("dram__bytes.sum", "byte"),
+    "dram_gbps": ("dram__bytes.sum.per_second", "GB/s"),
+    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "memory_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active", "%"),
+    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct", "%"),
+    "registers": ("launch__registers_per_thread", ""),
+    "block": ("launch__block_size", ""),
+    "grid": ("launch__grid_size", ""),
+    "smem_bytes": ("launch__shared_mem_per_block", "byte"),
+}
+MAX_REPORT_BYTES = 256 << 20
+MAX_KERNELS = 32
+READ_TIMEOUT_S = 120
+NO_PERMISSION = (
+    "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM): run as root, or load the "
+    "driver with NVreg_RestrictProfilingToAdminUsers=0 (https://developer.nvidia.com/ERR_NVGPUCTRPERM)"
+)
+SECONDS = {
+    "ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0,
+}  # fmt: skip
+PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+@rung("profile", needs=("correctness",))
+def profile(judge: JudgeContext, run: VersionRun) -> RungResult:
+    if not judge.cuda:
+        return RungResult.skip("profile", "no GPU: Nsight Compute profiles kernels as they run")
+    case = (run.problem.bench_cases or run.problem.cases)[0]
+    regions = _regions(judge, run, case)
+    figures, why = _nsight_figures(judge, run, case)
+    if figures is None and "regions" not in regions:
+        return RungResult.skip("profile", why or "Nsight Compute wrote no report")
+    return RungResult(
+        name="profile", ok=True, metrics={**(figures or {"case": case_label(case), "ncu_note": why}), **regions}
+    )
+
+
+def _nsight_figures(
+    judge: JudgeContext, run: VersionRun, case: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    ncu = nsight.ncu_path()
+    if ncu is None:
+        return None, "Nsight Compute (ncu) not found: install it or set KERNELTUI_NCU"
+    report, why = _profile_into(judge, run, ncu, case)
+    if report is None:
+        return None, why or "Nsight Compute wrote no report"
+    try:
+        kernels = read_report(report, ncu)
+    except Exception as exc:  # the report could not be read here: keep it, say so
+        return None, f"{report} could not be read: {type(exc).__name__}: {str(exc)[:200]}"
+    if not kernels:
+        return None, "Nsight Compute profiled no kernel inside the judge's call"
+    return summarize(kernels, report, case), None
+
+
+def _regions(judge: JudgeContext, run: VersionRun, case: dict[str, Any]) -> dict[str, Any]:
+    """{"regions": [...]} the version marks in its kernels, timed by proton in a fresh worker of their own (the
+    kernels are compiled again, instrumented), or {"regions_note": why not}; {} where it marks none."""
+    if "triton" not in run.dsls or not in_kernel.marks_regions(run.text):
+        return {}
+    worker = judge.pool.take("run")
+    run.workers["regions"] = worker  # released with the others when the evaluation ends
+    try:
+        loaded = judge.load_into(worker, run)
+        if not loaded.get("ok"):
+            return {"regions_note": f"it did not load for proton: {loaded.get('err')}"}
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(run.problem.inputs_for(case, secrets.randbelow(2**31), judge.device)), tensors)
+        reply, _ = worker.request({"op": "regions", "inputs": tree}, tensors, judge.options.timeout, "under proton")
+    except WorkerFailure as exc:
+        return {"regions_note": f"proton: {str(exc).splitlines()[0][:300]}"}
+    if not reply.get("ok"):
+        return {"regions_note": f"proton: {str(reply.get('err'))[:300]}"}
+    regions = in_kernel.regions_from(reply.get("regions"))
+    return {"regions": regions} if regions else {"regions_note": "proton recorded no region in its kernels"}
+
+
+def _profile_into(
+    judge: JudgeContext, run: VersionRun, ncu: str, case: dict[str, Any]
+) -> tuple[Path | None, str | None]:
+    """Runs one call under Nsight Compute; the report copied out of the worker's folder next to the dumps."""
+    worker, why = nsight.run_under_ncu(judge, run, functools.partial(wrapper, ncu), case, 1, "profile", "profiling")
+    if worker is None:
+        return None, why
+    try:
+        data = scratch_mod.read_file(worker.out, "profile.ncu-rep", MAX_REPORT_BYTES)
+    except scratch_mod.Untrusted as exc:
+        log = worker.log_tail()
+        return None, NO_PERMISSION if "ERR_NVGPUCTRPERM" in log else f"no report ({exc}); its log: {log[-300:]}"
+    root = judge.options.state_dir or run.path.parent.parent / ".kerneltui"
+    dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12] / "profile.ncu-rep"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+    return dest, None
+
+
+def wrapper(ncu: str, range_name: str) -> Wrapper:
+    real = Path(ncu).resolve()
+    sections = [arg for name in SECTIONS for arg in ("--section", name)]
+    metrics = ",".join(metric for metric, _ in METRICS.values())
+    argv = (
+        str(real), "--target-processes", "all", "--nvtx", "--nvtx-include", f"{range_name}/",
+        *sections, "--metrics", metrics, "--clock-control", "none",
+        "--export", "{out}/profile", "--force-overwrite",
+    )  # fmt: skip
+    return Wrapper(argv=argv, reads=(str(real.parent),))
+
+
+def read_report(path: Path, ncu: str) -> list[dict[str, Any]]:
+    """Each profiled kernel's figures in our units, read by harness/ncu_read.py in a process of its own."""
+    extras = report_module_dir(ncu)
+    if extras is None:
+        raise FileNotFoundError(f"no extras/python/ncu_report.py beside {ncu} or in its Nsight Compute installs")
+    names = [name for name, _ in METRICS.values()]
+    script = PACKAGE_DIR / "judge" / "nsight" / "ncu_read.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(path), str(extras), *names],
+        capture_output=True, text=True, timeout=READ_TIMEOUT_S,
+    )  # fmt: skip
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        raise RuntimeError(f"ncu_report failed: {tail[0][:200]}")
+    kernels = json.loads(done.stdout)[:MAX_KERNELS]
+    return [{"name": k["name"], **{ours: in_our_unit(k["metrics"].get(name), unit) for ours, (name, unit) in
+             METRICS.items()}} for k in kernels]  # fmt: skip
+
+
+def report_module_dir(ncu: str, opt: Path = Path("/opt/nvidia/nsight-compute")) -> Path | None:
+    """Where ncu_report lives. CUDA's bin/ncu is often a script that runs the newest Nsight Compute from
+    ../nsight-compute-VERSION or /opt/nvidia/nsight-compute/VERSION: the module is there, not beside it."""
+    real = Path(ncu).resolve().parent
+    beside = real / "extras" / "python"
+    if (beside / "ncu_report.py").is_file():
+        return beside
+    installs = [*real.parent.glob("nsight-compute-*"), *opt.glob("*")]
+    found = [d / "extras" / "python" for d in installs if (d / "extras" / "python" / "ncu_report.py").is_file()]
+    return max(found, key=lambda d: _version(d.parent.parent.name), default=None)
+
+
+def _version(name: str) -> tuple[int, ...]:
+    digits = name.rsplit("-", 1)[-1].split(".")
+    return tuple(int(d) for d in digits if d.isdigit())
+
+
+def in_our_unit(figure: list[Any] | None, unit: str) -> float | None:
+    """[value, Nsight Compute's unit] -> the value in ours (µs, bytes, GB/s); None when not collected or in a
+    unit we cannot convert (never a figure off by a factor of 1000)."""
+    if figure is None:
+        return None
+    value, reported = float(figure[0]), str(figure[1])
+    if unit in ("", "%"):
+        return value
+    top, _, per = reported.partition("/")
+    if unit == "us":
+        return value * SECONDS[reported] * 1e6 if reported in SECONDS else None
+    size = _bytes(top)
+    if size is None:
+        return None
+    if unit == "byte":
+        return value * size  # "byte/block" is per block already
+    return value * size / SECONDS[per] / 1e9 if per in SECONDS else None  # GB/s
+
+
+def _bytes(word: str) -> float | None:
+    for name in ("byte", "B"):
+        if word.endswith(name) and word[: -len(name)] in PREFIX:
+            return PREFIX[word[: -len(name)]]
+    return None
+
+
+def summarize(kernels: list[dict[str, Any]], report: Path, case: dict[str, Any]) -> dict[str, Any]:
+    """Per kernel as read, and the call's whole: time and DRAM bytes summed, rates over that time, the
+    percentages and occupancy of the kernel that took longest."""
+    total_us = sum(k.get("time_us") or 0.0 for k in kernels)
+    dram = sum(k.get("dram_bytes") or 0.0 for k in kernels)
+    main = max(kernels, key=lambda k: k.get("time_us") or 0.0)
+    whole = {
+        "time_us": total_us,
+        "dram_bytes": dram,
+        "dram_gbps": dram / (total_us * 1e3) if total_us else None,
+        **{k: main.get(k) for k in ("sm_pct", "memory_pct", "occupancy_pct", "theoretical_occupancy_pct")},
+        "registers": main.get("registers"),
+        "main_kernel": main["name"],
+    }
+    return {"case": case_label(case), "kernels": kernels, "whole": whole, "report": str(report)}

@@ -1,0 +1,3 @@
+"""The problem format: loading problem.py (tolerances, cases, cost), the `@rung` a problem defines, KernelBench
+sources.
+"""

@@ -1,0 +1,1 @@
+"""Judge <-> worker frames, the shared memory block, reading a worker's scratch folder."""

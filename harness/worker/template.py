@@ -1,0 +1,233 @@
+"""The template a judge forks its kernel workers from: torch and Triton imported once, not once per version.
+
+`python -m harness.worker.template --fd N --slots FOLDER` runs where a worker would (inside bubblewrap where
+there is one). It imports what a worker imports, runs no version code and initialises no GPU (the CUDA
+driver does not survive a fork), then forks a worker on each request from the judge. A fork becomes:
+- an outer process, the judge's handle on the worker: it tells the judge its pid (the kernel attaches it
+  to its first byte on the worker's socket) and waits;
+- a first process in new user, mount, pid and ipc namespaces (harness.containment.namespaces) that sees only its own
+  worker folder, reaps whatever the version starts and reports the worker's exit status on a pipe;
+- the worker, which confines itself as a freshly started one does (harness.containment.sandbox: the CUDA driver first
+  where asked, then Landlock, seccomp, no capabilities, file limits) before it reads the version, and runs
+  harness.worker.main.
+The template keeps no state a worker could reach: every descriptor but its socket and log is closed in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import runpy
+import select
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from harness.containment import namespaces, sandbox
+from harness.containment import watch as containment
+
+MAX_REQUEST_BYTES = 1 << 20
+SETUP_FAILED = 70  # the exit code of a fork whose set-up failed before the worker ran (said in its log)
+
+
+def preimport() -> dict[str, Any]:
+    """What every worker imports, imported here once (harness.worker.main itself runs afresh in each fork, where its
+    module-level choices, such as the Triton interpreter, are made)."""
+    started = time.perf_counter()
+    import torch  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import triton
+        import triton.runtime.interpreter  # noqa: F401
+    from harness.wire import frames  # noqa: F401
+
+    return {"import_s": round(time.perf_counter() - started, 3)}
+
+
+def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
+    while True:
+        reap()
+        ready, _, _ = select.select([control], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 3)
+        except OSError:
+            return
+        if not data:
+            return  # the judge is gone
+        request = {**json.loads(data), "pid_namespace": pid_namespace}
+        if request.get("op") != "fork" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            if request.get("op") == "exit":
+                return
+            control.send(json.dumps({"ok": False, "err": "unknown request"}).encode())
+            continue
+        try:
+            reply: dict[str, Any] = {"ok": True, "pid": fork_worker(request, fds, control, slots)}
+        except OSError as exc:
+            reply = {"ok": False, "err": f"fork failed: {exc}"}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        control.send(json.dumps(reply).encode())
+
+
+def reap() -> None:
+    """The outer processes of workers that ended (their status went to the judge on their own pipe)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def fork_worker(request: dict[str, Any], fds: list[int], control: socket.socket, slots: str) -> int:
+    sock, log, status = fds
+    pid = os.fork()
+    if pid == 0:
+        os.close(control.detach())  # the template's socket is never a worker's
+        in_child(lambda: outer(request, sock, log, status, slots), log)
+    return pid
+
+
+def in_child(body: Callable[[], int], log: int) -> NoReturn:
+    """Runs `body` in a forked child and exits with its code: never back into the template's loop; what failed
+    is said in `log` (the worker's, the judge reads it)."""
+    code = SETUP_FAILED
+    try:
+        code = body()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.write(log, f"kerneltui: the worker's set-up failed:\n{traceback.format_exc()}".encode())
+    finally:
+        os._exit(code)
+
+
+def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str) -> int:
+    """The judge's handle on the worker: says its pid, enters the worker's namespaces, then waits beneath them as
+    the subreaper of the tree and exits only once nothing is left in it (so no orphan keeps the worker's socket
+    open out of the judge's sight)."""
+    os.setsid()
+    sandbox.die_with_parent()
+    containment.become_subreaper()
+    os.write(sock, b"\0")  # the judge reads this process's pid from it (SO_PASSCRED)
+    notes, pid_namespace = [], False
+    why = namespaces.unshare_all() if request["confine"] else "no namespaces of its own (--no-sandbox)"
+    if why is None:
+        hidden = namespaces.only_own_folder(slots, request["root"], request["cover"], (request["inbox"],))
+        pid_namespace = request["pid_namespace"] and namespaces.unshare_pid()
+        kinds = "user, pid, mount and ipc" if pid_namespace else "user, mount and ipc"
+        notes.append(f"own {kinds} namespaces" + (f"; {hidden}" if hidden else ""))
+    elif request["confine"]:
+        notes.append(why)
+    first = os.fork()
+    if first == 0:
+        in_child(lambda: first_process(request, sock, log, status, notes, pid_namespace), log)
+    for fd in (sock, log, status):
+        os.close(fd)
+    reap_until(first)
+    end_beneath()
+    return 0
+
+
+def first_process(
+    request: dict[str, Any], sock: int, log: int, status: int, notes: list[str], pid_namespace: bool
+) -> int:
+    """Reaps every process of the worker's tree, reports the worker's exit status, then ends the rest (in a pid
+    namespace of its own, its exit alone would)."""
+    sandbox.die_with_parent()
+    if pid_namespace:
+        namespaces.own_proc()
+    else:
+        containment.become_subreaper()  # a daemon the version starts stays beneath this process
+    worker = os.fork()
+    if worker == 0:
+        in_child(lambda: become_worker(request, sock, log, notes), 2)  # 2: the log, once the worker set it up
+    os.close(sock)
+    os.close(log)
+    code = reap_until(worker)
+    with contextlib.suppress(OSError):
+        os.write(status, (f"signal {-code}" if code < 0 else f"exit {code}").encode())
+    end_beneath()
+    return 0
+
+
+def reap_until(child: int) -> int:
+    """Reaps this process's children (orphans included, where it is their subreaper) until `child` has exited:
+    its exit code (-N: killed by signal N)."""
+    while True:
+        try:
+            pid, wait_status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return -signal.SIGKILL  # reaped already: nothing more to know
+        except InterruptedError:
+            continue
+        if pid == child:
+            return os.waitstatus_to_exitcode(wait_status)
+
+
+def end_beneath() -> None:
+    """Ends everything left beneath this process and reaps it; returns once nothing is (a fork loop races a
+    single pass, and its orphans come back here)."""
+    while True:
+        containment.kill_all(containment.tree(os.getpid(), containment.processes())[1:])
+        try:
+            os.waitpid(-1, 0)
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]) -> int:
+    """Output to the judge's log, nothing else open, the worker's environment and folder; confined; then the
+    worker, as `python -m harness.containment.sandbox ... harness.worker.main` runs it."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    keep = sorted({0, 1, 2, sock})
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
+        os.closerange(low + 1, high)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None
+    os.chdir(request["scratch"])
+    if request["cuda_first"]:
+        sandbox.init_cuda()
+    if request["confine"]:
+        applied = sandbox.confine_self(request["scratch"], tuple(request["reads"]), request["max_file_bytes"])
+    else:
+        applied = ["none: disabled (--no-sandbox)"]
+        if request["max_file_bytes"]:
+            sandbox.limit_file_size(request["max_file_bytes"])
+    sandbox.APPLIED[:] = [*notes, *applied]
+    sys.argv = ["harness.worker.main", "--fd", str(sock), "--mode", request["mode"], "--arch", request["arch"]]
+    runpy.run_module("harness.worker.main", run_name="__main__", alter_sys=True)
+    return 0  # harness.worker.main exits by itself; a return is not the way it ends
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m harness.worker.template", description=__doc__)
+    parser.add_argument("--fd", type=int, required=True, help="the judge's control socket (SOCK_SEQPACKET)")
+    parser.add_argument("--slots", required=True, help="the folder holding every worker's own folder")
+    args = parser.parse_args()
+    sandbox.die_with_parent()
+    control = socket.socket(fileno=args.fd)
+    ready = {"op": "ready", "pid": os.getpid(), **preimport()}
+    pid_namespace = namespaces.pid_namespace_works()
+    control.send(json.dumps({**ready, "pid_namespace": pid_namespace}).encode())
+    serve(control, args.slots, pid_namespace)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""The judge's side of harness.worker.template: one template process per pool, and a handle on each worker it forks.
+
+A worker forked from the template is ready in tens of milliseconds where one started afresh imports torch
+and Triton for seconds. The judge holds, for each, the pid the kernel gave with its first byte (so the
+watch, the cgroup and kill() see its whole tree as they do a fresh worker's) and a pipe its first process
+writes the worker's exit status to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from harness.containment import watch as containment
+from harness.contract.text import printable
+
+MAX_REPLY_BYTES = 1 << 16
+UCRED = struct.Struct("iII")  # pid, uid, gid
+
+
+def file_tail(log: BinaryIO, chars: int) -> str:
+    """The last `chars` bytes of an unnamed log file, read through its descriptor ("" where it is closed)."""
+    try:
+        size = os.fstat(log.fileno()).st_size
+        return os.pread(log.fileno(), chars, max(0, size - chars)).decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+
+
+class TemplateError(Exception):
+    """The template did not start, or stopped answering; the message says why."""
+
+
+class Template:
+    """A template process started (not waited for) in `root` (its workers' folders in root/slots)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], root: Path, log: BinaryIO) -> None:
+        self.root = root
+        self.slots = root / "slots"
+        self.slots.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.control = parent
+        argv = [*argv, "-m", "harness.worker.template", "--fd", str(child.fileno()), "--slots", str(self.slots)]
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(child.fileno(),),
+            start_new_session=True,
+            env=env,
+            cwd=self.slots,
+        )
+        child.close()
+        self.lock = threading.Lock()
+        self.ready: dict[str, Any] | None = None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        with self.lock:
+            if self.ready is None:
+                reply = self._reply(timeout, "starting")
+                if reply.get("op") != "ready":
+                    raise TemplateError(f"the worker template did not start properly: {reply}")
+                self.ready = reply
+        return self.ready
+
+    def fork(self, request: dict[str, Any], worker_end: int, log_fd: int, timeout: float) -> ForkedProcess:
+        """A worker forked with `request` (harness.worker.template's fields), talking on `worker_end` (the worker's
+        end of
+        the judge's socket pair) and writing to `log_fd`."""
+        self.wait_ready(timeout)
+        status_r, status_w = os.pipe()
+        try:
+            with self.lock:
+                message = json.dumps({"op": "fork", **request}).encode()
+                try:
+                    socket.send_fds(self.control, [message], [worker_end, log_fd, status_w])
+                except OSError as exc:
+                    raise TemplateError(self._gone(f"asked to fork ({exc})")) from None
+                reply = self._reply(timeout, "forking a worker")
+        except BaseException:
+            os.close(status_r)
+            raise
+        finally:
+            os.close(status_w)
+        if not reply.get("ok"):
+            os.close(status_r)
+            raise TemplateError(str(reply.get("err") or "the template did not fork a worker"))
+        return ForkedProcess(status_r)
+
+    def _reply(self, timeout: float, what: str) -> dict[str, Any]:
+        ready, _, _ = select.select([self.control], [], [], timeout)
+        if not ready:
+            self.kill()
+            raise TemplateError(f"the worker template timed out after {timeout:g} s {what}")
+        try:
+            data = self.control.recv(MAX_REPLY_BYTES)
+        except OSError as exc:
+            raise TemplateError(self._gone(f"{what} ({exc})")) from None
+        if not data:
+            raise TemplateError(self._gone(what))
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            raise TemplateError(f"the worker template answered garbage {what}") from None
+        return reply if isinstance(reply, dict) else {}
+
+    def _gone(self, what: str) -> str:
+        code = None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = self.proc.wait(timeout=5)
+        tail = self.log_tail()
+        return f"the worker template exited (code {code}) {what}" + (f"\n{tail}" if tail else "")
+
+    def log_tail(self, chars: int = 1500) -> str:
+        return printable(file_tail(self.log, chars)).strip()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+    def close(self, grace: float = 1.0) -> None:
+        if self.alive():
+            with contextlib.suppress(OSError):
+                self.control.send(json.dumps({"op": "exit"}).encode())
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=grace)
+        self.kill()
+        self.control.close()
+        self.log.close()
+
+
+class ForkedProcess:
+    """A forked worker as a subprocess.Popen is used by the judge: pid (its outer process's, in the judge's pid
+    namespace), poll(), wait(); the exit code from its first process (-N: killed by signal N; its tree killed
+    before it could say: SIGKILL)."""
+
+    def __init__(self, status_fd: int) -> None:
+        self.status_fd = status_fd
+        self.pid = 0
+        self.returncode: int | None = None
+
+    def learn_pid(self, sock: socket.socket, timeout: float) -> None:
+        """The pid the kernel attached to the worker's first byte (SO_PASSCRED), in this process's namespace."""
+        ready, _, _ = select.select([sock], [], [], timeout)
+        if not ready:
+            raise TemplateError(f"the forked worker did not say its pid within {timeout:g} s")
+        _, ancillary, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(UCRED.size))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= UCRED.size:
+                self.pid = UCRED.unpack(data[: UCRED.size])[0]
+                return
+        raise TemplateError("the forked worker's first byte came without its pid")
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            ready, _, _ = select.select([self.status_fd], [], [], 0)
+            if ready:
+                self._read()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            ready, _, _ = select.select([self.status_fd], [], [], timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0)
+            self._read()
+        assert self.returncode is not None
+        return self.returncode
+
+    def _read(self) -> None:
+        try:
+            text = os.read(self.status_fd, 64).decode(errors="replace").split()
+        except OSError:
+            text = []
+        os.close(self.status_fd)
+        if len(text) == 2 and text[1].lstrip("-").isdigit():
+            number = int(text[1])
+            self.returncode = -number if text[0] == "signal" else number
+        else:
+            self.returncode = -signal.SIGKILL
+
+
+class Templates:
+    """A pool's templates, one for each way Triton is imported (for its interpreter, or to compile), each
+    started on first need and again where it died; known to the pool's watcher (not an escaped process)."""
+
+    def __init__(self, start: Callable[[bool], Template], watcher: containment.Watcher) -> None:
+        self.start = start
+        self.watcher = watcher
+        self.running: dict[bool, Template] = {}
+        self.lock = threading.Lock()
+
+    def get(self, interpret: bool) -> Template:
+        with self.lock:
+            template = self.running.get(interpret)
+            if template is not None and template.alive():
+                return template
+            if template is not None:
+                self._end(template)
+            with self.watcher.lock:  # known before a tick of the watcher can see it
+                template = self.running[interpret] = self.start(interpret)
+                self.watcher.keep(template.proc.pid)
+            return template
+
+    def close(self) -> None:
+        with self.lock:
+            ended, self.running = list(self.running.values()), {}
+        for template in ended:
+            self._end(template)
+
+    def _end(self, template: Template) -> None:
+        template.close()
+        self.watcher.unkeep(template.proc.pid)
+        shutil.rmtree(template.root, ignore_errors=True)
