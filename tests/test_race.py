@@ -123,18 +123,16 @@ def test_an_ambiguous_race_is_not_announced_as_a_new_best(tmp_path: Path) -> Non
 def test_only_a_version_that_won_its_race_is_judged_again_as_a_would_be_best() -> None:
     """A median a hair below the best's, by noise, sent every same-speed version through the fresh worker and
     Nsight Compute; the race decides now, and the medians only where there was no race."""
-    from types import SimpleNamespace
-
     from harness.judge.rungs.benchmark import would_be_best
+    from tests.judge_context import context_without_workers
 
-    ladder = SimpleNamespace(options=Options().updated({"best_us": 100.0}), device_info={"name": "NVIDIA H200"})
-    check = would_be_best
-    assert check(ladder, {"label": "same", "ratio": 0.995}, 99.5) is False  # type: ignore[arg-type]
-    assert check(ladder, {"label": "faster", "ratio": 0.9}, 90.0) is True  # type: ignore[arg-type]
-    assert check(ladder, {"label": None, "note": "the best's file changed"}, 99.0) is True  # type: ignore[arg-type]
-    assert check(ladder, None, 101.0) is False  # type: ignore[arg-type]
-    first = SimpleNamespace(options=Options(), device_info={"name": "NVIDIA H200"})
-    assert check(first, None, 500.0) is True  # type: ignore[arg-type]
+    h200 = {"name": "NVIDIA H200"}
+    judge = context_without_workers(Options().updated({"best_us": 100.0}), h200)
+    assert would_be_best(judge, {"label": "same", "ratio": 0.995}, 99.5) is False
+    assert would_be_best(judge, {"label": "faster", "ratio": 0.9}, 90.0) is True
+    assert would_be_best(judge, {"label": None, "note": "the best's file changed"}, 99.0) is True
+    assert would_be_best(judge, None, 101.0) is False
+    assert would_be_best(context_without_workers(Options(), h200), None, 500.0) is True  # the first on this GPU
 
 
 def test_a_judge_on_a_gpu_keeps_two_run_workers_started_ahead() -> None:

@@ -16,21 +16,20 @@ from harness.contract.results import Evaluation
 from harness.gpu import timing
 from harness.judge import device
 from harness.judge.artifacts import Kernel, smem_limit
-from harness.judge.ladder import VersionRun
+from harness.judge.context import JudgeContext, VersionRun
 from harness.judge.rungs.benchmark import benchmark
 from harness.judge.rungs.compile import in_case_order, smem_overflow
 from harness.judge.rungs.correctness import mutated_inputs
 from harness.judge.rungs.roofline import roofline
 from harness.problem.load import load_problem
 from tests.conftest import add_version, judge_many, make_workspace, run, rung
+from tests.judge_context import context_without_workers
 
 
 @pytest.fixture
-def ladder(tmp_path: Path) -> Any:
+def ladder(tmp_path: Path) -> JudgeContext:
     """What the roofline and benchmark rungs read of the judge (its options, this device), with no worker."""
-    return SimpleNamespace(
-        options=Options(state_dir=tmp_path / "state"), device_info=device.describe(), cuda=torch.cuda.is_available()
-    )
+    return context_without_workers(Options(state_dir=tmp_path / "state"), device.describe())
 
 
 def fake_run(tmp_path: Path, median_us: float) -> VersionRun:
@@ -273,7 +272,6 @@ def test_the_next_bench_cases_inputs_are_made_while_one_is_timed() -> None:
     verdict waited; the next case's are now made while the one before is timed."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
-    from types import SimpleNamespace
 
     from harness.judge.bench_calls import bench_inputs
 
