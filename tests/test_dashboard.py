@@ -454,9 +454,9 @@ def test_vs_best_compares_times_from_one_kind_of_gpu() -> None:
     from kerneltui.ui.widgets.versions import COLUMNS, best_median, row_cells
 
     rows = [
-        {"name": "v002", "status": "pass", "median_us": 50.0, "device_name": "NVIDIA H200", "flags": None},
-        {"name": "v001", "status": "pass", "median_us": 100.0, "device_name": "NVIDIA A100", "flags": None},
-        {"name": "v003", "status": "pass", "median_us": 200.0, "device_name": "NVIDIA A100", "flags": None},
+        {"name": "v002", "status": "pass", "median_us": 50.0, "device_name": "NVIDIA H200", "may_be_best": 1},
+        {"name": "v001", "status": "pass", "median_us": 100.0, "device_name": "NVIDIA A100", "may_be_best": 1},
+        {"name": "v003", "status": "pass", "median_us": 200.0, "device_name": "NVIDIA A100", "may_be_best": 1},
     ]
     bests = best_median(rows)
     column = [key for key, _, _ in COLUMNS].index("vsbest")

@@ -14,11 +14,19 @@ STALE = (
     "(COALESCE(e.problem_hash, '') != '' AND COALESCE(p.problem_hash, '') != '' AND e.problem_hash != p.problem_hash)"
 )
 
-# A passing evaluation may be "the best" only when nothing flagged it, or the person approved its version.
-MAY_BE_BEST = (
-    "status = 'pass' AND (flags IS NULL OR flags = '[]' OR (SELECT d.verdict FROM verdicts d "
-    "WHERE d.version_id = evaluations.version_id ORDER BY d.id DESC LIMIT 1) = 'approved')"
-)
+
+
+def may_be_best(evaluation: str = "evaluations") -> str:
+    """The one definition of which evaluations may be "the best": passing, and unflagged or approved by the person
+    (the newest verdict on its version). `evaluation`: the evaluations table's name or alias in the query."""
+    e = evaluation
+    return (
+        f"({e}.status = 'pass' AND ({e}.flags IS NULL OR {e}.flags = '[]' OR (SELECT d.verdict FROM verdicts d "
+        f"WHERE d.version_id = {e}.version_id ORDER BY d.id DESC LIMIT 1) = 'approved'))"
+    )
+
+
+MAY_BE_BEST = may_be_best()
 
 
 class VersionReads(Connection):
@@ -38,7 +46,7 @@ class VersionReads(Connection):
                    e.id AS evaluation_id, e.status, e.failed_rung, e.error, e.max_abs, e.median_us,
                    e.ref_median_us, e.speedup, e.roofline_pct, e.device_name, e.finished, e.queued, e.started,
                    e.race, e.vs_best,
-                   e.flags, e.sandbox, {STALE} AS stale,
+                   e.flags, e.sandbox, {STALE} AS stale, COALESCE({may_be_best("e")}, 0) AS may_be_best,
                    d.verdict, d.reason AS verdict_reason, d.created AS verdict_time,
                    (SELECT name FROM rungs r WHERE r.evaluation_id = e.id ORDER BY idx DESC LIMIT 1) AS last_rung,
                    (SELECT noise_pct FROM timings t WHERE t.evaluation_id = e.id ORDER BY t.id LIMIT 1) AS noise_pct,

@@ -52,8 +52,8 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
 
 
 def may_be_best(row: dict[str, Any]) -> bool:
-    """Passing, and unflagged or approved by the person (kerneltui.history.store.MAY_BE_BEST, for rows in hand)."""
-    return row.get("status") == "pass" and (not row_flags(row) or row.get("verdict") == "approved")
+    """What the history said of the row (kerneltui.history.reads.may_be_best, the rule's one definition)."""
+    return bool(row.get("may_be_best"))
 
 
 def verdict_cell(row: dict[str, Any]) -> Text:
