@@ -209,5 +209,9 @@ def test_a_problem_file_of_any_bytes_leaves_its_versions_current(tmp_path: Path,
         assert scheduler.store is not None
         rows = scheduler.store.version_rows("vadd")
         assert [r["name"] for r in rows if not r["stale"]] == ["v001"], rows
+        from harness.problem.load import load_problem
+
+        accepted, _ = scheduler.store.problem_digests("vadd")
+        assert load_problem(folder).hash == accepted  # the judge's digest of a problem is the history's
     finally:
         scheduler.stop()

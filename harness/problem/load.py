@@ -13,7 +13,6 @@ ProblemError naming the file and the fix.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import inspect
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from harness.contract import problem_files
 from harness.contract.results import RUNG_ORDER
 from harness.problem.rung import Rung, defined_in
 
@@ -135,8 +135,12 @@ def case_label(case: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in case.items())
 
 
-def file_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def folder_digest(folder: Path) -> str:
+    """The problem's digest (harness.contract.problem_files): the same the history keeps for the accepted files."""
+    try:
+        return problem_files.problem_digest(folder)
+    except (problem_files.ProblemFilesError, OSError) as exc:
+        raise ProblemError(str(exc)) from None
 
 
 def load_problem(folder: Path) -> Problem:
@@ -170,7 +174,7 @@ def load_problem(folder: Path) -> Problem:
         cost=module.cost,
         tolerances=parse_tolerance(module.tolerance, path) if hasattr(module, "tolerance") else {},
         description=(inspect.getdoc(module) or "").strip(),
-        hash=file_hash(path),
+        hash=folder_digest(folder),
         allowed_ops=_check_allowed_ops(getattr(module, "allowed_ops", ()), path),
         rungs=_check_rungs(module, path),
         check=getattr(module, "check", None),

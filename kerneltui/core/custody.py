@@ -1,8 +1,6 @@
 """What is judged is the person's problem and the recorded bytes.
 
-A problem's reference files are every regular file at the top of its folder but its versions (vNNN.py and files
-named like them), FEEDBACK.md (kerneltui's) and hidden files: problem.py, the files its `version_files` name,
-the sources an import copied in. Sub-folders are agents' scratch, never judged. The person accepts the reference
+A problem's reference files are those harness.contract.problem_files names. The person accepts the reference
 files: the accepted bytes are kept under .kerneltui/problems/<problem>/<digest>/ and their digest is the
 problem's hash in the history. A change on disk is shown as a diff and judged against only once accepted.
 
@@ -17,19 +15,18 @@ import difflib
 import hashlib
 import os
 import shutil
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.contract import problem_files
+from harness.contract.problem_files import digest_of
 from harness.contract.results import Evaluation
 from harness.contract.source import notes
-from kerneltui.core.feedback import FEEDBACK_FILE
-from kerneltui.core.workspace import LOOKS_LIKE_VERSION, VERSION_RE, Workspace
+from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 
-MAX_PROBLEM_BYTES = 64 << 20  # a problem folder's reference files, all together
 DIFF_LINES = 400
 
 
@@ -37,43 +34,12 @@ class CustodyError(Exception):
     """A problem or version that cannot be judged as recorded; the message says why and what to do."""
 
 
-def is_reference_name(name: str) -> bool:
-    """Whether a file at the top of a problem folder is one of its reference files (by name)."""
-    if name.startswith(".") or name == FEEDBACK_FILE:
-        return False
-    return not (VERSION_RE.match(name) or LOOKS_LIKE_VERSION.match(name))
-
-
 def read_reference(folder: Path) -> dict[str, bytes]:
-    """The folder's reference files, name -> bytes (links to files are read through; they are the person's)."""
-    found: dict[str, bytes] = {}
-    total = 0
-    for path in sorted(folder.iterdir()):
-        if not is_reference_name(path.name):
-            continue
-        try:
-            info = path.stat()
-        except OSError:
-            continue  # a dangling link: nothing to judge with
-        if not stat.S_ISREG(info.st_mode):
-            continue
-        total += info.st_size
-        if total > MAX_PROBLEM_BYTES:
-            raise CustodyError(f"{folder.name}: its files hold over {MAX_PROBLEM_BYTES >> 20} MiB, too much to judge")
-        found[path.name] = path.read_bytes()
-    if "problem.py" not in found:
-        raise CustodyError(f"{folder.name}: no problem.py in {folder}")
-    return found
-
-
-def digest_of(files: dict[str, bytes]) -> str:
-    """One digest for a set of named files: names, sizes and bytes, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        data = files[name]
-        digest.update(f"{name}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()
+    """The folder's reference files (harness.contract.problem_files), a CustodyError where they cannot be judged."""
+    try:
+        return problem_files.read_reference(folder)
+    except problem_files.ProblemFilesError as exc:
+        raise CustodyError(str(exc)) from None
 
 
 class Custody:

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.contract.problem_files import FEEDBACK_FILE
 from harness.contract.report import duration_us, sig
 from kerneltui.history.store import Store
 
-FEEDBACK_FILE = "FEEDBACK.md"
 RECENT = 8
 PASTE_PAUSE_S = 0.3
 

@@ -18,7 +18,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from harness.contract import source
-from kerneltui.core.custody import is_reference_name
+from harness.contract.problem_files import is_reference_name
 from kerneltui.core.workspace import VERSION_RE, ignored_version
 
 TICK_S = 0.01

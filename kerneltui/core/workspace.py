@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.contract.problem_files import LOOKS_LIKE_VERSION, VERSION_RE
+
 STATE_DIR = ".kerneltui"
-VERSION_RE = re.compile(r"^v(\d+)\.py$")
-LOOKS_LIKE_VERSION = re.compile(r"^[vV]\d+.*\.py$")  # v008_fast.py, V9.py: meant as versions, not judged
 
 
 def ignored_version(path: Path) -> bool:

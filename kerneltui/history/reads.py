@@ -15,7 +15,6 @@ STALE = (
 )
 
 
-
 def may_be_best(evaluation: str = "evaluations") -> str:
     """The one definition of which evaluations may be "the best": passing, and unflagged or approved by the person
     (the newest verdict on its version). `evaluation`: the evaluations table's name or alias in the query."""
