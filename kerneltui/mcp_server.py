@@ -10,7 +10,7 @@ result is an event of an agent session per problem (backend "mcp", model: the cl
 dashboard's Agent pane shows what the external agent did. stdout is the MCP channel: notes go to stderr.
 
 The MCP SDK (and pydantic, and the judges' machinery) is imported only when the server starts: the
-CLI builds its parser from this module, and importing the SDK takes most of a second. That is why this
+command's options are kerneltui.cli.mcp's, and importing the SDK takes most of a second. That is why this
 module does without `from __future__ import annotations`: the tools are closures whose annotations
 name types imported inside a function, and the SDK reads those annotations as objects.
 """
@@ -361,35 +361,3 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     finally:
         session.close("the MCP client disconnected")
     return EXIT_OK
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", help="the folder of problem folders (default: ., else ./kernels)")
-    parser.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
-    parser.add_argument(
-        "--session",
-        type=int,
-        help="record into this agent session (one the process driving the agent started) instead of a new one",
-    )
-    parser.add_argument(
-        "--problem",
-        action="append",
-        metavar="PROBLEM",
-        help="the problem this server acts for (repeat for more; default: the joined session's, else every problem)",
-    )
-    parser.add_argument(
-        "--hide",
-        action="append",
-        metavar="PROBLEM",
-        help="a problem folder closed to this server's agents (other agents' copies in a bench; repeat)",
-    )
-    parser.set_defaults(func=cmd_mcp)
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """`kerneltui mcp`, for cli.py's subcommands."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "mcp", help="serve the ladder to any coding agent over MCP (stdio)"
-    )
-    add_arguments(parser)
-    return parser

@@ -16,7 +16,7 @@ import pytest
 from agents import context_index
 from agents.context_index import MAX_BYTES, ContextIndex, Hit, fts_query, query_terms
 from agents.tools import Toolbox
-from kerneltui import context_cli
+from kerneltui.cli import context as context_cli
 from kerneltui.core.agent_host import StoreHost, problem_info
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store

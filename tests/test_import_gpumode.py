@@ -15,8 +15,8 @@ import torch
 
 from harness.judge.outputs import buffers_of, mutated_inputs
 from harness.problem.load import ProblemError, check_answer, load_problem
+from kerneltui.cli.export import chosen_version
 from kerneltui.core.workspace import Workspace, WorkspaceError
-from kerneltui.export_cli import chosen_version
 from kerneltui.formats.gpumode import _cases, export_version, import_problem, parse_buffer
 from tests.conftest import judge_many, kerneltui, rung
 

@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kerneltui.cli.options import EXIT_OK, EXIT_USAGE, Subparsers, add_config, add_executor, add_json, add_workspace
 from kerneltui.core import leaderboard
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def parse_ps(text: str) -> tuple[float, ...]:
@@ -83,8 +82,8 @@ def print_to(stream: Any) -> Any:
     return say
 
 
-def add_parser(subparsers: Any) -> None:
-    """`kerneltui bench-agents` and `kerneltui leaderboard`, for cli.py's subcommands."""
+def add_parser(subparsers: Subparsers) -> None:
+    """`kerneltui bench-agents` and `kerneltui leaderboard`."""
     bench = subparsers.add_parser(
         "bench-agents", help="agents measured on a suite of problems: fast_p, roofline, versions, minutes, cost"
     )
@@ -105,15 +104,13 @@ def add_parser(subparsers: Any) -> None:
     bench.add_argument("--p", type=parse_ps, default=leaderboard.DEFAULT_PS, help="fast_p thresholds (default 0,1,2)")
     bench.add_argument("--pace", type=float, default=0.0, help="replay: multiply the recorded waits (default 0)")
     bench.add_argument("--into", help="the bench workspace (default: ./bench/<suite>-<time>)")
-    bench.add_argument("--json", action="store_true", help="the leaderboard as one JSON object on stdout")
-    bench.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
-    from kerneltui.core.config import add_executor_argument
-
-    add_executor_argument(bench)
+    add_json(bench, "the leaderboard as one JSON object on stdout")
+    add_config(bench)
+    add_executor(bench)
     bench.set_defaults(func=cmd_bench)
     board = subparsers.add_parser("leaderboard", help="a bench's figures: fast_p and each agent's best per problem")
-    board.add_argument("--workspace", help="the bench workspace (default: the current folder)")
+    add_workspace(board, "the bench workspace (default: the current folder)")
     board.add_argument("--run", type=int, help="a run's number (default: the newest)")
     board.add_argument("--p", type=parse_ps, help="fast_p thresholds (default: the run's)")
-    board.add_argument("--json", action="store_true", help="one JSON object")
+    add_json(board, "one JSON object")
     board.set_defaults(func=cmd_leaderboard)

@@ -17,6 +17,8 @@ import argparse
 import importlib
 from typing import Any
 
+from kerneltui.cli.options import Subparsers
+
 # format name -> the module implementing it (see the module docstring)
 IMPORTERS: dict[str, str] = {
     "gpumode": "kerneltui.formats.gpumode",
@@ -34,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """`kerneltui import`, for cli.py's subcommands."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """`kerneltui import`, a subcommand per format."""
+    parser = subparsers.add_parser(
         "import", help="a problem in another format (" + ", ".join(IMPORTERS) + ") as a workspace problem"
     )
     sub = parser.add_subparsers(dest="format", required=True)

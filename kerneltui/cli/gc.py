@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from harness.contract.options import positive
-from kerneltui.core import config as config_mod
+from kerneltui.cli.options import EXIT_OK, EXIT_USAGE, Subparsers, add_config, add_workspace
 from kerneltui.core import dump_budget
 from kerneltui.core.workspace import resolve
 
-EXIT_OK, EXIT_USAGE = 0, 2
-
 
 def run(args: argparse.Namespace) -> int:
+    from kerneltui.core import config as config_mod  # the config models (pydantic): for the commands using them
+
     workspace = resolve(args.workspace)
     if args.budget_mb is None:
         try:
@@ -43,16 +42,16 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """`kerneltui gc`, for cli.py's subcommands."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """`kerneltui gc`."""
+    parser = subparsers.add_parser(
         "gc", help="prune the workspace's dumps to its budget, old unapproved versions' first"
     )
     parser.add_argument(
         "--budget-mb", type=positive(float, zero=True), help="the budget (default: the config's dumps_budget_mb)"
     )
     parser.add_argument("--dry-run", action="store_true", help="say what would be freed, free nothing")
-    parser.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
-    parser.add_argument("--workspace", help="the folder of problem folders (default: ., else ./kernels)")
+    add_config(parser)
+    add_workspace(parser)
     parser.set_defaults(func=run)
     return parser

@@ -5,11 +5,9 @@ not judged against; the diff accepted is printed, and evaluations judged against
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
+from kerneltui.cli.options import EXIT_OK, Subparsers, add_workspace
 from kerneltui.core.workspace import WorkspaceError, resolve
-
-EXIT_OK = 0
 
 
 def cmd_accept_problem(args: argparse.Namespace) -> int:
@@ -34,12 +32,13 @@ def cmd_accept_problem(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """`kerneltui accept-problem`."""
+    parser = subparsers.add_parser(
         "accept-problem",
         help="accept a problem's files as changed on disk: judged against from now (the dashboard's accept key)",
     )
     parser.add_argument("problem")
-    parser.add_argument("--workspace")
+    add_workspace(parser, None)
     parser.set_defaults(func=cmd_accept_problem)
     return parser

@@ -16,12 +16,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from agents.context_index import ContextIndex, IndexUnavailable, format_hits, index_file
+from kerneltui.cli.options import EXIT_OK, Subparsers, add_config, add_json, add_workspace
 from kerneltui.core.workspace import WorkspaceError, resolve
 
-EXIT_OK, EXIT_NO_HITS, EXIT_USAGE = 0, 1, 2
+EXIT_NO_HITS = 1
 # What `context fetch NAME` clones (shallow): the sources an agent searches for layouts, atoms and examples.
 KNOWN_SOURCES = {
     "cutlass": "https://github.com/NVIDIA/cutlass.git",
@@ -132,14 +132,14 @@ def folder_name(url: str) -> str:
 
 def common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the folder to index (default: the one agents get)")
-    parser.add_argument("--workspace", help="the folder of problem folders (default: ., else ./kernels)")
-    parser.add_argument("--config", help="a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)")
+    add_workspace(parser)
+    add_config(parser)
     parser.add_argument("--index", help="the index file (default: <workspace>/.kerneltui/context-index.sqlite)")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """`kerneltui context`, for cli.py's subcommands."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """`kerneltui context`: index, search, fetch and add."""
+    parser = subparsers.add_parser(
         "context", help="the context folder's search index, as agents' search_context uses it"
     )
     sub = parser.add_subparsers(dest="action", required=True)
@@ -157,7 +157,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="search the index: path:start-end and the matching lines per hit")
     search.add_argument("query", nargs="+")
     common(search)
-    search.add_argument("--json", action="store_true", help="print one JSON array")
+    add_json(search, "print one JSON array")
     search.add_argument("--limit", type=int, default=10, help="at most this many hits (default 10)")
     search.set_defaults(func=cmd_search)
     fetch = sub.add_parser(

@@ -12,11 +12,10 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
-from typing import Any
 
+from kerneltui.cli.options import EXIT_OK, Subparsers, add_workspace
 from kerneltui.core.workspace import Workspace, WorkspaceError, resolve
 
-EXIT_OK = 0
 # format name -> the module implementing it (see the module docstring)
 EXPORTERS: dict[str, str] = {
     "gpumode": "kerneltui.formats.gpumode",
@@ -62,15 +61,15 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """`kerneltui export`, for cli.py's subcommands."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """`kerneltui export`."""
+    parser = subparsers.add_parser(
         "export", help="a version as a submission in another format (" + ", ".join(EXPORTERS) + ")"
     )
     parser.add_argument("problem", help="the problem's folder name")
     parser.add_argument("--format", required=True, choices=sorted(EXPORTERS), help="the submission's format")
     parser.add_argument("--version", help="the version to export, e.g. v003 (default: the best approved one)")
     parser.add_argument("-o", "--output", help="the file to write (default: stdout)")
-    parser.add_argument("--workspace", help="the folder of problem folders (default: ., else ./kernels)")
+    add_workspace(parser)
     parser.set_defaults(func=run)
     return parser
