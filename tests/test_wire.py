@@ -47,8 +47,19 @@ def test_meta_tensors_carry_shape_only() -> None:
 
 
 def raw_frame(header: dict, payload: bytes = b"", magic: bytes = b"KTUI") -> bytes:
-    head = json.dumps(header).encode()
+    return framed(json.dumps(header).encode(), payload, magic)
+
+
+def framed(head: bytes, payload: bytes = b"", magic: bytes = b"KTUI") -> bytes:
     return struct.pack("!4sQQ", magic, len(head), len(payload)) + head + payload
+
+
+def spec(**fields: object) -> dict:
+    return {"dtype": "float32", "shape": [1], "nbytes": 4, **fields}
+
+
+def meta_spec(**fields: object) -> dict:
+    return {"dtype": "float32", "shape": [2], "device": "meta", "nbytes": 0, **fields}
 
 
 @pytest.mark.parametrize(
@@ -72,6 +83,16 @@ def raw_frame(header: dict, payload: bytes = b"", magic: bytes = b"KTUI") -> byt
             "does not match",
         ),
         (struct.pack("!4sQQ", b"KTUI", 5, 0) + b"{nope", "malformed frame header"),
+        # each of these raised something other than ChannelError (RecursionError, TypeError, ValueError,
+        # RuntimeError), which no caller of recv caught: a hostile worker's frame crashed what read it
+        pytest.param(framed(b"[" * 20_000 + b"]" * 20_000), "malformed frame header", id="deep"),
+        pytest.param(framed(b'{"n": ' + b"9" * 5000 + b"}"), "malformed frame header", id="5000-digits"),
+        pytest.param(raw_frame({"tensors": [spec(shape=[True])]}, b"\0" * 4), "bad tensor shape", id="bool-dim"),
+        pytest.param(
+            raw_frame({"tensors": [spec(dtype=["float32"])]}, b"\0" * 4), "bad tensor description", id="list-dtype"
+        ),
+        pytest.param(raw_frame({"tensors": [spec(shape=[1] * 65)]}, b"\0" * 4), "bad tensor shape", id="65-dims"),
+        pytest.param(raw_frame({"tensors": [meta_spec(shape=[1 << 62, 1 << 62])]}), "bad tensor shape", id="huge-meta"),
     ],
 )
 def test_malformed_frames_are_refused(frame: bytes, message: str) -> None:
@@ -100,6 +121,35 @@ def test_timeout_and_close() -> None:
 def test_bad_tensor_reference_in_tree() -> None:
     with pytest.raises(wire.ChannelError, match="bad tensor reference"):
         wire.decode_tree({"$t": 3}, [])
+
+
+@pytest.mark.parametrize(
+    "stride", [["a"], [1, 1], [-1], [1 << 62]], ids=["text", "too-many", "negative", "overflowing"]
+)
+def test_a_meta_tensors_stride_that_torch_cannot_take_falls_back_to_contiguous(stride: list) -> None:
+    """Strides torch refuses (TypeError, RuntimeError) came out of recv as they were."""
+    a, b = pair()
+    a.sendall(raw_frame({"tensors": [meta_spec(stride=stride)]}))
+    _, got = wire.recv(b, timeout=5)
+    assert got[0].device.type == "meta" and got[0].shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [{"$tuple": 3}, {"$dict": [[1, 2, 3]]}, {"$float": "abc"}, {"$float": None}, {"$dtype": "float99"}, {"$t": True}],
+)
+def test_a_malformed_tree_is_a_channel_error(tree: object) -> None:
+    """decode_tree raised TypeError, ValueError or KeyError on a tree encode_tree would never write."""
+    with pytest.raises(wire.ChannelError):
+        wire.decode_tree(tree, [torch.ones(1), torch.ones(1)])
+
+
+def test_a_tree_nested_past_the_recursion_limit_is_a_channel_error() -> None:
+    nested: list = []
+    for _ in range(5000):
+        nested = [nested]
+    with pytest.raises(wire.ChannelError):
+        wire.decode_tree(nested, [])
 
 
 def test_the_judges_events_read_back_as_written() -> None:

@@ -20,6 +20,7 @@ import torch
 MAGIC = b"KTUI"
 _PREFIX = struct.Struct("!4sQQ")
 MAX_HEADER_BYTES = 16 << 20
+MAX_DIMS, MAX_ELEMENTS = 64, 1 << 62  # a tensor's: no honest one comes near, and torch's sizes overflow past them
 
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
@@ -93,21 +94,31 @@ def encode_tree(value: Any, tensors: list[torch.Tensor]) -> Any:
 
 
 def decode_tree(value: Any, tensors: list[torch.Tensor]) -> Any:
+    """encode_tree's form back as values; ChannelError for anything it would not have written."""
+    try:
+        return _decoded(value, tensors)
+    except (TypeError, ValueError, RecursionError) as exc:  # a $tuple of a number, a $dict of triples, deep nesting
+        raise ChannelError(f"malformed tree of values: {str(exc)[:200]}") from None
+
+
+def _decoded(value: Any, tensors: list[torch.Tensor]) -> Any:
     if isinstance(value, list):
-        return [decode_tree(v, tensors) for v in value]
+        return [_decoded(v, tensors) for v in value]
     if isinstance(value, dict):
         if "$t" in value:
             index = value["$t"]
-            if not isinstance(index, int) or not 0 <= index < len(tensors):
+            if type(index) is not int or not 0 <= index < len(tensors):
                 raise ChannelError(f"bad tensor reference {index!r}")
             return tensors[index]
         if "$tuple" in value:
-            return tuple(decode_tree(v, tensors) for v in value["$tuple"])
+            return tuple(_decoded(v, tensors) for v in value["$tuple"])
         if "$dict" in value:
-            return {str(k): decode_tree(v, tensors) for k, v in value["$dict"]}
+            return {str(k): _decoded(v, tensors) for k, v in value["$dict"]}
         if "$float" in value:
             return float(value["$float"])
         if "$dtype" in value:
+            if value["$dtype"] not in DTYPES:
+                raise ChannelError(f"unknown dtype {str(value['$dtype'])[:40]!r}")
             return DTYPES[value["$dtype"]]
         raise ChannelError("unknown value in message")
     return value
@@ -209,8 +220,8 @@ def recv(
         raise ChannelError("malformed frame (bad magic or size)")
     try:
         header = json.loads(bytes(_recv_exact(sock, head_len, deadline)))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ChannelError(f"malformed frame header: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an integer of 5000 digits, deep nesting
+        raise ChannelError(f"malformed frame header: {str(exc)[:200]}") from None
     if not isinstance(header, dict):
         raise ChannelError("malformed frame header: not an object")
     specs = header.get("tensors", [])
@@ -225,10 +236,10 @@ def recv(
 
 
 def _checked_nbytes(spec: Any) -> int:
-    if not isinstance(spec, dict) or spec.get("dtype") not in DTYPES:
+    if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str) or spec["dtype"] not in DTYPES:
         raise ChannelError(f"bad tensor description {str(spec)[:80]}")
     shape = spec.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not _dims(shape) or math.prod(shape) > MAX_ELEMENTS:
         raise ChannelError(f"bad tensor shape {str(shape)[:80]}")
     itemsize = torch.empty((), dtype=DTYPES[spec["dtype"]]).element_size()
     nbytes = 0 if spec.get("device") == "meta" else math.prod(shape) * itemsize
@@ -237,12 +248,23 @@ def _checked_nbytes(spec: Any) -> int:
     return nbytes
 
 
+def _dims(values: Any, count: int | None = None) -> bool:
+    """A list of sizes (or strides): whole numbers (not bools) from 0 to MAX_ELEMENTS, at most MAX_DIMS of them
+    (`count` exactly, where given)."""
+    if not isinstance(values, list) or len(values) > MAX_DIMS or count not in (None, len(values)):
+        return False
+    return all(type(d) is int and 0 <= d <= MAX_ELEMENTS for d in values)
+
+
 def _read_tensor(sock: socket.socket, spec: dict[str, Any], deadline: float | None) -> torch.Tensor:
     dtype = DTYPES[spec["dtype"]]
     shape = spec["shape"]
     if spec.get("device") == "meta":
-        stride = spec.get("stride") if isinstance(spec.get("stride"), list) else None
-        return torch.empty_strided(shape, stride or _contiguous_stride(shape), dtype=dtype, device="meta")
+        stride = spec.get("stride") if _dims(spec.get("stride"), len(shape)) else None
+        try:
+            return torch.empty_strided(shape, stride or _contiguous_stride(shape), dtype=dtype, device="meta")
+        except RuntimeError as exc:  # sizes and strides whose extent overflows
+            raise ChannelError(f"bad meta tensor: {str(exc)[:80]}") from None
     raw = _recv_exact(sock, spec["nbytes"], deadline)
     flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
     return _shaped(flat, spec)
