@@ -13,7 +13,7 @@ import select
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -248,7 +248,7 @@ def _checked_nbytes(spec: Any) -> int:
     return nbytes
 
 
-def _dims(values: Any, count: int | None = None) -> bool:
+def _dims(values: Any, count: int | None = None) -> TypeGuard[list[int]]:
     """A list of sizes (or strides): whole numbers (not bools) from 0 to MAX_ELEMENTS, at most MAX_DIMS of them
     (`count` exactly, where given)."""
     if not isinstance(values, list) or len(values) > MAX_DIMS or count not in (None, len(values)):
