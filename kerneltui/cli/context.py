@@ -16,10 +16,13 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agents.context_index import ContextIndex, IndexUnavailable, format_hits, index_file
 from kerneltui.cli.options import EXIT_OK, Subparsers, add_config, add_json, add_workspace
 from kerneltui.core.workspace import WorkspaceError, resolve
+
+if TYPE_CHECKING:
+    from agents.context_index import ContextIndex
 
 EXIT_NO_HITS = 1
 # What `context fetch NAME` clones (shallow): the sources an agent searches for layouts, atoms and examples.
@@ -32,6 +35,8 @@ FETCH_TIMEOUT_S = 1800
 
 
 def open_index(args: argparse.Namespace, packages: bool | None) -> ContextIndex:
+    # imported by the context commands alone, not by every command's parser
+    from agents.context_index import ContextIndex, IndexUnavailable, index_file
     from kerneltui.core.agent_host import find_context
     from kerneltui.core.config import load
 
@@ -59,6 +64,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from agents.context_index import format_hits
+
     index = open_index(args, None)
     index.refresh()  # incremental: quick when nothing changed
     query = " ".join(args.query)

@@ -27,7 +27,7 @@ from kerneltui.cli import (
 )
 from kerneltui.cli.options import EXIT_USAGE, Subparsers
 from kerneltui.cli.streams import printable_output
-from kerneltui.core.config import ConfigError
+from kerneltui.core.config_error import ConfigError
 from kerneltui.core.workspace import WorkspaceError
 from kerneltui.history.schema import HistoryTooNew
 

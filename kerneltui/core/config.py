@@ -76,6 +76,7 @@ from pydantic_core import ErrorDetails
 
 from agents.base import DEFAULT_MODEL
 from harness.contract.options import PER_RUN, Options, by_key, config_values
+from kerneltui.core.config_error import ConfigError
 from kerneltui.core.locations import config_file
 
 # The file's tables; any other top-level key is ignored (a config shared with a newer kerneltui still loads).
@@ -97,10 +98,6 @@ OneOrMore = Annotated[  # TOML: "local", or a list of ssh:// targets
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
 ]
 Price = Annotated[list[float], Field(min_length=2, max_length=2)]
-
-
-class ConfigError(Exception):
-    """The config file is not valid; the message names the file and the key."""
 
 
 class Table(BaseModel):
@@ -373,16 +370,7 @@ def what_is_wrong(error: ErrorDetails) -> str:
     return f"{text}, not {value!r}" if isinstance(value, str | int | float) else text
 
 
-# --- the options every command that runs judges shares -----------------------------------------------
-
-
-def add_executor_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--executor",
-        action="append",
-        help="where judges run (the config's [ladder] executor): local, ssh://[user@]host[:port][?gpus=0,1] "
-        "(repeat for several), ray or ray://ADDRESS",
-    )
+# --- the config as a command line names it (its options are kerneltui.cli.options') ---------------------
 
 
 def load_for(args: argparse.Namespace) -> Config:
