@@ -145,9 +145,9 @@ def test_a_connection_lost_mid_evaluation_is_judged_again_not_failed(
         while started is None:
             event = events.get(timeout=300)
             started = event if event.kind == "started" else None
-        judge = scheduler.judges[0]
-        assert judge.proc is not None
-        os.killpg(judge.proc.pid, signal.SIGKILL)  # the connection drops with v001 in hand
+        connection = scheduler.judges[0].transport.proc  # type: ignore[attr-defined]  (an SshTransport's)
+        assert connection is not None
+        os.killpg(connection.pid, signal.SIGKILL)  # the connection drops with v001 in hand
         seen = events_until(events, 1)
         warned = [e.data["message"] for e in seen if e.kind == "warning"]
         assert any("judging it again" in m for m in warned), warned

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kerneltui.core.config import Config
+from kerneltui.core.judge import JudgeClient, LocalProcess
 from kerneltui.core.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
 from tests.conftest import add_version, make_workspace
@@ -118,6 +119,12 @@ def test_a_file_named_like_a_version_that_is_not_one_is_named_once(tmp_path: Pat
         scheduler.stop()
 
 
+def pinned(judge: JudgeClient) -> str:
+    """The GPU a local judge's process is given."""
+    assert isinstance(judge.transport, LocalProcess)
+    return judge.transport.env["CUDA_VISIBLE_DEVICES"]
+
+
 def test_judges_are_pinned_to_the_gpus_kerneltui_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Judges were pinned to CUDA_VISIBLE_DEVICES=0,1 whatever kerneltui was given: started with "2,3" it judged on
     GPUs 0 and 1, someone else's. (The GPU count is the one thing faked: this machine has none.)"""
@@ -126,9 +133,9 @@ def test_judges_are_pinned_to_the_gpus_kerneltui_was_given(tmp_path: Path, monke
 
     monkeypatch.setattr(judges_mod, "cuda_device_count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    judges = judges_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue())
-    assert [j.env["CUDA_VISIBLE_DEVICES"] for j in judges] == ["2", "3"]
+    judges = judges_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue().put)
+    assert [pinned(j) for j in judges] == ["2", "3"]
     assert [j.where for j in judges] == ["GPU 2", "GPU 3"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    judges = judges_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue())
-    assert [j.env["CUDA_VISIBLE_DEVICES"] for j in judges] == ["0", "1"]
+    judges = judges_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue().put)
+    assert [pinned(j) for j in judges] == ["0", "1"]

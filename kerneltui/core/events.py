@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
+
+SchedulerEventKind = Literal[
+    "queued",  # a version's evaluation waits for a judge
+    "started",  # a judge took it
+    "rung",  # one of its rungs finished
+    "finished",  # judged: its status, whether it beat the best
+    "failed",  # not judged to the end (the judge's, the problem's or the machine's fault)
+    "judge",  # a judge is ready, on this device
+    "problem",  # a problem folder appeared or its problem.py was read again
+    "problem-changed",  # a problem's files changed on disk: shown, awaiting the person
+    "accepted",  # the person accepted a problem's files
+    "deleted",  # a version's file is gone
+    "scan",  # the workspace was read at start
+    "idle",  # nothing queued or being judged
+    "deferred",  # another kerneltui judges this workspace
+    "warning",  # something the person should read
+]
 
 
 @dataclass
 class SchedulerEvent:
-    """What changed, for the dashboard: queued, started, rung, finished, failed, judge, problem, deleted."""
+    """What changed, for the dashboard and the headless front ends."""
 
-    kind: str
+    kind: SchedulerEventKind
     evaluation_id: int | None = None
     problem: str | None = None
     version: str | None = None
@@ -24,3 +42,53 @@ class Recorded:
 
     what: str
     text: str
+
+
+# --- what the scheduler's own thread is asked to do (its inbox), besides its judges' messages ---------------------
+
+
+@dataclass(frozen=True)
+class Enqueue:
+    """A version to judge: a file written (the watcher), or asked again (`force`)."""
+
+    path: Path
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A version's profile (Nsight Compute), recorded beside its evaluation."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class AcceptProblem:
+    """The person accepts a problem's changed files they were shown (their digest)."""
+
+    problem: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class Deleted:
+    path: Path
+
+
+@dataclass(frozen=True)
+class ProblemSeen:
+    """A problem folder's problem.py written or created."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A file named like a version that is not one (v008_fast.py): said once."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass

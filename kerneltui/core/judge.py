@@ -1,8 +1,8 @@
-"""The one client of the judge: a `python -m harness serve` process in the GPU box's Python, fed requests as
-JSON lines and read back through harness.contract.protocol, with what it says written into the history.
-
-The scheduler keeps one per GPU for the dashboard; `kerneltui eval` starts one for a single version
-(`--once`: no spare worker). Both record the judge's events with `record_event`.
+"""The one client of a judge (JudgeClient: start, submit, stop; what the judge says delivered as typed messages)
+over one of three transports: a local `python -m harness serve` process (LocalProcess, here), a judge on a GPU box
+reached over SSH (kerneltui.core.ssh_judge) or in a Ray actor (kerneltui.core.ray_judge). The scheduler keeps one
+client per GPU; `kerneltui eval` starts one for a single version (`once`: no spare worker). Both record the
+judge's events with `record_event`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import contextlib
 import dataclasses
 import json
 import os
-import queue
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from harness.contract import protocol
 from harness.contract.options import Options
@@ -41,59 +42,170 @@ def harness_env(state: Path) -> dict[str, str]:
     return env
 
 
-class JudgeProcess:
-    """One judge: started with the ladder's options, given versions one at a time, its lines read by the caller."""
+def serve_options(options: Options, state: Path) -> list[str]:
+    """`python -m harness serve`'s options for a judge of these ladder options (the best and the race are sent with
+    each request, not fixed at its start)."""
+    return dataclasses.replace(options, state_dir=state, best_us=None, race_with=None).to_argv()
 
-    def __init__(
-        self,
-        python: str,
-        options: Options,
-        state: Path,
-        stderr: IO[str] | IO[bytes] | int,
-        gpu: str | None = None,
-        once: bool = False,
-    ) -> None:
-        options = dataclasses.replace(options, state_dir=state, best_us=None, race_with=None)  # sent per request
-        self.argv = [python, "-m", "harness", "serve", *options.to_argv(), *(["--once"] if once else [])]
-        self.env = harness_env(state)
-        if gpu is not None:
-            self.env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-        self.state, self.stderr = state, stderr
-        self.proc: subprocess.Popen[str] | None = None
 
-    def start(self) -> subprocess.Popen[str]:
-        self.state.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,  # a file, never a pipe: a pipe nobody drains blocks a chatty judge for good
-            text=True,
-            env=self.env,
-            bufsize=1,
-            start_new_session=True,
-            cwd=self.state,  # `-m` puts the cwd first on sys.path: kerneltui's folder, not an agent's
+# --- what a judge says to its client's owner --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeSaid:
+    """A line of the judge's output (harness.contract.protocol parses it)."""
+
+    judge: JudgeClient
+    generation: int  # which start of the judge said it: a restarted judge's old lines are told apart
+    line: str
+
+
+@dataclass(frozen=True)
+class JudgeEnded:
+    """The judge's process ended (its exit code, None where there is none to tell)."""
+
+    judge: JudgeClient
+    generation: int
+    code: int | None
+
+
+@dataclass(frozen=True)
+class JudgeLost:
+    """A judge elsewhere was lost (the connection dropped, the Ray node died): not the version's fault."""
+
+    judge: JudgeClient
+    generation: int
+    reason: str
+
+
+JudgeMessage = JudgeSaid | JudgeEnded | JudgeLost
+
+
+@dataclass(frozen=True)
+class Heard:
+    """Where a transport reports, for one start of its judge, a line, its end, or its loss."""
+
+    said: Callable[[str], None]
+    ended: Callable[[int | None], None]
+    lost: Callable[[str], None]
+
+
+class Transport(Protocol):
+    """How requests reach a judge and its lines come back."""
+
+    where: str
+
+    def start(self, heard: Heard) -> None: ...
+
+    def send(self, request: dict[str, Any]) -> None:
+        """OSError when the judge is gone."""
+
+    def stop(self, grace: float) -> None: ...
+
+    def tail(self, chars: int) -> str:
+        """The end of what the judge wrote on its stderr (or what went wrong reaching it)."""
+
+
+class JudgeClient:
+    """One judge as its owner drives it, whatever carries the requests; what the judge says is delivered, typed,
+    from the transport's own thread."""
+
+    def __init__(self, index: int, transport: Transport, deliver: Callable[[JudgeMessage], None]) -> None:
+        self.index, self.transport, self.deliver = index, transport, deliver
+        self.where = transport.where
+        self.generation = 0
+        self.ready = False
+        self.busy: int | None = None  # the evaluation it judges now
+        self.busy_label = ""  # its problem/version
+        self.judged = 0  # evaluations it finished (failures of the judge aside)
+        self.device: dict[str, Any] = {}
+        self.restarts = 0
+
+    def start(self) -> None:
+        self.generation += 1
+        self.ready = False
+        generation = self.generation
+        self.transport.start(
+            Heard(
+                said=lambda line: self.deliver(JudgeSaid(self, generation, line)),
+                ended=lambda code: self.deliver(JudgeEnded(self, generation, code)),
+                lost=lambda reason: self.deliver(JudgeLost(self, generation, reason)),
+            )
         )
-        return self.proc
 
     def submit(
         self, evaluation_id: int, path: Path, best: dict[str, Any], rungs: tuple[str, ...] | None = None
     ) -> None:
         """OSError when the judge is gone. `best`: Store.best_request's keys. `rungs`: these instead of the judge's
         own (a profile's)."""
-        assert self.proc is not None and self.proc.stdin is not None
-        request: dict[str, object] = {"id": evaluation_id, "path": str(path), **best}
+        request: dict[str, Any] = {"id": evaluation_id, "path": str(path), **best}
         if rungs:
             request["rungs"] = list(rungs)
+        self.busy = evaluation_id
+        self.transport.send(request)
+
+    def stop(self, grace: float = 5.0) -> None:
+        self.transport.stop(grace)
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        return self.transport.tail(chars)
+
+
+class LocalProcess:
+    """A judge in a process of this machine: `python -m harness serve`, its stderr in a log of its own (a file,
+    never a pipe: a pipe nobody drains blocks a chatty judge for good)."""
+
+    def __init__(
+        self,
+        python: str,
+        options: Options,
+        state: Path,
+        gpu: str | None = None,
+        once: bool = False,
+        log_path: Path | None = None,
+    ) -> None:
+        self.argv = [python, "-m", "harness", "serve", *serve_options(options, state), *(["--once"] if once else [])]
+        self.env = harness_env(state)
+        if gpu is not None:
+            self.env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        self.where = "this machine" if gpu is None else f"GPU {gpu}"
+        self.state, self.log_path = state, log_path
+        self.log: IO[bytes] | None = None
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, heard: Heard) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        if self.log:
+            self.log.close()
+        # a log file of its own (appended across restarts), else a temporary one for a one-off evaluation
+        self.log = open(self.log_path, "ab") if self.log_path else tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                text=True,
+                env=self.env,
+                bufsize=1,
+                start_new_session=True,
+                cwd=self.state,  # `-m` puts the cwd first on sys.path: kerneltui's folder, not an agent's
+            )
+        except OSError as exc:  # no such Python ($KERNELTUI_PYTHON, [ladder] python): said where its stderr goes
+            self.proc = None
+            self.log.write(f"the judge's Python could not be started ({self.argv[0]}): {exc.strerror}\n".encode())
+            heard.ended(None)
+            return
+        threading.Thread(target=_read, args=(self.proc, heard), name="kerneltui-judge", daemon=True).start()
+
+    def send(self, request: dict[str, Any]) -> None:
+        if self.proc is None or self.proc.stdin is None:
+            raise OSError("the judge was never started")
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
 
-    def lines(self) -> Iterator[str]:
-        assert self.proc is not None and self.proc.stdout is not None
-        yield from self.proc.stdout
-
-    def stop(self, grace: float = 5.0) -> None:
-        """Closes its input (it finishes what it judges and exits); killed past `grace` seconds."""
+    def stop(self, grace: float) -> None:
+        """Closes its input (it finishes what it judges and exits); ended past `grace` seconds."""
         if self.proc is None:
             return
         with contextlib.suppress(OSError, ValueError):
@@ -103,6 +215,25 @@ class JudgeProcess:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             end(self.proc)
+
+    def tail(self, chars: int) -> str:
+        if self.log is None:
+            return ""
+        try:
+            self.log.flush()
+            with open(self.log.fileno(), "rb", closefd=False) as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(0, size - 4 * chars))
+                return log.read().decode(errors="replace")[-chars:].strip()
+        except (OSError, ValueError):
+            return ""
+
+
+def _read(proc: subprocess.Popen[str], heard: Heard) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        heard.said(line)
+    heard.ended(proc.wait())
 
 
 def end(proc: subprocess.Popen[Any]) -> None:
@@ -127,61 +258,3 @@ def record_event(store: Store, evaluation_id: int, event: protocol.JudgeEvent, r
         dump_budget.after_evaluation(store, evaluation_id, bool(dumps and dumps.ok and dumps.metrics.get("files")))
     elif isinstance(event, protocol.Failed):
         store.fail_evaluation(evaluation_id, event.error, status="error")
-
-
-class Judge(JudgeProcess):
-    """The scheduler's judge: its lines go to the scheduler's inbox from a thread of its own, with its exit."""
-
-    def __init__(
-        self,
-        index: int,
-        gpu: str | None,
-        python: str,
-        options: Options,
-        state: Path,
-        inbox: queue.Queue[tuple[str, Any, Any]],
-    ) -> None:
-        self.log_path = state / "logs" / f"judge-{index}.log"
-        super().__init__(python, options, state, subprocess.DEVNULL, gpu)  # a log per start, opened there
-        self.index, self.gpu, self.inbox = index, gpu, inbox
-        self.where = "this machine" if gpu is None else f"GPU {gpu}"
-        self.busy: int | None = None
-        self.busy_label = ""  # problem/version it judges now
-        self.judged = 0  # evaluations it finished (failures of the judge aside)
-        self.device: dict[str, Any] = {}
-        self.ready = False
-        self.restarts = 0
-        self.log: IO[str] | None = None
-
-    def start(self) -> subprocess.Popen[str]:
-        if self.log:
-            self.log.close()
-        self.log = self.stderr = open(self.log_path, "a")  # noqa: SIM115  (kept open for the process's life)
-        self.ready = False
-        proc = super().start()
-        threading.Thread(target=self._read, args=(proc,), name=f"kerneltui-judge-{self.index}", daemon=True).start()
-        return proc
-
-    def _read(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            self.inbox.put(("line", self, line))
-        proc.wait()
-        self.inbox.put(("judge-exit", self, proc))
-
-    def submit(
-        self, evaluation_id: int, path: Path, best: dict[str, Any], rungs: tuple[str, ...] | None = None
-    ) -> None:
-        self.busy = evaluation_id
-        super().submit(evaluation_id, path, best, rungs)
-
-    def stderr_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:].strip()
-        except OSError:
-            return ""
-
-    def stop(self, grace: float = 5.0) -> None:
-        super().stop(grace)
-        if self.log:
-            self.log.close()

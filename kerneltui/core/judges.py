@@ -4,12 +4,11 @@ GPU of a Ray cluster; for the scheduler and for a one-off `kerneltui eval` on a 
 from __future__ import annotations
 
 import os
-import queue
-from typing import Any
+from collections.abc import Callable
 
 from harness.containment.sandbox import cuda_device_count
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.judge import Judge, harness_python
+from kerneltui.core.judge import JudgeClient, JudgeMessage, LocalProcess, harness_python
 from kerneltui.core.workspace import Workspace
 
 
@@ -20,26 +19,40 @@ def visible_gpus(count: int) -> list[str]:
     return given[:count] if given and count else [str(i) for i in range(count)]
 
 
-def make_judges(config: LadderConfig, workspace: Workspace, inbox: queue.Queue[tuple[str, Any, Any]]) -> list[Judge]:
+def make_judges(
+    config: LadderConfig, workspace: Workspace, deliver: Callable[[JudgeMessage], None], once: bool = False
+) -> list[JudgeClient]:
     """The judges the config asks for: one per local GPU (else `judges` of them), per ssh target's GPU, or per
-    GPU of a Ray cluster. RemoteError when a remote executor cannot be set up."""
+    GPU of a Ray cluster. What they say goes to `deliver`. `once`: a local judge for one evaluation (no spare worker).
+    RemoteError when a remote executor cannot be set up."""
     state, options = workspace.state, config.options
     first = config.executor[0]
     if first.startswith("ssh://"):
-        from kerneltui.core.ssh_judge import SshJudge, SshTarget
+        from kerneltui.core.ssh_judge import SshTarget, SshTransport
 
         targets = [SshTarget.parse(url) for url in config.executor]
         slots = [(t, g) for t in targets for g in (t.gpus or (None,))]
         ssh = config.ssh_options
-        return [SshJudge(i, t, g, ssh, options, workspace.root, state, inbox) for i, (t, g) in enumerate(slots)]
+        return [
+            JudgeClient(i, SshTransport(i, t, g, ssh, options, workspace.root, state), deliver)
+            for i, (t, g) in enumerate(slots)
+        ]
     if first == "ray" or first.startswith("ray:"):
-        from kerneltui.core.ray_judge import RayJudge, actor_count, connect
+        from kerneltui.core.ray_judge import RayTransport, actor_count, connect
 
         count, resources = actor_count(connect(first), config.judges)
         if config.ray_resources:
             resources = {**resources, "resources": dict(config.ray_resources)}
-        return [RayJudge(i, resources, options, workspace.root, state, inbox) for i in range(count)]
+        return [
+            JudgeClient(i, RayTransport(i, resources, options, workspace.root, state), deliver) for i in range(count)
+        ]
     gpus = visible_gpus(cuda_device_count())
     slots_local: list[str | None] = list(gpus) if gpus else [None] * max(1, config.judges)
     python = config.python or harness_python()
-    return [Judge(i, gpu, python, options, state, inbox) for i, gpu in enumerate(slots_local)]
+    logs = state / "logs"
+    return [
+        JudgeClient(
+            i, LocalProcess(python, options, state, gpu, once, None if once else logs / f"judge-{i}.log"), deliver
+        )
+        for i, gpu in enumerate(slots_local)
+    ]

@@ -6,13 +6,13 @@ actor restarts and task retries); past those, the scheduler queues it again: nev
 
 from __future__ import annotations
 
-import queue
 from pathlib import Path
 from typing import Any
 
 from harness.contract.options import Options
 from harness.judge.remote import DEFAULT_ROOT, RemoteServe
-from kerneltui.core.remote import RemoteError, RemoteJudge
+from kerneltui.core.judge import Heard, serve_options
+from kerneltui.core.remote import RemoteError, RemoteRelay, spawn
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 RESTARTS = 3  # actor restarts and call retries Ray makes before the scheduler hears of a lost judge
@@ -43,7 +43,9 @@ def actor_count(ray: Any, judges: int) -> tuple[int, dict[str, Any]]:
     return (gpus, {"num_gpus": 1}) if gpus else (max(1, judges), {"num_cpus": 1})
 
 
-class RayJudge(RemoteJudge):
+class RayTransport:
+    """A judge in a Ray actor: started once, asked for each request from a thread of its own, its lines relayed."""
+
     def __init__(
         self,
         index: int,
@@ -51,27 +53,32 @@ class RayJudge(RemoteJudge):
         options: Options,
         workspace_root: Path,
         state: Path,
-        inbox: queue.Queue[tuple[str, Any, Any]],
         root: str = DEFAULT_ROOT,
     ) -> None:
-        super().__init__(index, f"ray actor {index}", options, workspace_root, state, inbox)
+        self.where = f"ray actor {index}"
         self.actor_options, self.remote_root = actor_options, root
+        self.options_argv = serve_options(options, state)
+        self.relay = RemoteRelay(self.where, workspace_root, state)
         self.actor: Any = None
+        self.heard: Heard | None = None
 
-    def start(self) -> Any:
+    def start(self, heard: Heard) -> None:
         import ray
 
-        self.ready, self.remote_ws = False, None
+        self.relay.begin()
+        self.heard = heard
         if self.actor is None:
             options = {"max_restarts": RESTARTS, "max_task_retries": RESTARTS, **self.actor_options}
             self.actor = ray.remote(RemoteServe).options(**options).remote(self.options_argv, self.remote_root)
-        self.spawn(self._call, "ready")
-        return None
+        spawn(f"kerneltui-{self.where}", self._call, heard, "ready")
 
-    def send(self, bundle: dict[str, Any]) -> None:
-        self.spawn(self._call, "evaluate", bundle)
+    def send(self, request: dict[str, Any]) -> None:
+        assert self.heard is not None
+        bundle = self.relay.bundle(request, self.heard)
+        if bundle is not None:
+            spawn(f"kerneltui-{self.where}", self._call, self.heard, "evaluate", bundle)
 
-    def _call(self, method: str, *args: Any) -> None:
+    def _call(self, heard: Heard, method: str, *args: Any) -> None:
         import ray
 
         actor = self.actor
@@ -80,12 +87,15 @@ class RayJudge(RemoteJudge):
         except ray.exceptions.RayError as exc:
             if actor is self.actor:
                 self.actor = None  # a new one at the next start
-                self.lost(f"{self.where} was lost: {type(exc).__name__}: {str(exc)[:300]}")
+                heard.lost(self.relay.lose(f"{self.where} was lost: {type(exc).__name__}: {str(exc)[:300]}"))
             return
         for line in [answer] if isinstance(answer, str) else answer:
-            self.relay(line)
+            self.relay.relay(line, heard)
 
-    def stop(self, grace: float = 5.0) -> None:
+    def tail(self, chars: int) -> str:
+        return self.relay.tail(chars)
+
+    def stop(self, grace: float) -> None:
         import ray
 
         actor, self.actor = self.actor, None

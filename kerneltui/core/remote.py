@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import base64
 import json
-import queue
 import threading
-from abc import ABCMeta, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from harness.contract.options import Options
 from harness.judge.remote import BundleError, inside
-from kerneltui.core.judge import Judge
+from kerneltui.core.judge import Heard
 from kerneltui.core.workspace import VERSION_RE
 
 MAX_BUNDLE_BYTES = 256 << 20
@@ -68,45 +65,38 @@ def bundle_for(root: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"request": request, "files": files}
 
 
-class RemoteJudge(Judge, metaclass=ABCMeta):
-    """A judge elsewhere, as the scheduler drives a local one: start, submit, its lines into the inbox."""
+class RemoteRelay:
+    """What every transport to a judge elsewhere does alike: a request sent as a bundle of the files it needs, and
+    the judge's lines relayed with its paths mapped onto this workspace and its dumps written here first."""
 
-    def __init__(
-        self,
-        index: int,
-        where: str,
-        options: Options,
-        workspace_root: Path,
-        state: Path,
-        inbox: queue.Queue[tuple[str, Any, Any]],
-    ) -> None:
-        super().__init__(index, None, "python3", options, state, inbox)
-        self.where, self.root = where, workspace_root
-        self.options_argv = [a for a in self.argv[self.argv.index("serve") + 1 :] if a != "--once"]
+    def __init__(self, where: str, workspace_root: Path, state: Path) -> None:
+        self.where, self.root, self.state = where, workspace_root, state
         self.remote_ws: str | None = None
         self.remote_state: str | None = None
-        self.said: list[str] = []  # what went wrong lately, for stderr_tail
+        self.ready = False  # the judge there said it was ready (since the last begin)
+        self.said: list[str] = []  # what went wrong lately, for the tail
 
-    def submit(
-        self, evaluation_id: int, path: Path, best: dict[str, Any], rungs: tuple[str, ...] | None = None
-    ) -> None:
-        request: dict[str, Any] = {"id": evaluation_id, "path": str(path), **best}
-        if rungs:
-            request["rungs"] = list(rungs)
-        self.busy = evaluation_id
+    def begin(self) -> None:
+        """A new start of the judge: nothing known of it yet."""
+        self.remote_ws = self.remote_state = None
+        self.ready = False
+
+    def bundle(self, request: dict[str, Any], heard: Heard) -> dict[str, Any] | None:
+        """The request with its files; None (said as the judge would, for that evaluation) where the problem folder
+        cannot be sent."""
         try:
-            bundle = bundle_for(self.root, request)
-        except (RemoteError, OSError, ValueError) as exc:  # the problem folder's fault, said as the judge would
-            said = {"event": "error", "id": evaluation_id, "error": f"not sent to {self.where}: {exc}", "problem": True}
-            self.inbox.put(("line", self, json.dumps(said)))
-            return
-        self.send(bundle)
+            return bundle_for(self.root, request)
+        except (RemoteError, OSError, ValueError) as exc:
+            said = {
+                "event": "error",
+                "id": request.get("id"),
+                "error": f"not sent to {self.where}: {exc}",
+                "problem": True,
+            }
+            heard.said(json.dumps(said))
+            return None
 
-    @abstractmethod
-    def send(self, bundle: dict[str, Any]) -> None:
-        """Hands the bundle to the remote judge; its answer comes back through relay."""
-
-    def relay(self, line: str) -> None:
+    def relay(self, line: str, heard: Heard) -> None:
         """One line of the remote judge: its paths made this machine's, its files written here, then passed on."""
         try:
             event = json.loads(line)
@@ -120,12 +110,18 @@ class RemoteJudge(Judge, metaclass=ABCMeta):
             self._write_dumps(event.get("files") or {})
             return
         if kind == "error" and event.get("id") is None and not self.ready:  # it never started: said, started again
-            self.lost(f"{self.where}: {event.get('error')}")
+            heard.lost(self.lose(f"{self.where}: {event.get('error')}"))
             return
+        self.ready = self.ready or kind == "ready"
         for remote, local in ((self.remote_ws, self.root), (self.remote_state, self.state)):
             if remote:
                 line = line.replace(json.dumps(remote)[1:-1], json.dumps(str(local))[1:-1])
-        self.inbox.put(("line", self, line))
+        heard.said(line)
+
+    def lose(self, reason: str) -> str:
+        self.said.append(reason)
+        self.ready = False
+        return reason
 
     def _write_dumps(self, files: dict[str, str]) -> None:
         for relative, data in files.items():
@@ -136,13 +132,9 @@ class RemoteJudge(Judge, metaclass=ABCMeta):
             except (BundleError, OSError, ValueError) as exc:
                 self.said.append(f"dump {relative} not written: {exc}")
 
-    def lost(self, reason: str) -> None:
-        self.said.append(reason)
-        self.ready = False
-        self.inbox.put(("judge-lost", self, reason))
-
-    def stderr_tail(self, chars: int = 2000) -> str:
+    def tail(self, chars: int) -> str:
         return "\n".join(self.said)[-chars:]
 
-    def spawn(self, target: Any, *args: Any) -> None:
-        threading.Thread(target=target, args=args, name=f"kerneltui-remote-{self.index}", daemon=True).start()
+
+def spawn(name: str, target: Any, *args: Any) -> None:
+    threading.Thread(target=target, args=args, name=name, daemon=True).start()

@@ -4,19 +4,26 @@ its rungs written into the history as they arrive; and the rows a version file b
 
 from __future__ import annotations
 
-import os
-import tempfile
+import queue
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
 
 from harness.contract import protocol, source
 from harness.contract.options import PER_RUN, Options
 from harness.contract.results import Evaluation, RungResult
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.custody import Custody, CustodyError, judged_other_bytes, notice, stage_evaluation
-from kerneltui.core.judge import JudgeProcess, harness_python, record_event
+from kerneltui.core.judge import (
+    JudgeClient,
+    JudgeEnded,
+    JudgeLost,
+    JudgeMessage,
+    LocalProcess,
+    harness_python,
+    record_event,
+)
+from kerneltui.core.judges import make_judges
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.history.store import Store
 
@@ -93,38 +100,73 @@ def evaluate(
     kind: str | None = None,
     ladder: LadderConfig | None = None,
 ) -> Outcome:
-    """Records the file, judges it in a judge of its own (the scheduler's kind, for one request; on the machine
-    `ladder.executor` names) and records everything as it streams in."""
-    if ladder is not None and ladder.executor != ["local"]:
-        return evaluate_remotely(store, workspace, path, options, ladder, on_rung, kind)
+    """Records the file, judges it in a judge of its own (the scheduler's kind, for this one request: a local
+    process, or the first judge of the remote executor `ladder` names) and records everything as it streams in."""
     path = path.resolve()
     evaluation_id, problem = start_evaluation(store, workspace, path, options, kind)
-    best = store.best_request(problem)
     outcome = Outcome(evaluation_id)
     staged = _staged(store, workspace, outcome)
     if staged is None:
         return outcome
-    errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed by _tail)
-    judge = JudgeProcess(python or harness_python(), options, workspace.state, errors, once=True)
+    said: queue.Queue[JudgeMessage] = queue.Queue()
+    if ladder is not None and ladder.executor != ["local"]:
+        judge = make_judges(ladder.model_copy(update={"options": options}), workspace, said.put)[0]
+    else:
+        judge = JudgeClient(0, LocalProcess(python or harness_python(), options, workspace.state, once=True), said.put)
     judge.start()
     try:
-        judge.submit(evaluation_id, staged, best)
-        for line in judge.lines():
-            if _handle_event(store, outcome, protocol.parse(line), on_rung):
-                break
+        _converse(
+            judge,
+            said,
+            outcome,
+            lambda: judge.submit(evaluation_id, staged, store.best_request(problem)),
+            lambda event: _handle_event(store, outcome, event, on_rung),
+            options.timeout * 20 + 600,
+        )
     except BaseException:
         judge.stop(grace=0)
-        errors.close()
         store.fail_evaluation(evaluation_id, "interrupted", status="error")
         raise
-    judge.stop()
+    judge.stop(grace=2)
     Custody(workspace).unstage(evaluation_id)
-    stderr = _tail(errors, STDERR_TAIL)
-    if outcome.evaluation is None and outcome.problem_error is None:
-        code = judge.proc.returncode if judge.proc else None
-        outcome.error = f"the judge exited (code {code}) without a result: {stderr[-STDERR_TAIL:].strip()}"
-        store.fail_evaluation(evaluation_id, outcome.error)
+    if outcome.error is None and outcome.evaluation is None and outcome.problem_error is None:
+        outcome.error = f"the judge on {judge.where} ended without a result: {judge.stderr_tail(STDERR_TAIL)}"
+    if outcome.error:
+        store.fail_evaluation(evaluation_id, outcome.error, status="error")
     return outcome
+
+
+def _converse(
+    judge: JudgeClient,
+    said: queue.Queue[JudgeMessage],
+    outcome: Outcome,
+    submit: Callable[[], None],
+    handle: Callable[[protocol.JudgeEvent | None], bool],
+    patience_s: float,
+) -> None:
+    """The request submitted once the judge is ready, then its events handled until the evaluation is over, the
+    judge ends or is lost (said in outcome.error), or it says nothing for `patience_s`."""
+    while True:
+        try:
+            message = said.get(timeout=patience_s)
+        except queue.Empty:
+            outcome.error = f"no answer from the judge on {judge.where} in {patience_s:.0f} s"
+            return
+        if isinstance(message, JudgeLost):
+            outcome.error = f"the judge on {judge.where} was lost: {message.reason}"
+            return
+        if isinstance(message, JudgeEnded):
+            code = message.code
+            outcome.error = f"the judge exited (code {code}) without a result: {judge.stderr_tail(STDERR_TAIL)}"
+            return
+        event = protocol.parse(message.line)
+        if isinstance(event, protocol.Ready):
+            try:
+                submit()
+            except OSError:
+                continue  # it died after saying ready: its end comes next and says why
+        elif handle(event):
+            return
 
 
 def _staged(store: Store, workspace: Workspace, outcome: Outcome) -> Path | None:
@@ -147,13 +189,6 @@ def _staged(store: Store, workspace: Workspace, outcome: Outcome) -> Path | None
     return staged
 
 
-def _tail(file: IO[bytes], chars: int) -> str:
-    with file:
-        size = file.seek(0, os.SEEK_END)
-        file.seek(max(0, size - 4 * chars))
-        return file.read().decode(errors="replace")[-chars:]
-
-
 def _handle_event(
     store: Store, outcome: Outcome, event: protocol.JudgeEvent | None, on_rung: Callable[[RungResult], None] | None
 ) -> bool:
@@ -174,50 +209,3 @@ def _handle_event(
     elif isinstance(event, protocol.Failed):
         outcome.problem_error = event.error
     return isinstance(event, (protocol.Finished, protocol.Failed))
-
-
-def evaluate_remotely(
-    store: Store,
-    workspace: Workspace,
-    path: Path,
-    options: Options,
-    ladder: LadderConfig,
-    on_rung: Callable[[RungResult], None] | None,
-    kind: str | None,
-) -> Outcome:
-    """As evaluate, by the first judge of a remote executor (over ssh, a Ray actor)."""
-    import queue
-
-    from kerneltui.core.judges import make_judges
-
-    path = path.resolve()
-    evaluation_id, problem = start_evaluation(store, workspace, path, options, kind)
-    outcome = Outcome(evaluation_id)
-    staged = _staged(store, workspace, outcome)
-    if staged is None:
-        return outcome
-    inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
-    judge = make_judges(ladder.model_copy(update={"options": options}), workspace, inbox)[0]
-    judge.start()
-    try:
-        while True:
-            what, _, payload = inbox.get(timeout=options.timeout * 20 + 600)
-            if what != "line":
-                outcome.error = f"the judge on {judge.where} was lost: {payload}"
-                break
-            event = protocol.parse(payload)
-            if isinstance(event, protocol.Ready):
-                judge.submit(evaluation_id, staged, store.best_request(problem))  # the rungs: the judge's options
-            elif _handle_event(store, outcome, event, on_rung):
-                break
-    except queue.Empty:
-        outcome.error = f"no answer from the judge on {judge.where}"
-    except BaseException:
-        store.fail_evaluation(evaluation_id, "interrupted", status="error")
-        raise
-    finally:
-        judge.stop(grace=2)
-        Custody(workspace).unstage(evaluation_id)
-    if outcome.error:
-        store.fail_evaluation(evaluation_id, outcome.error, status="error")
-    return outcome

@@ -14,7 +14,6 @@ import fcntl
 import json
 import os
 import queue
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -25,11 +24,20 @@ from harness.contract import protocol
 from harness.contract.results import PROFILE_RUNGS, Evaluation
 from kerneltui.core.config import LadderConfig
 from kerneltui.core.custody import Custody, judged_other_bytes
-from kerneltui.core.events import SchedulerEvent
+from kerneltui.core.events import (
+    AcceptProblem,
+    Deleted,
+    Enqueue,
+    Ignored,
+    ProblemSeen,
+    Profile,
+    SchedulerEvent,
+    Stop,
+)
 from kerneltui.core.fair_queue import FairQueue
 from kerneltui.core.feedback import write_feedback
 from kerneltui.core.intake import Intake
-from kerneltui.core.judge import Judge, record_event
+from kerneltui.core.judge import JudgeClient, JudgeEnded, JudgeLost, JudgeMessage, JudgeSaid, record_event
 from kerneltui.core.judges import make_judges
 from kerneltui.core.remote import RemoteError
 from kerneltui.core.watcher import WorkspaceWatcher
@@ -38,6 +46,8 @@ from kerneltui.history.store import Store
 
 MAX_JUDGE_RESTARTS = 5
 MAX_LOST = 3  # an evaluation whose remote judge was lost this often is recorded as not judged (an error)
+
+InboxMessage = Enqueue | Profile | AcceptProblem | Deleted | ProblemSeen | Ignored | Stop | JudgeMessage
 
 
 class Scheduler(Intake):
@@ -56,10 +66,10 @@ class Scheduler(Intake):
         self.run_judges = run_judges
         self.watch = watch
         self.feedback_file = feedback_file
-        self.inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self.inbox: queue.Queue[InboxMessage] = queue.Queue()
         self.queue = FairQueue()
         self.custody = Custody(workspace)
-        self.judges: list[Judge] = []
+        self.judges: list[JudgeClient] = []
         self.rung_counts: dict[int, int] = {}
         self.lost: dict[int, int] = {}  # evaluation -> times its remote judge was lost with it
         self.paths: dict[int, Path] = {}
@@ -78,19 +88,19 @@ class Scheduler(Intake):
         self.thread.start()
 
     def enqueue(self, path: Path, force: bool = False) -> None:
-        self.inbox.put(("enqueue", path, force))
+        self.inbox.put(Enqueue(path, force))
 
     def accept_problem(self, problem: str, digest: str) -> None:
         """The person accepts the problem's changed files they were shown (their digest): judged against from now."""
-        self.inbox.put(("accept", problem, digest))
+        self.inbox.put(AcceptProblem(problem, digest))
 
     def profile(self, path: Path) -> None:
         """Queues a profile of the version (Nsight Compute), recorded beside its evaluation."""
-        self.inbox.put(("profile", path, None))
+        self.inbox.put(Profile(path))
 
     def stop(self) -> None:
         if self.thread.is_alive():
-            self.inbox.put(("stop", None, None))
+            self.inbox.put(Stop())
             self.thread.join(timeout=15)
 
     def judge_states(self) -> list[dict[str, Any]]:
@@ -121,11 +131,11 @@ class Scheduler(Intake):
         if self.watch:
             self.watcher = WorkspaceWatcher(
                 self.workspace.root,
-                ready=lambda p: self.inbox.put(("enqueue", p, False)),
-                gone=lambda p: self.inbox.put(("deleted", p, None)),
-                on_problem=lambda p: self.inbox.put(("problem", p, None)),
+                ready=lambda p: self.inbox.put(Enqueue(p)),
+                gone=lambda p: self.inbox.put(Deleted(p)),
+                on_problem=lambda p: self.inbox.put(ProblemSeen(p)),
                 debounce=self.config.debounce,
-                on_ignored=lambda p: self.inbox.put(("ignored", p, None)),
+                on_ignored=lambda p: self.inbox.put(Ignored(p)),
             )
             self.watcher.start()
         self.started.set()
@@ -142,41 +152,41 @@ class Scheduler(Intake):
                 )
             )
         while True:
-            kind, a, b = self.inbox.get()
-            if kind == "stop":
+            message = self.inbox.get()
+            if isinstance(message, Stop):
                 break
             try:
-                self._handle(kind, a, b)
+                self._handle(message)
                 self._dispatch()
             except Exception as exc:  # one bad event must not stop the queue
                 self.notify(SchedulerEvent("warning", data={"message": f"scheduler: {type(exc).__name__}: {exc}"}))
         self._shutdown()
 
-    def _handle(self, kind: str, a: Any, b: Any) -> None:
-        if kind == "enqueue":
-            if self.owner:  # else the judging kerneltui's watcher sees the file
-                self._enqueue(Path(a), force=bool(b))
-        elif kind == "line":
-            self._judge_line(a, b)
-        elif kind == "judge-exit":
-            self._judge_exit(a, b)
-        elif kind == "judge-lost":
-            self._judge_lost(a, str(b))
-        elif kind == "deleted":
-            self._deleted(Path(a))
-        elif kind == "problem":
-            self._problem(Path(a))
-        elif kind == "ignored":
-            self._ignored(Path(a))
-        elif kind == "accept":
-            self._accept(str(a), str(b))
-        elif kind == "profile" and self.owner:
-            self._enqueue(Path(a), force=True, kind="profile")
+    def _handle(self, message: InboxMessage) -> None:
+        match message:
+            case Enqueue(path, force) if self.owner:  # else the judging kerneltui's watcher sees the file
+                self._enqueue(Path(path), force=force)
+            case JudgeSaid(judge, generation, line) if generation == judge.generation:
+                self._judge_line(judge, line)
+            case JudgeEnded(judge, generation, code) if generation == judge.generation:
+                self._judge_exit(judge, code)
+            case JudgeLost(judge, generation, reason) if generation == judge.generation:
+                self._judge_lost(judge, reason)
+            case Deleted(path):
+                self._deleted(Path(path))
+            case ProblemSeen(path):
+                self._problem(Path(path))
+            case Ignored(path):
+                self._ignored(Path(path))
+            case AcceptProblem(problem, digest):
+                self._accept(problem, digest)
+            case Profile(path) if self.owner:
+                self._enqueue(Path(path), force=True, kind="profile")
 
     def _start_judges(self) -> None:
         (self.workspace.state / "logs").mkdir(parents=True, exist_ok=True)
         try:
-            self.judges = make_judges(self.config, self.workspace, self.inbox)
+            self.judges = make_judges(self.config, self.workspace, self.inbox.put)
         except RemoteError as exc:
             self.notify(SchedulerEvent("warning", data={"message": f"no judge started: {exc}"}))
             return
@@ -206,7 +216,7 @@ class Scheduler(Intake):
                     SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
                 )
 
-    def _judge_line(self, judge: Judge, line: str) -> None:
+    def _judge_line(self, judge: JudgeClient, line: str) -> None:
         assert self.store is not None
         event = protocol.parse(line)
         if isinstance(event, protocol.Ready):
@@ -235,7 +245,7 @@ class Scheduler(Intake):
         else:
             self._failed(judge, event.id, event)
 
-    def _failed(self, judge: Judge, evaluation_id: int, event: protocol.Failed) -> None:
+    def _failed(self, judge: JudgeClient, evaluation_id: int, event: protocol.Failed) -> None:
         assert self.store is not None
         self.custody.unstage(evaluation_id)
         record_event(self.store, evaluation_id, event, 0)
@@ -288,19 +298,19 @@ class Scheduler(Intake):
         if not self.queue and all(j.busy is None for j in self.judges):
             self.notify(SchedulerEvent("idle"))
 
-    def _judge_exit(self, judge: Judge, proc: subprocess.Popen[str]) -> None:
+    def _judge_exit(self, judge: JudgeClient, code: int | None) -> None:
         assert self.store is not None
-        if proc is not judge.proc or self.stopped.is_set():
+        if self.stopped.is_set():
             return
         tail = judge.stderr_tail()
         if judge.busy is not None:
-            self.store.fail_evaluation(judge.busy, f"the judge stopped (exit {proc.returncode}): {tail[-600:]}")
+            self.store.fail_evaluation(judge.busy, f"the judge stopped (exit {code}): {tail[-600:]}")
             self.notify(SchedulerEvent("failed", judge.busy))
             judge.busy = None
         judge.ready = False
         self._restart(judge, tail[-300:])
 
-    def _judge_lost(self, judge: Judge, reason: str) -> None:
+    def _judge_lost(self, judge: JudgeClient, reason: str) -> None:
         """A remote judge lost with an evaluation in hand: the evaluation is queued again (a lost machine is not the
         version's failure) unless its judges were lost MAX_LOST times; the judge is started again."""
         assert self.store is not None
@@ -319,7 +329,7 @@ class Scheduler(Intake):
                 self.notify(SchedulerEvent("warning", data={"message": f"{reason}: judging it again"}))
         self._restart(judge, reason)
 
-    def _restart(self, judge: Judge, reason: str) -> None:
+    def _restart(self, judge: JudgeClient, reason: str) -> None:
         if judge.restarts < MAX_JUDGE_RESTARTS:
             judge.restarts += 1
             time.sleep(min(2.0, 0.2 * judge.restarts))
@@ -339,7 +349,7 @@ class Scheduler(Intake):
             self.lock.release()
 
 
-def judge_state(judge: Judge) -> dict[str, Any]:
+def judge_state(judge: JudgeClient) -> dict[str, Any]:
     """Where the judge runs, its device, what it judges now and how many it judged."""
     return {
         "judge": judge.index,

@@ -9,9 +9,10 @@ box's Python with torch and triton is needed there; authentication is ssh's own 
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import hashlib
 import json
-import queue
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from harness.contract.options import Options
 from harness.judge.remote import DEFAULT_ROOT
-from kerneltui.core.remote import RemoteError, RemoteJudge
+from kerneltui.core.judge import Heard, end, serve_options
+from kerneltui.core.remote import RemoteError, RemoteRelay, spawn
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 BOOTSTRAP = r"""
@@ -80,7 +82,9 @@ def harness_head(root: str) -> str:
     return json.dumps({"root": root, "digest": digest, "files": encoded})
 
 
-class SshJudge(RemoteJudge):
+class SshTransport:
+    """A judge over one ssh connection: the harness sent first, then requests as bundles, its lines relayed."""
+
     def __init__(
         self,
         index: int,
@@ -90,14 +94,17 @@ class SshJudge(RemoteJudge):
         options: Options,
         workspace_root: Path,
         state: Path,
-        inbox: queue.Queue[tuple[str, Any, Any]],
     ) -> None:
-        where = f"ssh {target.host}" + (f" GPU {gpu}" if gpu is not None else "")
-        super().__init__(index, where, options, workspace_root, state, inbox)
+        self.where = f"ssh {target.host}" + (f" GPU {gpu}" if gpu is not None else "")
         self.target, self.remote_gpu, self.ssh_options = target, gpu, ssh_options
+        self.options_argv = serve_options(options, state)
+        self.relay = RemoteRelay(self.where, workspace_root, state)
         self.log_path = state / "logs" / f"judge-{index}-ssh.log"
+        self.log: IO[str] | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.stopping = False
-        self.said_lost = False  # lost() already said for this connection
+        self.said_lost = False  # lost already said for this connection
+        self.heard: Heard | None = None
 
     def ssh_argv(self) -> list[str]:
         remote = [self.target.python, "-c", BOOTSTRAP, "--root", self.target.root]
@@ -106,12 +113,13 @@ class SshJudge(RemoteJudge):
         options = ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
         return ["ssh", *options, *self.ssh_options, *port, self.target.host, shlex.join(remote + self.options_argv)]
 
-    def start(self) -> subprocess.Popen[str]:
+    def start(self, heard: Heard) -> None:
         if self.log:
             self.log.close()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log = open(self.log_path, "a")  # noqa: SIM115  (ssh's stderr, for as long as it runs)
-        self.ready, self.stopping, self.remote_ws, self.said_lost = False, False, None, False
+        self.relay.begin()
+        self.stopping, self.said_lost, self.heard = False, False, heard
         self.proc = subprocess.Popen(
             self.ssh_argv(),
             stdin=subprocess.PIPE,
@@ -121,27 +129,39 @@ class SshJudge(RemoteJudge):
             bufsize=1,
             start_new_session=True,
         )
-        self.spawn(self._read, self.proc)
-        return self.proc
+        spawn(f"kerneltui-ssh-{self.where}", self._read, self.proc, heard)
 
-    def _read(self, proc: subprocess.Popen[str]) -> None:
+    def _read(self, proc: subprocess.Popen[str], heard: Heard) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         try:
             proc.stdin.write(harness_head(self.target.root) + "\n")
             proc.stdin.flush()
         except OSError as exc:  # ssh ended before the harness reached it: its stderr says why
-            self.said.append(f"the harness was not sent to {self.target.host}: {exc}")
+            self.relay.said.append(f"the harness was not sent to {self.target.host}: {exc}")
+        lose = Heard(heard.said, heard.ended, functools.partial(self._lose, proc, heard))
         for line in proc.stdout:
-            self.relay(line)
+            self.relay.relay(line, lose)
         code = proc.wait()
-        if not self.stopping and proc is self.proc and not self.said_lost:
-            self.lost(f"the connection to {self.target.host} ended (ssh exit {code}): {self._log_tail()}")
+        if not self.stopping and proc is self.proc:
+            lose.lost(f"the connection to {self.target.host} ended (ssh exit {code}): {self._log_tail()}")
 
-    def send(self, bundle: dict[str, Any]) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        stdin: IO[str] = self.proc.stdin
-        stdin.write(json.dumps(bundle) + "\n")
-        stdin.flush()
+    def _lose(self, proc: subprocess.Popen[str], heard: Heard, reason: str) -> None:
+        """Said once per connection, which ends with it (a remote that could not start keeps it open)."""
+        if self.said_lost or proc is not self.proc:
+            return
+        self.said_lost = True
+        if proc.poll() is None:
+            proc.kill()
+        heard.lost(self.relay.lose(reason))
+
+    def send(self, request: dict[str, Any]) -> None:
+        assert self.heard is not None
+        if self.proc is None or self.proc.stdin is None:
+            raise OSError("the ssh connection was never opened")
+        bundle = self.relay.bundle(request, self.heard)
+        if bundle is not None:
+            self.proc.stdin.write(json.dumps(bundle) + "\n")
+            self.proc.stdin.flush()
 
     def _log_tail(self) -> str:
         try:
@@ -149,18 +169,19 @@ class SshJudge(RemoteJudge):
         except OSError:
             return "no log"
 
-    def stderr_tail(self, chars: int = 2000) -> str:
-        return (super().stderr_tail(chars) + "\n" + self._log_tail())[-chars:]
+    def tail(self, chars: int) -> str:
+        return (self.relay.tail(chars) + "\n" + self._log_tail())[-chars:]
 
-    def lost(self, reason: str) -> None:
-        """Said once per connection; the connection is ended (a remote that could not start keeps it open)."""
-        if self.said_lost:
-            return
-        self.said_lost = True
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-        super().lost(reason)
-
-    def stop(self, grace: float = 5.0) -> None:
+    def stop(self, grace: float) -> None:
         self.stopping = True
-        super().stop(grace)
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            end(self.proc)
+        if self.log:
+            self.log.close()
