@@ -78,6 +78,8 @@ def _correctness_detail(m: dict[str, Any]) -> str:
         )
     if m.get("mode") == "triton-interpreter":
         text += "  (Triton interpreter)"
+    if m.get("held_to"):
+        text += f"  · held to {m['held_to']}"
     return text
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.contract import problem_files
 from harness.contract.results import RUNG_ORDER
+from harness.problem import precision
 from harness.problem.rung import Rung, defined_in
 
 REQUIRED = ("reference", "make_inputs", "cases", "bench_cases", "tolerance", "cost")  # tolerance: or a check
@@ -73,6 +74,7 @@ class Problem:
     check: Callable[[tuple[Any, ...], Any], Any] | None = None  # check(inputs, output): None/"" passes
     output_buffers: tuple[tuple[int | str, ...], ...] = ()  # paths into make_inputs' tuple: written, not inputs
     version_files: tuple[str, ...] = ()  # files of the problem folder copied beside each version (task.py)
+    reference_precision: str = precision.DEFAULT  # harness.problem.precision: TF32 off unless the problem asks
 
     def inputs_for(self, case: dict[str, Any], seed: int, device: Any) -> tuple[Any, ...]:
         """make_inputs' inputs for one case and seed, as every rung sends them to the version. A ProblemError
@@ -109,6 +111,18 @@ class Problem:
     @property
     def has_tolerance(self) -> bool:
         return bool(self.tolerances)
+
+    def held_to(self) -> str:
+        """What outputs are held to, in words: the tolerance (per output dtype where it differs), the problem's own
+        check, and the precision the reference is computed at."""
+        tolerances = dict(self.tolerances)
+        shared = tolerances.pop("*", None)
+        parts = [f"{dtype}: {t.describe()}" for dtype, t in sorted(tolerances.items())]
+        if shared is not None and not parts:
+            parts.append(shared.describe())
+        if self.check is not None:
+            parts.append("the problem's check")
+        return "; ".join(parts) + " · " + precision.REFERENCE_PRECISIONS[self.reference_precision]
 
     def allows(self, op: str) -> bool:
         """'aten::mm' is allowed by "aten::mm" or "mm" in the problem's allowed_ops."""
@@ -163,11 +177,12 @@ def load_problem(folder: Path) -> Problem:
     _check_callable(module, "reference", path)
     _check_signature(module.make_inputs, "make_inputs", ("case", "seed", "device"), path)
     _check_signature(module.cost, "cost", ("case",), path)
+    reference_precision = _check_precision(getattr(module, "reference_precision", precision.DEFAULT), path)
     problem = Problem(
         name=folder.name,
         path=path,
         module=module,
-        reference=module.reference,
+        reference=precision.at_precision(module.reference, reference_precision),
         make_inputs=module.make_inputs,
         cases=_check_cases(module.cases, "cases", path, allow_empty=False),
         bench_cases=_check_cases(module.bench_cases, "bench_cases", path, allow_empty=True),
@@ -180,6 +195,7 @@ def load_problem(folder: Path) -> Problem:
         check=getattr(module, "check", None),
         output_buffers=_check_output_buffers(getattr(module, "output_buffers", ()), path),
         version_files=_check_version_files(getattr(module, "version_files", ()), path),
+        reference_precision=reference_precision,
     )
     return problem
 
@@ -389,6 +405,15 @@ def _check_cases(value: Any, name: str, path: Path, allow_empty: bool) -> list[d
     if not value and not allow_empty:
         raise ProblemError(f"{problem}: {name} in problem.py is empty; correctness needs at least one case")
     return [dict(c) for c in value]
+
+
+def _check_precision(value: Any, path: Path) -> str:
+    if value not in precision.REFERENCE_PRECISIONS:
+        raise ProblemError(
+            f"{path.parent.name}: reference_precision in problem.py is {value!r}; it is one of "
+            f'{", ".join(repr(k) for k in precision.REFERENCE_PRECISIONS)} ("highest": TF32 off, the default)'
+        )
+    return str(value)
 
 
 def parse_tolerance(value: Any, path: Path) -> dict[str, Tolerance]:

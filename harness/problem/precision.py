@@ -1,0 +1,48 @@
+"""The precision the judge computes a problem's reference at.
+
+torch's defaults let cuDNN convolutions (and, where a program asked for it, cuBLAS matmuls) of float32 tensors round
+their inputs to TF32: a "slow, obviously right" fp32 reference then differs from an honest fp32 kernel by more than
+GPU MODE's 1e-3 (14% of an fp32 convolution's outputs on an H200), and an agent told so is pushed towards TF32.
+So the reference runs with TF32 off in cuBLAS and cuDNN and float32 matmuls at "highest" precision, unless the
+problem says `reference_precision = "tf32"` (its reference is meant to round like that). The setting is the
+process's: references run one at a time under a lock, and the setting before is put back after each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# what a problem.py may set, and how it reads beside the tolerance
+REFERENCE_PRECISIONS = {"highest": "fp32 reference, TF32 off", "tf32": "reference with TF32 (as problem.py asks)"}
+DEFAULT = "highest"
+_ONE_AT_A_TIME = threading.RLock()
+
+
+def at_precision(reference: Callable[..., Any], precision: str) -> Callable[..., Any]:
+    """`reference`, run with cuBLAS and cuDNN set for `precision` (one of REFERENCE_PRECISIONS)."""
+
+    @functools.wraps(reference)
+    def computed(*inputs: Any) -> Any:
+        with _ONE_AT_A_TIME, _set(precision == "tf32"):
+            return reference(*inputs)
+
+    return computed
+
+
+@contextlib.contextmanager
+def _set(tf32: bool) -> Iterator[None]:
+    import torch
+
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = (torch.get_float32_matmul_precision(), matmul.allow_tf32, cudnn.allow_tf32)
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    matmul.allow_tf32, cudnn.allow_tf32 = tf32, tf32
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        matmul.allow_tf32, cudnn.allow_tf32 = before[1], before[2]
