@@ -55,6 +55,8 @@ def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
         **_worst(results),
         "n_cases": len(run.problem.cases),
         "n_seeds": judge.options.seeds_per_case,
+        "held_to": run.problem.held_to(),  # the tolerance, and the precision the reference was computed at
+        "reference_precision": run.problem.reference_precision,
     }
     if run.observed.cuda_kernels:  # what CUPTI saw launched past torch's ops: the version's own kernels
         metrics["cuda_kernels"] = dict(run.observed.cuda_kernels.most_common(8))
