@@ -25,6 +25,7 @@ from harness.contract import source
 from harness.contract.report import profile_text, rung_line
 from harness.contract.results import Flag
 from kerneltui.core.config import AgentConfig
+from kerneltui.core.locations import CHECKOUT
 from kerneltui.core.workspace import VERSION_RE, Workspace
 from kerneltui.history.store import Store, now, parse_flags
 
@@ -40,7 +41,7 @@ Echo = Callable[[str, str, dict[str, Any]], None]
 
 def find_context(workspace: Workspace, configured: str | None = None) -> Path | None:
     """The context folder: configured, $KERNELTUI_CONTEXT, <workspace>/context, else the one shipped."""
-    shipped = Path(__file__).resolve().parents[2] / "context"  # the checkout's context/, beside kerneltui/
+    shipped = CHECKOUT / "context"  # the checkout's context/, beside kerneltui/
     for candidate in (configured, os.environ.get("KERNELTUI_CONTEXT"), workspace.root / "context", shipped):
         if candidate and Path(candidate).expanduser().is_dir():
             return Path(candidate).expanduser().resolve()

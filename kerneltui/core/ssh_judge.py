@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
+from harness import PACKAGE_DIR
 from harness.contract.options import Options
 from harness.judge.remote import DEFAULT_ROOT
 from kerneltui.core.judge import Heard, end, serve_options
 from kerneltui.core.remote import RemoteError, RemoteRelay, spawn
 
-HARNESS = Path(__file__).resolve().parents[2] / "harness"
+HARNESS = PACKAGE_DIR  # this kerneltui's harness, shipped to the judge there
 BOOTSTRAP = r"""
 import base64, json, os, shutil, sys
 head = json.loads(sys.stdin.readline())
