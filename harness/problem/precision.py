@@ -5,7 +5,8 @@ their inputs to TF32: a "slow, obviously right" fp32 reference then differs from
 GPU MODE's 1e-3 (14% of an fp32 convolution's outputs on an H200), and an agent told so is pushed towards TF32.
 So the reference runs with TF32 off in cuBLAS and cuDNN and float32 matmuls at "highest" precision, unless the
 problem says `reference_precision = "tf32"` (its reference is meant to round like that). The setting is the
-process's: references run one at a time under a lock, and the setting before is put back after each.
+process's: references run one at a time under a lock, and the setting before is put back after each. Each call is
+seeded the same, its random state apart from the process's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 # what a problem.py may set, and how it reads beside the tolerance
 REFERENCE_PRECISIONS = {"highest": "fp32 reference, TF32 off", "tf32": "reference with TF32 (as problem.py asks)"}
 DEFAULT = "highest"
+REFERENCE_SEED = 0
 _ONE_AT_A_TIME = threading.RLock()
 
 
@@ -27,10 +29,22 @@ def at_precision(reference: Callable[..., Any], precision: str) -> Callable[...,
 
     @functools.wraps(reference)
     def computed(*inputs: Any) -> Any:
-        with _ONE_AT_A_TIME, _set(precision == "tf32"):
+        with _ONE_AT_A_TIME, _set(precision == "tf32"), _seeded(inputs):
             return reference(*inputs)
 
     return computed
+
+
+@contextlib.contextmanager
+def _seeded(inputs: tuple[Any, ...]) -> Iterator[None]:
+    """The same seed before each call (as KernelBench does), the process's random state put back after: a reference
+    that draws random numbers gives the same answer on the same inputs (harness.judge.vacuous says it draws them)."""
+    import torch
+
+    devices = sorted({t.device.index or 0 for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(REFERENCE_SEED)
+        yield
 
 
 @contextlib.contextmanager

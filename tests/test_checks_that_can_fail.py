@@ -1,0 +1,85 @@
+"""Checks that can fail: the stand-ins a problem's check lets through, a passing version that barely matches, and
+a reference that differs from itself, decided in the judge with no worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from harness.contract.results import Evaluation
+from harness.judge.context import VersionRun
+from harness.judge.vacuous import differs_from_itself, passing_stand_ins, stand_in_warning, weak_match
+from harness.problem.load import load_problem
+
+PROBLEM = """
+import torch
+
+cases = [{{"n": 64}}]
+bench_cases = []
+tolerance = {tolerance}
+
+
+def make_inputs(case, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return ({inputs},)
+
+
+def reference(x):
+    return {reference}
+
+
+def cost(case):
+    return {{"flops": case["n"], "bytes": 8 * case["n"]}}
+"""
+
+
+def run_of(tmp_path: Path, reference: str, tolerance: str = "{'atol': 1e-5, 'rtol': 1e-5}",
+           inputs: str = "torch.randn(case['n'], generator=g).to(device)") -> VersionRun:  # fmt: skip
+    folder = tmp_path / "p"
+    folder.mkdir(parents=True)
+    (folder / "problem.py").write_text(PROBLEM.format(tolerance=tolerance, inputs=inputs, reference=reference))
+    problem = load_problem(folder)
+    ev = Evaluation(problem="p", version="v001", path=str(folder / "v001.py"), hash="0" * 64)
+    return VersionRun(problem=problem, path=folder / "v001.py", ev=ev, dsls=[])
+
+
+def stand_ins(run: VersionRun) -> list[str]:
+    inputs = run.problem.inputs_for(run.problem.cases[0], 7, torch.device("cpu"))
+    return passing_stand_ins(run, inputs, run.problem.reference(*inputs))
+
+
+def test_a_tolerance_wider_than_the_outputs_passes_all_zeros(tmp_path: Path) -> None:
+    """KernelBench's softmax at its own size: atol above every output, so zeros passed with cosine 0.0."""
+    run = run_of(tmp_path, "torch.softmax(x, dim=0)", tolerance="{'atol': 0.5, 'rtol': 0.05}")
+    assert stand_ins(run) == ["zeros"]
+    warning = stand_in_warning({"zeros": ["n=64"], "echo": []})
+    assert warning is not None and warning.startswith("an all-zeros output passes case n=64")
+
+
+def test_inputs_that_are_never_negative_pass_the_input_handed_back_as_a_relu(tmp_path: Path) -> None:
+    run = run_of(tmp_path, "torch.relu(x)", inputs="torch.rand(case['n'], generator=g).to(device)")
+    assert stand_ins(run) == ["echo"]
+
+
+def test_a_check_that_can_fail_passes_no_stand_in(tmp_path: Path) -> None:
+    run = run_of(tmp_path, "torch.relu(x) * 2 + 1")
+    assert stand_ins(run) == []
+    assert stand_in_warning({"zeros": [], "echo": []}) is None
+
+
+def test_a_pass_whose_outputs_barely_match_is_flagged() -> None:
+    flag = weak_match([{"case": "n=64", "ok": True, "cosine": 0.0}, {"case": "n=8", "ok": True, "cosine": 1.0}])
+    assert flag is not None and flag.name == "weak-match" and "n=64" in flag.reason
+    assert weak_match([{"case": "n=64", "ok": True, "cosine": 0.99995}]) is None
+
+
+def test_a_reference_drawing_random_numbers_is_said_and_seeded(tmp_path: Path) -> None:
+    """Dropout in training mode: the reference differs from itself; seeded before each call, it no longer does."""
+    run = run_of(tmp_path, "torch.nn.functional.dropout(x, p=0.5, training=True)")
+    inputs = run.problem.inputs_for(run.problem.cases[0], 7, torch.device("cpu"))
+    said = differs_from_itself(run, inputs)
+    assert said is not None and "another random seed" in said
+    assert torch.equal(run.problem.reference(*inputs), run.problem.reference(*inputs))
+    steady = run_of(tmp_path / "steady", "x * 2")
+    assert differs_from_itself(steady, inputs) is None
