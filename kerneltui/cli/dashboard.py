@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kerneltui.cli.options import EXIT_OK, Subparsers, add_config, add_executor
+from kerneltui.cli.options import EXIT_OK, Subparsers, add_config, add_executor, add_workspace_folder, workspace_given
 from kerneltui.core.workspace import resolve
 from kerneltui.history.store import Store
 
@@ -17,7 +17,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from kerneltui.core.config import load_for
     from kerneltui.ui.app import KernelTUI
 
-    workspace = resolve(args.workspace)
+    workspace = resolve(workspace_given(args))
     config = load_for(args)
     Store.refuse_if_newer(workspace.db_path)
     KernelTUI(workspace, config, run_judges=not args.no_judge).run()
@@ -29,7 +29,7 @@ def cmd_serve_web(args: argparse.Namespace) -> int:
     from kerneltui.core.config import load
     from kerneltui.web import serve
 
-    workspace = resolve(args.workspace)
+    workspace = resolve(workspace_given(args))
     load(args.config)  # a bad config (or a newer kerneltui's history) is said here, not in each browser
     Store.refuse_if_newer(workspace.db_path)
     extra = ["--config", str(Path(args.config).resolve())] if args.config else []
@@ -53,7 +53,7 @@ def add_demo(commands: Subparsers) -> None:
 
 def add_dashboard(commands: Subparsers) -> None:
     dash = commands.add_parser("dashboard", help="the dashboard (what `kerneltui [WORKSPACE]` opens)")
-    dash.add_argument("workspace", nargs="?")
+    add_workspace_folder(dash)
     add_config(dash)
     dash.add_argument("--no-judge", action="store_true", help=NO_JUDGE_HELP)
     add_executor(dash)
@@ -62,7 +62,7 @@ def add_dashboard(commands: Subparsers) -> None:
 
 def add_serve_web(commands: Subparsers) -> None:
     web = commands.add_parser("serve-web", help="the dashboard in a browser, behind a token printed at start")
-    web.add_argument("workspace", nargs="?")
+    add_workspace_folder(web)
     web.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this box only)")
     web.add_argument("--port", type=int, default=0, help="the port (default 0: a free one, printed)")
     add_config(web)

@@ -26,7 +26,7 @@ from kerneltui.cli import (
     workspace,
 )
 from kerneltui.cli.options import EXIT_USAGE, Subparsers
-from kerneltui.cli.streams import printable_output
+from kerneltui.cli.streams import flush_stdout, printable_output, reader_gone
 from kerneltui.core.config_error import ConfigError
 from kerneltui.core.workspace import WorkspaceError
 from kerneltui.history.schema import HistoryTooNew
@@ -61,12 +61,12 @@ class Commands:
     them, without reading them back out of argparse."""
 
     def __init__(self, parser: argparse.ArgumentParser) -> None:
-        self._subparsers = parser.add_subparsers(dest="command")
+        self._subcommands = parser.add_subparsers(dest="command")
         self.names: list[str] = []
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         self.names += [name, *kwargs.get("aliases", ())]
-        return self._subparsers.add_parser(name, **kwargs)
+        return self._subcommands.add_parser(name, **kwargs)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, Commands]:
@@ -87,8 +87,21 @@ def dashboard_by_default(argv: list[str], parser: argparse.ArgumentParser, comma
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command's exit status. A reader that stops reading stdout (`kerneltui history | head`) ends any
+    command quietly."""
+    try:
+        try:
+            return run(sys.argv[1:] if argv is None else argv)
+        finally:
+            flush_stdout()  # --help's SystemExit included
+    except BrokenPipeError:
+        return reader_gone()
+
+
+def run(argv: list[str]) -> int:
+    """The command argv names run, its usage errors said in one line (exit 2)."""
     parser, commands = build_parser()
-    args = parser.parse_args(dashboard_by_default(sys.argv[1:] if argv is None else argv, parser, commands.names))
+    args = parser.parse_args(dashboard_by_default(argv, parser, commands.names))
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE

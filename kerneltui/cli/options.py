@@ -6,7 +6,10 @@ Imported for every command, `kerneltui --help` included: nothing heavy here (no 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Protocol
+
+from kerneltui.core.workspace import WorkspaceError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "a config file (default: $XDG_CONFIG_HOME/kerneltui/config.toml)"
@@ -28,6 +31,21 @@ def add_config(parser: argparse.ArgumentParser, text: str = CONFIG_HELP) -> None
 
 def add_workspace(parser: argparse.ArgumentParser, text: str | None = WORKSPACE_HELP) -> None:
     parser.add_argument("--workspace", help=text)
+
+
+def add_workspace_folder(parser: argparse.ArgumentParser) -> None:
+    """The dashboard's workspace: the folder after the command, as `kerneltui WORKSPACE` gives it, or --workspace
+    as every other command takes it (workspace_given reads either)."""
+    parser.add_argument("workspace_folder", nargs="?", metavar="workspace")
+    add_workspace(parser)
+
+
+def workspace_given(args: argparse.Namespace) -> str | None:
+    """The workspace add_workspace_folder's options name, if any; both may name it, but not two folders."""
+    folder, option = args.workspace_folder, args.workspace
+    if folder and option and Path(folder).resolve() != Path(option).resolve():
+        raise WorkspaceError(f"two workspaces given: {folder} and --workspace {option}; pass one")
+    return folder or option
 
 
 def add_json(parser: argparse.ArgumentParser, text: str | None) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import signal
 import sys
 from typing import TextIO, cast
 
@@ -44,3 +47,17 @@ def printable_output(command: str) -> None:
     if command not in PLAIN_TEXT_EXEMPT:
         sys.stdout = cast(TextIO, PrintableStream(sys.stdout))
         sys.stderr = cast(TextIO, PrintableStream(sys.stderr))
+
+
+def flush_stdout() -> None:
+    """What print left buffered, written now: a reader gone is then caught by main, not said by Python at exit."""
+    with contextlib.suppress(ValueError):  # closed already (the MCP server's stdio transport closes its own)
+        sys.stdout.flush()
+
+
+def reader_gone() -> int:
+    """stdout's reader stopped reading (`kerneltui history | head`): no traceback. What is still buffered goes
+    to /dev/null, so Python's own flush at exit fails no more, and the status is a SIGPIPE'd command's."""
+    with contextlib.suppress(OSError):  # a stdout with no file behind it has nothing buffered for the exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
