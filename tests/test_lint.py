@@ -100,6 +100,32 @@ def test_no_class_over_300_lines() -> None:
     assert not long, long
 
 
+CLI_MODULE_LINES = 250
+# argparse's private parts: the parser's list of actions, and the classes of its actions
+ARGPARSE_PRIVATE = {"_actions", "_option_string_actions", "_subparsers", "_SubParsersAction", "_ActionsContainer"}
+
+
+def test_no_cli_module_over_250_lines() -> None:
+    """kerneltui/cli is a module per command family: one that grows past this holds several, split it."""
+    long = []
+    for path in sorted((REPO / "kerneltui" / "cli").rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > CLI_MODULE_LINES:
+            long.append(f"{path.relative_to(REPO)}: {lines} lines")
+    assert not long, long
+
+
+def test_the_cli_uses_argparse_through_its_public_interface() -> None:
+    """The commands' names come from the registry that adds them (kerneltui.cli.entry.Commands), not from
+    argparse's internals, which may change in any Python release."""
+    found = []
+    for path in sorted((REPO / "kerneltui" / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ARGPARSE_PRIVATE:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} .{node.attr}")
+    assert not found, found
+
+
 def import_cycles(package: str) -> list[list[str]]:
     """Groups of modules of `package` that import each other, round a cycle (imports under TYPE_CHECKING and
     inside functions count: they tie the modules together all the same)."""
