@@ -83,3 +83,22 @@ def test_a_reference_drawing_random_numbers_is_said_and_seeded(tmp_path: Path) -
     assert torch.equal(run.problem.reference(*inputs), run.problem.reference(*inputs))
     steady = run_of(tmp_path / "steady", "x * 2")
     assert differs_from_itself(steady, inputs) is None
+
+
+def test_inputs_beyond_the_problems_own_distribution() -> None:
+    from harness.judge.narrow import variants
+
+    nonnegative, weight, index = torch.rand(64), torch.ones(8), torch.arange(4)
+    model_input = {"init_inputs": [8], "state_dict": {"ln.weight": torch.ones(8), "ln.bias": torch.zeros(8)}}
+    moved = ({"n": 48}, (torch.rand(48),))
+    found = {v.name: v for v in variants((nonnegative, weight, index, model_input), {"n": 64}, 3, lambda: moved)}
+    assert list(found) == ["signed", "scaled", "affine", "size"]
+    signed = found["signed"].inputs[0]
+    assert bool((signed < 0).any()) and torch.equal(signed.abs(), nonnegative)
+    assert torch.equal(found["scaled"].inputs[0], nonnegative * 4) and torch.equal(found["scaled"].inputs[2], index)
+    affine = found["affine"].inputs
+    assert not torch.equal(affine[1], weight) and not torch.equal(affine[3]["state_dict"]["ln.weight"], weight)
+    assert not torch.equal(affine[3]["state_dict"]["ln.bias"], torch.zeros(8))  # the bias drawn too
+    assert found["size"].case == {"n": 48}
+    unchanged = list(variants((torch.randn(64),), {"n": 64}, 3, lambda: ({"n": 64}, ())))
+    assert [v.name for v in unchanged] == ["scaled"]  # signed already, no constant tensor, no size to move
