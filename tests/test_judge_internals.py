@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.contract.messages import Failure, LoadReply
 from harness.contract.options import Options
 from harness.judge.ladder import Ladder
 from harness.judge.rungs.builtin import LADDER
@@ -38,10 +39,10 @@ def test_a_version_that_does_not_load_again_after_hanging_ahead_fails_with_its_i
     loaded: list[str] = []
     real_load = ladder.context.load_source
 
-    def second_load_of_a_mode_fails(worker: WorkerProcess, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def second_load_of_a_mode_fails(worker: WorkerProcess, *args: Any, **kwargs: Any) -> LoadReply | Failure:
         loaded.append(worker.mode)
         if loaded.count(worker.mode) > 1:
-            return {"ok": False, "err": "ImportError: imports only once"}
+            return Failure("ImportError: imports only once")
         return real_load(worker, *args, **kwargs)
 
     monkeypatch.setattr(ladder.context, "load_source", second_load_of_a_mode_fails)

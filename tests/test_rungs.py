@@ -240,11 +240,11 @@ def test_a_compiler_diagnostic_reads_without_colour_codes_and_its_first_line_say
         raise DSLUserCodeError(coloured)
     except DSLUserCodeError as exc:
         described = describe_exception(exc, None, "call")
-    assert described["kind"] == "compile"
-    assert "\x1b" not in described["err"] and "\x1b" not in described["trace"]
-    first = described["err"].splitlines()[0]
+    assert described.kind == "compile"
+    assert "\x1b" not in described.err and "\x1b" not in (described.trace or "")
+    first = described.err.splitlines()[0]
     assert first.startswith("DSLUserCodeError: error[ARG_NON_CONSTANT]: `range_constexpr()` requires"), first
-    assert described["err"].endswith("--> v001.py:32:14")
+    assert described.err.endswith("--> v001.py:32:14")
 
 
 def test_cutedsl_specialisations_whose_long_names_differ_only_at_the_end_are_all_collected(tmp_path: Path) -> None:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.containment import watch as containment
+from harness.contract.messages import BenchReply, BenchRequest, Failure
 from harness.judge import clocks
 from harness.judge.clocks import ClockSampler
 from harness.judge.device import MATMULS
-from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs
+from harness.judge.outputs import clone_inputs, judge_outputs, returned
 from harness.problem.load import Problem, case_label
 from harness.wire import frames as wire
 from harness.wire import shared_block
@@ -99,11 +100,11 @@ def bench_case(
         reply, err = timed_calls(judge, run, worker, bench, judge.options.bench_budget_s)
     finally:
         clocks = judge.clocks.stop()
-    if err is not None:
+    if err is not None or reply is None:
         return {}, err
-    run.observed.add(reply.get("recorded"), "run", f"bench case {label}", profiled=worker.profiles_calls)
-    run.timed.add(reply.get("timed_watch"), f"bench case {label}", reply.get("recorded"), run.problem.allows)
-    kernel = timing.summarize(checked_samples(reply.get("samples_ms")))
+    run.observed.add(reply.recorded, "run", f"bench case {label}", profiled=worker.profiles_calls)
+    run.timed.add(reply.timed_watch, f"bench case {label}", reply.recorded, run.problem.allows)
+    kernel = timing.summarize(checked_samples(reply.samples_ms))
     settled_us, unawaited = _unawaited_work(kernel, reply)
     if unawaited:
         return {}, f"{label}: {unawaited}"
@@ -169,31 +170,28 @@ def timed_calls(
     budget_s: float,
     sent: bool = False,
     race: bool = False,
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[BenchReply | None, str | None]:
     """Calls timed in `worker` on `bench`'s inputs for about `budget_s`, their output checked against the reference:
-    the worker's reply, or the error. `sent`: the worker's last bench request had these inputs, which it kept
-    (not sent again: a bench case of gigabytes takes seconds through the socket; whatever the version did to
-    them in between shows in the output, checked against the reference of the judge's own copy). `race`: a
-    round of a race, timed calls only (no recorded call, no time to an idle device: the benchmark had them)."""
+    the worker's reply, or the error (with the reply where the calls were timed but their output is wrong).
+    `sent`: the worker's last bench request had these inputs, which it kept (not sent again: a bench case of
+    gigabytes takes seconds through the socket; whatever the version did to them in between shows in the output,
+    checked against the reference of the judge's own copy). `race`: a round of a race, timed calls only (no
+    recorded call, no time to an idle device: the benchmark had them)."""
     inputs, label = bench.values, bench.label
     tensors: list[torch.Tensor] = []
-    header: dict[str, Any] = {"op": "bench", "budget_s": budget_s, "race": race}
     if sent:
-        header["same_inputs"] = True
+        request = BenchRequest(budget_s, race, same_inputs=True)
     else:
-        header["inputs"] = wire.encode_tree(list(inputs), tensors)
+        request = BenchRequest(budget_s, race, inputs=wire.encode_tree(list(inputs), tensors))
     timeout = judge.options.timeout + 4 * budget_s
     with alone(judge, run, worker, f"the {'race round' if race else 'benchmark'} of {label}"):
-        reply, got = worker.request(header, tensors, timeout, f"benchmarking {label}")
-    if not reply.get("ok"):
-        return reply, f"{label}: {reply.get('err')}"
-    outputs = wire.decode_tree(reply["outputs"], got)
-    if not outputs and run.problem.output_buffers and "inputs_after" in reply:
-        outputs = buffers_of(run.problem, wire.decode_tree(reply["inputs_after"], got))
+        reply, got = worker.ask(request, tensors, timeout, f"benchmarking {label}")
+    if isinstance(reply, Failure):
+        return None, f"{label}: {reply.err}"
+    outputs, _ = returned(run.problem, reply, got, inputs)
     pristine = clone_inputs(inputs) if run.problem.check else None  # the check gets the inputs as sent
     expected = bench.expected(run.problem)
-    devices_seen = [s.get("device") for s in reply.get("tensors", [])]
-    err, _ = judge_outputs(run, outputs, expected, devices_seen, inputs=pristine)
+    err, _ = judge_outputs(run, outputs, expected, list(reply.devices), inputs=pristine)
     if err:
         return reply, f"{label}: the timed calls' output is wrong: {err}"
     return reply, None
@@ -207,13 +205,13 @@ def time_case(judge: JudgeContext, run: VersionRun, worker: WorkerProcess, case:
     return entry
 
 
-def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float, str | None]:
+def _unawaited_work(kernel: timing.Timing, reply: BenchReply) -> tuple[float, str | None]:
     """Time until the device is idle, less the synchronize's latency (µs), and the error when the device stayed
     busy after the caller's stream was done (the tails, less the same latency) by more than a margin of the time on
     that stream. Minima: that latency only ever adds, and varies by microseconds."""
-    settled_ms = min(checked_samples(reply.get("settled_ms"))) - min(checked_samples(reply.get("idle_ms")))
+    settled_ms = min(checked_samples(reply.settled_ms)) - min(checked_samples(reply.idle_ms))
     settled_us = 1000 * settled_ms
-    outlasted_us = 1000 * (min(checked_samples(reply.get("tail_ms"))) - min(checked_samples(reply.get("idle_tail_ms"))))
+    outlasted_us = 1000 * (min(checked_samples(reply.tail_ms)) - min(checked_samples(reply.idle_tail_ms)))
     if outlasted_us <= kernel.min_us * (UNAWAITED_RATIO - 1) + UNAWAITED_US:
         return settled_us, None
     return settled_us, (
@@ -223,21 +221,22 @@ def _unawaited_work(kernel: timing.Timing, reply: dict[str, Any]) -> tuple[float
     )
 
 
-def device_figures(reply: dict[str, Any]) -> dict[str, Any]:
+def device_figures(reply: BenchReply) -> dict[str, Any]:
     """The calls' device time from CUPTI (the sum of their kernels' durations), beside the event timings."""
     from harness.gpu import timing
 
-    samples = reply.get("device_ms")
-    if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) for s in samples):
-        return {"device_note": str(reply.get("device_note") or "no device times")[:300]}
+    samples = reply.device_ms
+    if not samples:
+        return {"device_note": (reply.device_note or "no device times")[:300]}
     device = timing.summarize([max(float(s), 1e-9) for s in samples])
     return {"device_median_us": device.median_us, "device_min_us": device.min_us, "device_n": device.n}
 
 
-def checked_samples(samples: Any) -> list[float]:
-    if not isinstance(samples, list) or not samples or not all(isinstance(s, (int, float)) and s > 0 for s in samples):
+def checked_samples(samples: tuple[float, ...] | None) -> list[float]:
+    """Timings to summarize: some, each above 0 (their types and bounds were checked as the reply was read)."""
+    if not samples or not all(s > 0 for s in samples):
         raise WorkerFailure("the kernel's process sent no usable timings")
-    return [float(s) for s in samples]
+    return list(samples)
 
 
 def precision(problem: Problem, case: dict[str, Any], inputs: tuple[Any, ...]) -> str:

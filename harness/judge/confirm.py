@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.contract.messages import CallRequest, Failure, LaunchRequest, OnceRequest
 from harness.contract.results import Flag
 from harness.judge.bench_calls import time_case
 from harness.judge.nsight import timing as nsight
-from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs
+from harness.judge.outputs import clone_inputs, judge_outputs, returned
 from harness.problem.load import Problem, case_label
 from harness.wire import frames as wire
 from harness.workers.process import WorkerFailure, WorkerProcess
@@ -45,24 +46,21 @@ def outside_bound_us(worker: WorkerProcess, timeout: float, inputs: tuple[Any, .
     A version that launches its kernel early in a slow call shrinks the bound, never raises it: false flags
     are ruled out, not every fake; Nsight Compute (harness.judge.nsight.timing) times a would-be best from outside."""
 
-    def fastest(op: str) -> float:
+    def fastest(kind: type[OnceRequest | LaunchRequest]) -> float:
         best, start, reps = float("inf"), time.perf_counter(), 0
         while reps < 3 or (reps < OUTSIDE_MAX_REPS and time.perf_counter() - start < OUTSIDE_BUDGET_S):
-            header: dict[str, Any] = {"op": op}
-            tensors: list[torch.Tensor] | None = None
-            if inputs is not None:
-                tensors = []
-                header["inputs"] = wire.encode_tree(list(inputs), tensors)
+            tensors: list[torch.Tensor] = []
+            request = kind() if inputs is None else kind(wire.encode_tree(list(inputs), tensors))
             sent = time.perf_counter()
-            reply, _ = worker.request(header, tensors, timeout, f"timing a call from outside ({op})")
+            reply, _ = worker.ask(request, tensors, timeout, f"timing a call from outside ({kind.op})")
             elapsed = time.perf_counter() - sent
-            if not reply.get("ok"):
-                raise WorkerFailure(str(reply.get("err") or f"{op} failed"))
+            if isinstance(reply, Failure):
+                raise WorkerFailure(reply.err or f"{kind.op} failed")
             best, reps = min(best, elapsed), reps + 1
         return best
 
-    host = fastest("launch")
-    return max(0.0, fastest("once") - host) * 1e6
+    host = fastest(LaunchRequest)
+    return max(0.0, fastest(OnceRequest) - host) * 1e6
 
 
 def outside_flag(median_us: float, bound_us: float | None, label: str) -> Flag | None:
@@ -105,8 +103,8 @@ def confirm(judge: JudgeContext, run: VersionRun, first: dict[str, Any]) -> Conf
     worker = judge.pool.take("run")
     run.workers["confirm"] = worker  # released with the others when the evaluation ends
     loaded = judge.load_into(worker, run)
-    if not loaded.get("ok"):
-        return Confirmation(err=f"it did not load again in a fresh worker: {loaded.get('err')}")
+    if isinstance(loaded, Failure):
+        return Confirmation(err=f"it did not load again in a fresh worker: {loaded.err}")
     problem, device = run.problem, judge.device
     result = Confirmation()
     for case in problem.bench_cases:
@@ -115,12 +113,10 @@ def confirm(judge: JudgeContext, run: VersionRun, first: dict[str, Any]) -> Conf
         inputs = problem.inputs_for(varied, seed, device)
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(inputs), tensors)
-        reply, got = worker.request({"op": "call", "inputs": tree}, tensors, judge.options.timeout, "")
-        if not reply.get("ok"):
-            return Confirmation(err=f"on {case_label(varied)} (a variation of the bench case): {reply.get('err')}")
-        outputs = wire.decode_tree(reply["outputs"], got)
-        if not outputs and problem.output_buffers:
-            outputs = buffers_of(problem, wire.decode_tree(reply["inputs_after"], got))
+        reply, got = worker.ask(CallRequest(tree), tensors, judge.options.timeout, "")
+        if isinstance(reply, Failure):
+            return Confirmation(err=f"on {case_label(varied)} (a variation of the bench case): {reply.err}")
+        outputs, _ = returned(problem, reply, got, inputs)
         pristine = clone_inputs(inputs) if problem.check else None
         expected = problem.reference(*inputs)
         err, _ = judge_outputs(run, outputs, expected, [], inputs=pristine)

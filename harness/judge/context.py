@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.contract.messages import Failure, LoadReply, LoadRequest
 from harness.contract.options import Options
 from harness.contract.results import Evaluation
 from harness.judge.artifacts import Kernel
@@ -67,25 +68,24 @@ class JudgeContext:
             run.workers[mode] = self.pool.take(mode)
         return run.workers[mode]
 
-    def load_into(self, worker: WorkerProcess, run: VersionRun) -> dict[str, Any]:
+    def load_into(self, worker: WorkerProcess, run: VersionRun) -> LoadReply | Failure:
         reply = self.load_source(worker, run.source, run.path.name, run.dsls, run.problem)
-        if reply.get("ok"):
-            run.observed.add_sources(worker.mode, reply.get("kernels"))
+        if isinstance(reply, LoadReply):
+            run.observed.add_sources(worker.mode, reply.kernels)
         return reply
 
     def load_source(
         self, worker: WorkerProcess, data: bytes, name: str, dsls: list[str], problem: Problem | None = None
-    ) -> dict[str, Any]:
+    ) -> LoadReply | Failure:
         """Imports a version's source (as read and hashed by the judge) in `worker`, the problem's
         version_files beside it; the worker's reply."""
         worker.wait_ready()
         for file_name, content in problem.version_file_bytes().items() if problem is not None else ():
             worker.copy_in(content, file_name)
-        header = {
-            "op": "load",
-            "path": str(worker.copy_in(data, name)),
-            "max_file_bytes": int(self.options.max_file_mb * (1 << 20)),
-            "dsls": dsls,
-        }
-        reply, _ = worker.request(header, None, self.options.timeout, "while importing the version")
+        request = LoadRequest(
+            path=str(worker.copy_in(data, name)),
+            max_file_bytes=int(self.options.max_file_mb * (1 << 20)),
+            dsls=tuple(dsls),
+        )
+        reply, _ = worker.ask(request, None, self.options.timeout, "while importing the version")
         return reply

@@ -36,7 +36,7 @@ def try_worker() -> dict[str, Any]:
     try:
         worker = pool.take("run")
         ready = worker.wait_ready()
-        found = {"ok": True, "containment": worker.containment, "cuda": bool(ready.get("cuda"))}
+        found = {"ok": True, "containment": worker.containment, "cuda": ready.cuda}
         pool.release(worker)
         return found
     except WorkerFailure as exc:

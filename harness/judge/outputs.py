@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.contract.messages import BenchReply, CallReply
 from harness.judge.metrics import compare
 from harness.problem.load import Problem, ProblemError, check_answer, leaf_at
 from harness.wire import frames as wire
+from harness.workers.process import WorkerFailure
 
 if TYPE_CHECKING:
     from harness.judge.context import VersionRun
@@ -26,6 +28,34 @@ def buffers_of(problem: Problem, inputs_after: Any) -> tuple[Any, ...]:
                 "not a tensor"
             )
     return found
+
+
+def returned(
+    problem: Problem, reply: CallReply | BenchReply, tensors: list[torch.Tensor], sent: tuple[Any, ...]
+) -> tuple[tuple[Any, ...], Any]:
+    """A call's outputs as its reply gives them (the output buffers as it left them where it returned None), and
+    its inputs as it left them (None: not sent back). `sent`: the inputs the judge sent, which must hold the output
+    buffers (else problem.py is at fault); inputs sent back without them are the worker's failure."""
+    outputs = tuple(tensors[i] for i in reply.outputs)
+    after = decoded(reply.inputs_after, tensors) if reply.inputs_after is not None else None
+    if not outputs and problem.output_buffers and after is not None:
+        buffers_of(problem, sent)
+        try:
+            outputs = buffers_of(problem, after)
+        except ProblemError:
+            raise WorkerFailure(
+                "malformed reply from the kernel's process: the inputs it sent back do not hold the output buffers"
+            ) from None
+    return outputs, after
+
+
+def decoded(tree: Any, tensors: list[torch.Tensor]) -> Any:
+    """A reply's encoded tree as values (checked as its message was read: only a dtype this torch lacks is left to
+    fail, the worker's failure)."""
+    try:
+        return wire.decode_tree(tree, tensors)
+    except wire.ChannelError as exc:
+        raise WorkerFailure(f"malformed reply from the kernel's process: {exc}") from None
 
 
 def judge_outputs(

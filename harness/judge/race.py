@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.contract import source
+from harness.contract.messages import BenchReply, Failure
 from harness.gpu import timing
 from harness.judge.bench_calls import BenchInputs, checked_samples, device_figures, timed_calls
 from harness.wire import scratch
@@ -58,13 +59,13 @@ def race(
     for i, who in enumerate(ROUNDS[1:], start=1):
         sent = who in ROUNDS[:i]  # each worker keeps the inputs of its first round (the new one, the benchmark's)
         reply, err = timed_calls(judge, run, worker if who == "new" else rival, bench, budget, sent, race=True)
-        if err is not None:
+        if err is not None or reply is None:
             if who == "new":
                 raise WorkerFailure(f"while racing the best: {err}")
             judge.pool.drop(rival)
             return {**against, "label": None, "note": f"the best failed in the race: {err}"[:300]}
         if who == "new":
-            run.timed.add(reply.get("timed_watch"), f"bench case {bench.label}", None, run.problem.allows)
+            run.timed.add(reply.timed_watch, f"bench case {bench.label}", None, run.problem.allows)
         rounds.append({"who": who, **_figures(reply)})
     return {**against, "case": bench.label, **decide(rounds), "rounds": rounds}
 
@@ -86,17 +87,17 @@ def _rival(judge: JudgeContext, run: VersionRun, target: dict[str, str]) -> tupl
         return held, None
     rival = judge.pool.take("run")
     loaded = judge.load_source(rival, data, path.name, source.dsls(data.decode(errors="replace")), run.problem)
-    if not loaded.get("ok"):
+    if isinstance(loaded, Failure):
         run.workers["race"] = rival  # released with the others when the evaluation ends
-        return None, f"the best did not load: {loaded.get('err')}"[:300]
+        return None, f"the best did not load: {loaded.err}"[:300]
     judge.pool.hold(key, rival)
     return rival, None
 
 
-def _figures(reply: dict[str, Any]) -> dict[str, Any]:
+def _figures(reply: BenchReply) -> dict[str, Any]:
     """One round's event median and noise, and CUPTI's device median when there is one (checked as the
     benchmark rung checks a worker's samples)."""
-    event = timing.summarize(checked_samples(reply.get("samples_ms")))
+    event = timing.summarize(checked_samples(reply.samples_ms))
     out: dict[str, Any] = {"median_us": event.median_us, "noise_pct": event.noise_pct, "n": event.n}
     device = device_figures(reply).get("device_median_us")
     return {**out, "device_median_us": device} if device is not None else out

@@ -33,6 +33,7 @@ if os.environ.pop("KERNELTUI_INTERPRET_IF_NO_GPU", None) and not torch.cuda.is_a
     os.environ["TRITON_INTERPRET"] = "1"
 
 from harness.containment.sandbox import FILE_LIMIT_HINT
+from harness.contract import messages
 from harness.gpu import timing
 from harness.wire import frames as wire
 from harness.wire import shared_block
@@ -78,6 +79,11 @@ class Phases:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 4)
 
 
+# A reply carrying a call's outputs, built from their indices among the frame's tensors, the inputs' tree as the call
+# left them (or None), and the outputs themselves
+OutputsReply = Callable[[tuple[int, ...], Any, tuple[torch.Tensor, ...]], "messages.CallReply | messages.BenchReply"]
+
+
 class VersionError(Exception):
     """A version that cannot be used as it is; the message says why, with no exception name."""
 
@@ -100,16 +106,10 @@ class Worker:
         self.watch_note: str | None = None  # why the timed calls are not watched here (harness.worker.kernel_watch)
 
     def serve(self) -> None:
-        from harness.containment.sandbox import APPLIED  # what harness.containment.sandbox did before this module ran
-
-        ready = {"op": "ready", "pid": os.getpid(), "cuda": self.cuda, "mode": self.mode, "sandbox": APPLIED}
         if self.mode == "run":
             self.profiler = warm_profiler(self.cuda)
-            ready["profiler"] = self.profiler or "on"
-            if self.cuda and triton is not None:
-                ready["triton"] = warm_triton()
-        ready["monotonic"] = time.monotonic()  # as it is sent: the judge's clock too, so how long it took to start
-        wire.send(self.sock, ready)
+        said = (self.profiler or "on") if self.mode == "run" else None
+        wire.send(self.sock, ready_message(self.mode, self.cuda, said).frame())
         if self.mode == "run" and self.cuda:  # while it waits for a version (a spare's wait): before any is read
             self.watch_note = f"torch's profiler is {self.profiler}" if self.profiler else watch_check()
         while True:
@@ -123,30 +123,31 @@ class Worker:
                 return
             handler = getattr(self, f"do_{op}", None)
             if handler is None:
-                wire.send(self.sock, {"ok": False, "err": f"unknown request {op!r}"})
+                wire.send(self.sock, messages.Failure(f"unknown request {op!r}").frame())
                 continue
             handler(header, tensors)
 
     def reply_error(self, exc: BaseException, stage: str) -> None:
-        wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, stage)})
+        wire.send(self.sock, describe_exception(exc, self.path, stage).frame())
 
     def do_load(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
         from harness.containment.sandbox import limit_file_size
 
-        if header.get("max_file_bytes"):
-            limit_file_size(int(header["max_file_bytes"]))  # only ever lowers the limit set at start
-        self.path = Path(header["path"])
+        request = messages.LoadRequest.from_header(header)
+        if request.max_file_bytes:
+            limit_file_size(int(request.max_file_bytes))  # only ever lowers the limit set at start
+        self.path = Path(request.path)
         try:
             if self.mode == "compile" and triton is not None:
                 from harness.gpu import aot
 
                 aot.install_triton(aot.parse_arch(self.arch)[0])
-            cutedsl = "cutedsl" in header.get("dsls", [])
+            cutedsl = "cutedsl" in request.dsls
             if self.mode == "compile" and cutedsl:
                 from harness.gpu import aot
 
                 aot.install_cutedsl()
-            tilelang = "tilelang" in header.get("dsls", [])
+            tilelang = "tilelang" in request.dsls
             if tilelang:  # with no GPU the run worker only compiles too: a version may compile as it is imported
                 from harness.gpu import aot
                 from harness.worker import tilelang_hooks
@@ -180,12 +181,12 @@ class Worker:
             self.reply_error(exc, "load")
             return
         entry = MODEL_ENTRY if isinstance(self.entry, ModelCall) else ENTRY
-        wire.send(self.sock, {"ok": True, "cuda": self.cuda, "kernels": kernel_sources(self.module), "entry": entry})
+        wire.send(self.sock, messages.LoadReply(self.cuda, kernel_sources(self.module), entry).frame())
 
     def do_call(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         phases = Phases()
         with phases("inputs"):
-            inputs = self.materialize(header["inputs"], tensors)
+            inputs = self.materialize(messages.CallRequest.from_header(header).inputs, tensors)
             poison(inputs, self.device)
         start = time.perf_counter()
         try:
@@ -197,7 +198,11 @@ class Worker:
             self.reply_error(exc, "call")
             return
         seconds = time.perf_counter() - start
-        self.send_outputs(out, inputs, {"seconds": seconds, "phases_s": phases.seconds}, recorded=True)
+
+        def reply(refs: tuple[int, ...], after: Any, outputs: tuple[torch.Tensor, ...]) -> messages.CallReply:
+            return messages.CallReply(refs, after, seconds, RECORDER.report(outputs), phases.seconds)
+
+        self.send_outputs(out, inputs, reply)
 
     def held(self) -> tuple[Any, ...]:
         """What holds the version's own tensors from before a call: its module and its entry point."""
@@ -205,7 +210,7 @@ class Worker:
 
     def do_compile(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         """Compile-only call (mode `compile`): launches become compiles; outputs are meaningless."""
-        inputs = self.materialize(header["inputs"], tensors)
+        inputs = self.materialize(messages.CompileRequest.from_header(header).inputs, tensors)
         start = time.perf_counter()
         try:
             with RECORDER.recording(inputs):
@@ -214,31 +219,33 @@ class Worker:
             self.reply_error(exc, "compile")
             return
         recorded = RECORDER.report(())
-        wire.send(self.sock, {"ok": True, "seconds": time.perf_counter() - start, "recorded": recorded})
+        wire.send(self.sock, messages.CompileReply(time.perf_counter() - start, recorded).frame())
 
     def do_precompile(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         """Compiles, at once, the Triton kernels the version launches on each set of inputs (harness.gpu.precompile)."""
 
         if triton is None or isinstance(self.entry, ModelCall):
-            wire.send(self.sock, {"ok": False, "why": "not a Triton version"})
+            wire.send(self.sock, messages.Failure("not a Triton version").frame())
         else:
-            wire.send(self.sock, compile_cases(self.entry, header.get("cases", []), tensors))
+            cases = messages.PrecompileRequest.from_header(header).cases
+            wire.send(self.sock, compile_cases(self.entry, list(cases), tensors).frame())
 
     def do_share(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
         """The judge's block of shared memory (its descriptor follows the frame): from now on the large tensors
         of requests and replies lie in it. Answers the bytes the judge wrote at its start, as this side sees them."""
+        request = messages.ShareRequest.from_header(header)
         try:
-            block = shared_block.accept(self.sock, str(header.get("kind")), header.get("size"))
+            block = shared_block.accept(self.sock, str(request.kind), request.size)
         except shared_block.ShareError as exc:
-            wire.send(self.sock, {"ok": False, "err": str(exc)})
+            wire.send(self.sock, messages.Failure(str(exc)).frame())
             return
         if self.block is not None:
             self.block.close()
         self.block = block
-        wire.send(self.sock, {"ok": True, "probe": shared_block.read_probe(block)})
+        wire.send(self.sock, messages.ShareReply(shared_block.read_probe(block)).frame())
 
     def do_ping(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
-        wire.send(self.sock, {"ok": True})
+        wire.send(self.sock, messages.PingReply().frame())
 
     def do_once(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
         """One call, then the whole device idle, then the answer: the judge times this from its own side, so
@@ -251,7 +258,8 @@ class Worker:
         self._call_for_outside(header, tensors, timer, wait=False)
 
     def _call_for_outside(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any, wait: bool) -> None:
-        inputs = self.materialize(header["inputs"], tensors) if "inputs" in header else self.bench_inputs
+        request = (messages.OnceRequest if wait else messages.LaunchRequest).from_header(header)
+        inputs = self.materialize(request.inputs, tensors) if request.inputs is not None else self.bench_inputs
         cuda = self.device.type == "cuda"
         try:
             if cuda:
@@ -260,9 +268,9 @@ class Worker:
             if cuda and wait:
                 timer.synchronize()
         except BaseException as exc:
-            self.reply_error(exc, str(header.get("op")))
+            self.reply_error(exc, request.op)
             return
-        wire.send(self.sock, {"ok": True})
+        wire.send(self.sock, (messages.OnceReply() if wait else messages.LaunchReply()).frame())
         if cuda and not wait:
             with contextlib.suppress(Exception):  # a fault is sticky: the next request reports it
                 timer.synchronize()
@@ -272,7 +280,8 @@ class Worker:
         tune, then `calls` calls, each alone in an NVTX range named by the judge (the only kernels it profiles)
         after the L2 eviction the timed calls get: back to back, one call's dirty lines would be written back
         during the next, and the figure would not be the one the timings are compared with."""
-        inputs = self.materialize(header["inputs"], tensors)
+        request = messages.OutsideRequest.from_header(header)
+        inputs = self.materialize(request.inputs, tensors)
         try:
             self.entry(*inputs)
             timer.synchronize()
@@ -280,24 +289,24 @@ class Worker:
                 raise RuntimeError("this torch has no NVTX (a CPU build)")
             if self.flush is None:
                 self.flush = timer.flush_buffer(self.device)
-            for _ in range(int(header["calls"])):
+            for _ in range(int(request.calls)):
                 timer.evict_l2(self.flush)
                 timer.synchronize()
-                NVTX_PUSH(str(header["range"]))
+                NVTX_PUSH(str(request.range))
                 self.entry(*inputs)
                 timer.synchronize()
                 NVTX_POP()
         except BaseException as exc:
             self.reply_error(exc, "call")
             return
-        wire.send(self.sock, {"ok": True})
+        wire.send(self.sock, messages.OutsideReply().frame())
 
     def do_regions(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
         """One call with proton instrumenting the regions the version marks in its kernels (harness.worker.regions),
         after one plain call (its compile and autotuning stay out of the instrumented one)."""
         from harness.worker import regions as in_kernel
 
-        inputs = self.materialize(header["inputs"], tensors)
+        inputs = self.materialize(messages.RegionsRequest.from_header(header).inputs, tensors)
         try:
             self.entry(*inputs)
             timer.synchronize()
@@ -305,15 +314,16 @@ class Worker:
         except BaseException as exc:
             self.reply_error(exc, "regions")
             return
-        wire.send(self.sock, {"ok": True, "regions": regions})
+        wire.send(self.sock, messages.RegionsReply(regions).frame())
 
     def do_bench(self, header: dict[str, Any], tensors: list[torch.Tensor], timer: Any = TIMING) -> None:
+        request = messages.BenchRequest.from_header(header)
         phases = Phases()
         with phases("inputs"):
-            if header.get("same_inputs") and self.bench_inputs:  # sent once for rounds timed again
+            if request.same_inputs and self.bench_inputs:  # sent once for rounds timed again
                 inputs = self.bench_inputs
             else:
-                inputs = self.bench_inputs = self.materialize(header["inputs"], tensors)
+                inputs = self.bench_inputs = self.materialize(request.inputs, tensors)
             if self.flush is None:
                 self.flush = timer.flush_buffer(self.device)
         last: list[Any] = [None]
@@ -323,26 +333,29 @@ class Worker:
 
         extra: dict[str, Any] = {}
         try:
-            if not header.get("race"):  # a race round: the version was recorded and settled in its benchmark
+            if not request.race:  # a race round: the version was recorded and settled in its benchmark
                 # one call on the bench case, recorded, ahead of the timed ones
                 with phases("recorded call"), RECORDER.recording(inputs, self.profiler is None, self.held()):
                     outputs = check_outputs(self.entry(*inputs))
                 extra["recorded"] = RECORDER.report(outputs)
             with phases("timed calls"):
-                budget_s = float(header.get("budget_s", 1.0))
+                budget_s = float(request.budget_s)
                 samples, extra["timed_watch"] = watched(call, self.flush, timer, budget_s, self.cuda, self.watch_note)
-            if not header.get("race"):
+            if not request.race:
                 with phases("settled calls"):
                     settled = timer.settled_calls(call, self.flush)
-                    extra.update(zip(("settled_ms", "idle_ms", "tail_ms", "idle_tail_ms"), settled, strict=True))
+                    extra.update(zip(messages.BenchReply.settled, map(tuple, settled), strict=True))
         except BaseException as exc:
             self.reply_error(exc, "bench")
             return
-        extra["samples_ms"] = samples
         with phases("device times"):
             extra.update(device_times(call, min(samples), timer, self.flush if self.cuda else None, self.profiler))
+
+        def reply(refs: tuple[int, ...], after: Any, _: tuple[torch.Tensor, ...]) -> messages.BenchReply:
+            return messages.BenchReply(refs, tuple(samples), after, **extra, phases_s=phases.seconds)
+
         # returned None: its outputs are in the output buffers among the inputs, sent back for the judge to pick
-        self.send_outputs(last[0], inputs if last[0] is None else None, {**extra, "phases_s": phases.seconds})
+        self.send_outputs(last[0], inputs if last[0] is None else None, reply)
 
     def materialize(self, tree: Any, tensors: list[torch.Tensor]) -> tuple[Any, ...]:
         moved = [t if t.device.type == "meta" else t.to(self.device) for t in tensors]
@@ -355,25 +368,32 @@ class Worker:
                 self.entry.prepare(inputs)
         return inputs
 
-    def send_outputs(
-        self, out: Any, inputs: tuple[Any, ...] | None, extra: dict[str, Any], recorded: bool = False
-    ) -> None:
+    def send_outputs(self, out: Any, inputs: tuple[Any, ...] | None, reply: OutputsReply) -> None:
+        """The call's outputs (and `inputs` as it left them, where given) sent back in `reply(indices of the
+        outputs among the frame's tensors, the inputs' encoded tree or None, the outputs)`."""
         try:
             outputs = check_outputs(out)
         except TypeError as exc:
-            wire.send(self.sock, {"ok": False, "err": str(exc), "stage": "output"})
+            wire.send(self.sock, messages.Failure(str(exc), stage="output").frame())
             return
-        tensors: list[torch.Tensor] = []
-        header = {"ok": True, "outputs": wire.encode_tree(outputs, tensors), **extra}
-        if recorded:
-            header["recorded"] = RECORDER.report(outputs)
-        if inputs is not None:
-            header["inputs_after"] = wire.encode_tree(list(inputs), tensors)
+        tensors: list[torch.Tensor] = list(outputs)
+        after = wire.encode_tree(list(inputs), tensors) if inputs is not None else None
+        header = reply(tuple(range(len(outputs))), after, outputs).frame()
         try:
             share = shared_block.Placement(self.block) if self.block and self.shared_reply else None
             wire.send(self.sock, header, tensors, share=share)
         except BaseException as exc:
-            wire.send(self.sock, {"ok": False, **describe_exception(exc, self.path, "output")})
+            wire.send(self.sock, describe_exception(exc, self.path, "output").frame())
+
+
+def ready_message(mode: str, cuda: bool, profiler: str | None) -> messages.WorkerReady:
+    """What the worker says once started, before any version: what confines it, whether its recorded calls run
+    under torch's profiler ("on", or why not: `profiler`), Triton's warm-up on a GPU."""
+    from harness.containment.sandbox import APPLIED  # what harness.containment.sandbox did before this module ran
+
+    warmed = warm_triton() if mode == "run" and cuda and triton is not None else None
+    # `monotonic` as it is sent: the judge's clock too, so how long it took to start
+    return messages.WorkerReady(os.getpid(), cuda, mode, tuple(APPLIED), profiler, warmed, time.monotonic())
 
 
 def device_times(call: Any, fastest_ms: float, timer: Any, flush: Any, profiler: str | None) -> dict[str, Any]:
@@ -482,7 +502,7 @@ def import_version(path: Path) -> Any:
     return module
 
 
-def describe_exception(exc: BaseException, path: Path | None, stage: str) -> dict[str, Any]:
+def describe_exception(exc: BaseException, path: Path | None, stage: str) -> messages.Failure:
     """The error as a person wants it: file:line first, then the message; the trace as a log."""
     kind = error_kind(exc)
     where = locate(exc, path)
@@ -502,7 +522,7 @@ def describe_exception(exc: BaseException, path: Path | None, stage: str) -> dic
         message += f" ({FILE_LIMIT_HINT})"
     text = f"{where}: {message}" if where else message
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {"err": _uncoloured(text), "kind": kind, "stage": stage, "trace": _uncoloured(trace)[-MAX_TRACE_CHARS:]}
+    return messages.Failure(_uncoloured(text), kind, stage, _uncoloured(trace)[-MAX_TRACE_CHARS:])
 
 
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -563,7 +583,9 @@ def _triton_error_line(exc: BaseException, path: Path) -> int | None:
     return None
 
 
-def compile_cases(entry: Callable[..., Any], trees: list[Any], tensors: list[torch.Tensor]) -> dict[str, Any]:
+def compile_cases(
+    entry: Callable[..., Any], trees: list[Any], tensors: list[torch.Tensor]
+) -> messages.PrecompileReply | messages.Failure:
     """harness.gpu.precompile.compile_ahead on the input sets a `precompile` request encodes, its tensors on the CPU."""
     from harness.gpu import precompile
 
@@ -572,7 +594,11 @@ def compile_cases(entry: Callable[..., Any], trees: list[Any], tensors: list[tor
     for tree in trees:
         inputs = wire.decode_tree(tree, on_cpu)
         input_sets.append(tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,))
-    return precompile.compile_ahead(entry, input_sets, precompile.threads())
+    done = precompile.compile_ahead(entry, input_sets, precompile.threads())
+    if not done.get("ok"):
+        return messages.Failure(str(done.get("why")))
+    keys = tuple(tuple(found) for found in done["keys"])
+    return messages.PrecompileReply(done["seconds"], done["kernels"], keys, done["failed_calls"], done["threads"])
 
 
 def main() -> None:

@@ -28,18 +28,19 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from harness.containment import namespaces, sandbox
 from harness.containment import watch as containment
+from harness.contract.messages import ExitRequest, Failure, ForkReply, ForkRequest, TemplateReady
 
 MAX_REQUEST_BYTES = 1 << 20
 SETUP_FAILED = 70  # the exit code of a fork whose set-up failed before the worker ran (said in its log)
 
 
-def preimport() -> dict[str, Any]:
+def preimport() -> float:
     """What every worker imports, imported here once (harness.worker.main itself runs afresh in each fork, where its
-    module-level choices, such as the Triton interpreter, are made)."""
+    module-level choices, such as the Triton interpreter, are made): the seconds it took."""
     started = time.perf_counter()
     import torch  # noqa: F401
 
@@ -48,7 +49,7 @@ def preimport() -> dict[str, Any]:
         import triton.runtime.interpreter  # noqa: F401
     from harness.wire import frames  # noqa: F401
 
-    return {"import_s": round(time.perf_counter() - started, 3)}
+    return round(time.perf_counter() - started, 3)
 
 
 def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
@@ -63,22 +64,23 @@ def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
             return
         if not data:
             return  # the judge is gone
-        request = {**json.loads(data), "pid_namespace": pid_namespace}
-        if request.get("op") != "fork" or len(fds) != 3:
+        message = json.loads(data)
+        if message.get("op") != ForkRequest.op or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            if request.get("op") == "exit":
+            if message.get("op") == ExitRequest.op:
                 return
-            control.send(json.dumps({"ok": False, "err": "unknown request"}).encode())
+            control.send(json.dumps(Failure("unknown request").frame()).encode())
             continue
+        request = ForkRequest.from_header(message)
         try:
-            reply: dict[str, Any] = {"ok": True, "pid": fork_worker(request, fds, control, slots)}
+            reply: ForkReply | Failure = ForkReply(fork_worker(request, fds, control, slots, pid_namespace))
         except OSError as exc:
-            reply = {"ok": False, "err": f"fork failed: {exc}"}
+            reply = Failure(f"fork failed: {exc}")
         finally:
             for fd in fds:
                 os.close(fd)
-        control.send(json.dumps(reply).encode())
+        control.send(json.dumps(reply.frame()).encode())
 
 
 def reap() -> None:
@@ -88,12 +90,13 @@ def reap() -> None:
             pass
 
 
-def fork_worker(request: dict[str, Any], fds: list[int], control: socket.socket, slots: str) -> int:
+def fork_worker(request: ForkRequest, fds: list[int], control: socket.socket, slots: str, pid_namespace: bool) -> int:
+    """`pid_namespace`: whether this box lets a fork have one (the template found out as it started)."""
     sock, log, status = fds
     pid = os.fork()
     if pid == 0:
         os.close(control.detach())  # the template's socket is never a worker's
-        in_child(lambda: outer(request, sock, log, status, slots), log)
+        in_child(lambda: outer(request, sock, log, status, slots, pid_namespace), log)
     return pid
 
 
@@ -110,7 +113,7 @@ def in_child(body: Callable[[], int], log: int) -> NoReturn:
         os._exit(code)
 
 
-def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str) -> int:
+def outer(request: ForkRequest, sock: int, log: int, status: int, slots: str, pid_namespace: bool) -> int:
     """The judge's handle on the worker: says its pid, enters the worker's namespaces, then waits beneath them as
     the subreaper of the tree and exits only once nothing is left in it (so no orphan keeps the worker's socket
     open out of the judge's sight)."""
@@ -118,18 +121,18 @@ def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str)
     sandbox.die_with_parent()
     containment.become_subreaper()
     os.write(sock, b"\0")  # the judge reads this process's pid from it (SO_PASSCRED)
-    notes, pid_namespace = [], False
-    why = namespaces.unshare_all() if request["confine"] else "no namespaces of its own (--no-sandbox)"
+    notes, own_pids = [], False
+    why = namespaces.unshare_all() if request.confine else "no namespaces of its own (--no-sandbox)"
     if why is None:
-        hidden = namespaces.only_own_folder(slots, request["root"], request["cover"], (request["inbox"],))
-        pid_namespace = request["pid_namespace"] and namespaces.unshare_pid()
-        kinds = "user, pid, mount and ipc" if pid_namespace else "user, mount and ipc"
+        hidden = namespaces.only_own_folder(slots, request.root, request.cover, (request.inbox,))
+        own_pids = pid_namespace and namespaces.unshare_pid()
+        kinds = "user, pid, mount and ipc" if own_pids else "user, mount and ipc"
         notes.append(f"own {kinds} namespaces" + (f"; {hidden}" if hidden else ""))
-    elif request["confine"]:
+    elif request.confine:
         notes.append(why)
     first = os.fork()
     if first == 0:
-        in_child(lambda: first_process(request, sock, log, status, notes, pid_namespace), log)
+        in_child(lambda: first_process(request, sock, log, status, notes, own_pids), log)
     for fd in (sock, log, status):
         os.close(fd)
     reap_until(first)
@@ -137,9 +140,7 @@ def outer(request: dict[str, Any], sock: int, log: int, status: int, slots: str)
     return 0
 
 
-def first_process(
-    request: dict[str, Any], sock: int, log: int, status: int, notes: list[str], pid_namespace: bool
-) -> int:
+def first_process(request: ForkRequest, sock: int, log: int, status: int, notes: list[str], pid_namespace: bool) -> int:
     """Reaps every process of the worker's tree, reports the worker's exit status, then ends the rest (in a pid
     namespace of its own, its exit alone would)."""
     sandbox.die_with_parent()
@@ -188,7 +189,7 @@ def end_beneath() -> None:
             continue
 
 
-def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]) -> int:
+def become_worker(request: ForkRequest, sock: int, log: int, notes: list[str]) -> int:
     """Output to the judge's log, nothing else open, the worker's environment and folder; confined; then the
     worker, as `python -m harness.containment.sandbox ... harness.worker.main` runs it."""
     null = os.open(os.devnull, os.O_RDONLY)
@@ -199,19 +200,19 @@ def become_worker(request: dict[str, Any], sock: int, log: int, notes: list[str]
     for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
         os.closerange(low + 1, high)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(request.env)
     tempfile.tempdir = None
-    os.chdir(request["scratch"])
-    if request["cuda_first"]:
+    os.chdir(request.scratch)
+    if request.cuda_first:
         sandbox.init_cuda()
-    if request["confine"]:
-        applied = sandbox.confine_self(request["scratch"], tuple(request["reads"]), request["max_file_bytes"])
+    if request.confine:
+        applied = sandbox.confine_self(request.scratch, tuple(request.reads), request.max_file_bytes)
     else:
         applied = ["none: disabled (--no-sandbox)"]
-        if request["max_file_bytes"]:
-            sandbox.limit_file_size(request["max_file_bytes"])
+        if request.max_file_bytes:
+            sandbox.limit_file_size(request.max_file_bytes)
     sandbox.APPLIED[:] = [*notes, *applied]
-    sys.argv = ["harness.worker.main", "--fd", str(sock), "--mode", request["mode"], "--arch", request["arch"]]
+    sys.argv = ["harness.worker.main", "--fd", str(sock), "--mode", request.mode, "--arch", request.arch]
     runpy.run_module("harness.worker.main", run_name="__main__", alter_sys=True)
     return 0  # harness.worker.main exits by itself; a return is not the way it ends
 
@@ -223,9 +224,9 @@ def main() -> None:
     args = parser.parse_args()
     sandbox.die_with_parent()
     control = socket.socket(fileno=args.fd)
-    ready = {"op": "ready", "pid": os.getpid(), **preimport()}
+    import_s = preimport()
     pid_namespace = namespaces.pid_namespace_works()
-    control.send(json.dumps({**ready, "pid_namespace": pid_namespace}).encode())
+    control.send(json.dumps(TemplateReady(os.getpid(), import_s, pid_namespace).frame()).encode())
     serve(control, args.slots, pid_namespace)
 
 

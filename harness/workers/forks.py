@@ -20,9 +20,10 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from harness.containment import watch as containment
+from harness.contract.messages import ExitRequest, Failure, ForkRequest, MalformedReply, TemplateReady
 from harness.contract.text import printable
 
 MAX_REPLY_BYTES = 1 << 16
@@ -65,21 +66,21 @@ class Template:
         )
         child.close()
         self.lock = threading.Lock()
-        self.ready: dict[str, Any] | None = None
+        self.ready: TemplateReady | None = None
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def wait_ready(self, timeout: float) -> dict[str, Any]:
+    def wait_ready(self, timeout: float) -> TemplateReady:
         with self.lock:
             if self.ready is None:
-                reply = self._reply(timeout, "starting")
-                if reply.get("op") != "ready":
-                    raise TemplateError(f"the worker template did not start properly: {reply}")
-                self.ready = reply
+                try:
+                    self.ready = TemplateReady.parse(self._reply(timeout, "starting"))
+                except MalformedReply as exc:
+                    raise TemplateError(f"the worker template did not start properly: {exc}") from None
         return self.ready
 
-    def fork(self, request: dict[str, Any], worker_end: int, log_fd: int, timeout: float) -> ForkedProcess:
+    def fork(self, request: ForkRequest, worker_end: int, log_fd: int, timeout: float) -> ForkedProcess:
         """A worker forked with `request` (harness.worker.template's fields), talking on `worker_end` (the worker's
         end of
         the judge's socket pair) and writing to `log_fd`."""
@@ -87,23 +88,26 @@ class Template:
         status_r, status_w = os.pipe()
         try:
             with self.lock:
-                message = json.dumps({"op": "fork", **request}).encode()
+                message = json.dumps(request.header()).encode()
                 try:
                     socket.send_fds(self.control, [message], [worker_end, log_fd, status_w])
                 except OSError as exc:
                     raise TemplateError(self._gone(f"asked to fork ({exc})")) from None
-                reply = self._reply(timeout, "forking a worker")
+                reply = request.read_reply(self._reply(timeout, "forking a worker"))
+        except MalformedReply as exc:
+            os.close(status_r)
+            raise TemplateError(f"the worker template answered a fork with {exc}") from None
         except BaseException:
             os.close(status_r)
             raise
         finally:
             os.close(status_w)
-        if not reply.get("ok"):
+        if isinstance(reply, Failure):
             os.close(status_r)
-            raise TemplateError(str(reply.get("err") or "the template did not fork a worker"))
+            raise TemplateError(reply.err or "the template did not fork a worker")
         return ForkedProcess(status_r)
 
-    def _reply(self, timeout: float, what: str) -> dict[str, Any]:
+    def _reply(self, timeout: float, what: str) -> object:
         ready, _, _ = select.select([self.control], [], [], timeout)
         if not ready:
             self.kill()
@@ -115,10 +119,9 @@ class Template:
         if not data:
             raise TemplateError(self._gone(what))
         try:
-            reply = json.loads(data)
-        except ValueError:
+            return json.loads(data)
+        except (ValueError, RecursionError):
             raise TemplateError(f"the worker template answered garbage {what}") from None
-        return reply if isinstance(reply, dict) else {}
 
     def _gone(self, what: str) -> str:
         code = None
@@ -139,7 +142,7 @@ class Template:
     def close(self, grace: float = 1.0) -> None:
         if self.alive():
             with contextlib.suppress(OSError):
-                self.control.send(json.dumps({"op": "exit"}).encode())
+                self.control.send(json.dumps(ExitRequest().header()).encode())
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
         self.kill()

@@ -27,11 +27,25 @@ from typing import TYPE_CHECKING, Any
 from harness import PACKAGE_DIR
 from harness.containment import watch as containment
 from harness.containment.sandbox import FILE_LIMIT_HINT, cuda_device_count
+from harness.contract.messages import (
+    ExitRequest,
+    Failure,
+    ForkRequest,
+    MalformedReply,
+    R,
+    Request,
+    ShareRequest,
+    WorkerReady,
+)
 from harness.contract.text import printable
 from harness.workers import forks  # ctypes and the standard library only
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import torch
+
+    Tensors: TypeAlias = list[torch.Tensor]
 
 # No torch or wire import at module level: the judge starts its workers before it imports torch
 # itself, so that both imports overlap.
@@ -191,26 +205,27 @@ class WorkerProcess:
             _trace(mode, {"op": "start"}, {}, f"pid {self.proc.pid}" + (" forked" if self.forked else ""), 0.0)
         cgroup = offer.cgroup if offer else None
         self.watch = containment.Watch(self.proc.pid, self.scratch, spawn.limits, cgroup, root_reaps=self.forked)
-        self.ready: dict[str, Any] | None = None
+        self.ready: WorkerReady | None = None
         self.compiled_before_version: set[str] = set()  # Triton cache groups present when it said it was ready
         self.block: Any = None  # a harness.wire.shared_block block the worker maps too, once a request needs one
         self.share_note: str | None = None  # why large tensors go through the socket, where sharing failed
         self.loaded = False  # a version was sent to it: from then on its process is the version's
         self.frozen = False
 
-    def wait_ready(self) -> dict[str, Any]:
+    def wait_ready(self) -> WorkerReady:
         if self.ready is None:
             waited = time.perf_counter()
             header, _ = self._recv(READY_TIMEOUT_S, "starting")
+            try:
+                ready = WorkerReady.parse(header)
+            except MalformedReply as exc:
+                raise WorkerFailure(f"the worker did not start properly ({exc})") from None
             if TRACE:  # a verdict that waits on a worker still starting (too few spares) shows as this
                 age = time.monotonic() - self.started
-                said = header.get("monotonic")  # the worker's CLOCK_MONOTONIC as it sent "ready": the same clock
-                start_s = round(said - self.started, 4) if isinstance(said, float) else None
+                start_s = round(ready.monotonic - self.started, 4)  # the worker's CLOCK_MONOTONIC: the same clock
                 what = f"started {age:.2f} s before"
                 _trace(self.mode, {"op": "ready"}, {}, what, time.perf_counter() - waited, {"start_s": start_s})
-            if header.get("op") != "ready":
-                raise WorkerFailure("the worker did not start properly")
-            self.ready = header
+            self.ready = ready
             self.watch.adopt()
             from harness.wire import scratch  # the worker's own compiles (its Triton warm-up), before any version's
 
@@ -220,14 +235,13 @@ class WorkerProcess:
     @property
     def profiles_calls(self) -> bool:
         """Whether the worker said, before any version ran, that its recorded calls run under torch's profiler."""
-        return (self.ready or {}).get("profiler") == "on"
+        return self.ready is not None and self.ready.profiler == "on"
 
     @property
     def containment(self) -> str:
         """What contains this worker: the judge's launch level and what the worker applied to itself
         before it read a version (reported in its ready message, sent before any version code ran)."""
-        applied = (self.ready or {}).get("sandbox") or []
-        parts = [p for p in applied if isinstance(p, str)]
+        parts = list(self.ready.sandbox) if self.ready is not None else []
         return "; ".join([f"{self.level}", *parts]) if parts else self.level
 
     def copy_in(self, source: bytes, name: str) -> Path:
@@ -235,6 +249,17 @@ class WorkerProcess:
         target = self.inbox / name
         target.write_bytes(source)
         return target
+
+    def ask(
+        self, request: Request[R], tensors: Tensors | None, timeout: float, what: str, max_payload: int = 1 << 36
+    ) -> tuple[R | Failure, Tensors]:
+        """`request` sent, its reply read as its message (harness.contract.messages), with the reply's tensors. A
+        reply that is not that message is the worker's failure (it is killed: its channel can no longer be trusted)."""
+        raw, tensors_back = self.request(request.header(), tensors, timeout, what, max_payload)
+        try:
+            return request.read_reply(raw), tensors_back
+        except MalformedReply as exc:
+            raise self._malformed(exc, what) from None
 
     def request(
         self,
@@ -312,11 +337,12 @@ class WorkerProcess:
             fd = block.export()
             try:
                 deadline = time.monotonic() + timeout
-                wire.send(self.sock, {"op": "share", "kind": kind, "size": block.size}, deadline=deadline)
+                wire.send(self.sock, ShareRequest(kind, block.size).header(), deadline=deadline)
                 shared_block.send_fd(self.sock, fd, deadline)
             finally:
                 os.close(fd)
-            reply, _ = self._recv(timeout, "while sharing memory with it")
+            raw, _ = self._recv(timeout, "while sharing memory with it")
+            reply = ShareRequest(kind, block.size).read_reply(raw)
         except BaseException as exc:
             block.close()
             if isinstance(exc, wire.ChannelTimeout):
@@ -325,12 +351,15 @@ class WorkerProcess:
                 raise WorkerFailure(self.death_reason("while sharing memory with it")) from None
             if isinstance(exc, shared_block.ShareError):
                 return str(exc)
+            if isinstance(exc, MalformedReply):
+                raise self._malformed(exc, "while sharing memory with it") from None
             raise
-        if reply.get("ok") and reply.get("probe") == probe:
+        if not isinstance(reply, Failure) and reply.probe == probe:
             self.block = block
             return None
         block.close()
-        return str(reply.get("err") or "the worker does not see the judge's bytes in the shared block")[:300]
+        said = reply.err if isinstance(reply, Failure) else None
+        return (said or "the worker does not see the judge's bytes in the shared block")[:300]
 
     def _drop_block(self) -> None:
         if self.block is not None:
@@ -352,6 +381,11 @@ class WorkerProcess:
                 _joined("malformed reply from the kernel's process", what) + f" ({exc}); "
                 "a version that writes to inherited file descriptors looks like this"
             ) from None
+
+    def _malformed(self, exc: MalformedReply, what: str) -> WorkerFailure:
+        """Kills the worker whose reply was not its message (its channel can no longer be trusted); the failure."""
+        self.kill()
+        return WorkerFailure(_joined("the kernel's process sent a malformed reply", what) + f" ({exc})")
 
     def _timed_out(self, timeout: float, what: str) -> WorkerFailure:
         """Kills the worker that did not answer, or stopped reading, in time; the failure to raise."""
@@ -409,7 +443,7 @@ class WorkerProcess:
             from harness.wire import frames as wire
 
             with contextlib.suppress(OSError, wire.ChannelTimeout):
-                wire.send(self.sock, {"op": "exit"}, deadline=time.monotonic() + grace)
+                wire.send(self.sock, ExitRequest().header(), deadline=time.monotonic() + grace)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
         return self.proc.poll() is not None
@@ -465,19 +499,19 @@ def fork_from(
     """A worker for `self` forked from the pool's template (harness.worker.template), confining itself as a fresh one
     does."""
     pkg = template.root / "pkg"
-    request = {
-        "mode": self.mode,
-        "arch": spawn.arch,
-        "env": worker_env(self.root, self.mode, interpret, spawn.cute_arch, pkg=pkg),
-        "root": str(self.root),
-        "scratch": str(self.scratch),
-        "inbox": str(self.inbox),
-        "cover": str(make_cover(self.root)),
-        "reads": [str(self.inbox), str(pkg)],
-        "max_file_bytes": spawn.max_file_bytes,
-        "confine": spawn.confine,
-        "cuda_first": spawn.cuda_first and self.mode == "run",
-    }
+    request = ForkRequest(
+        mode=self.mode,
+        arch=spawn.arch,
+        env=worker_env(self.root, self.mode, interpret, spawn.cute_arch, pkg=pkg),
+        root=str(self.root),
+        scratch=str(self.scratch),
+        inbox=str(self.inbox),
+        cover=str(make_cover(self.root)),
+        reads=(str(self.inbox), str(pkg)),
+        max_file_bytes=spawn.max_file_bytes,
+        confine=spawn.confine,
+        cuda_first=spawn.cuda_first and self.mode == "run",
+    )
     self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its first byte: its pid comes with it
     try:
         proc = template.fork(request, child.fileno(), self.log.fileno(), READY_TIMEOUT_S)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.contract.messages import Failure, OutsideRequest
 from harness.contract.results import Flag
 from harness.problem.load import case_label
 from harness.wire import frames as wire
@@ -111,16 +112,16 @@ def run_under_ncu(
     run.workers[slot] = worker  # released with the others when the evaluation ends
     try:
         loaded = judge.load_into(worker, run)
-        if not loaded.get("ok"):
-            return None, f"it did not load under Nsight Compute: {loaded.get('err')}"
+        if isinstance(loaded, Failure):
+            return None, f"it did not load under Nsight Compute: {loaded.err}"
         inputs = run.problem.inputs_for(case, secrets.randbelow(2**31), judge.device)
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(inputs), tensors)
-        header = {"op": "outside", "inputs": tree, "range": range_name, "calls": calls}
+        request = OutsideRequest(tree, range_name, calls)
         with judge.pool.quiet(worker):
-            reply, _ = worker.request(header, tensors, NCU_TIMEOUT_S, f"{doing} under Nsight Compute")
-        if not reply.get("ok"):
-            return None, f"under Nsight Compute it failed: {reply.get('err')}"
+            reply, _ = worker.ask(request, tensors, NCU_TIMEOUT_S, f"{doing} under Nsight Compute")
+        if isinstance(reply, Failure):
+            return None, f"under Nsight Compute it failed: {reply.err}"
         if not worker.ask_to_exit(NCU_TIMEOUT_S / 2):
             return None, "Nsight Compute did not finish writing its files in time"
     except WorkerFailure as exc:

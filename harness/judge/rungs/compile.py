@@ -13,6 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.contract.messages import (
+    CallReply,
+    CallRequest,
+    CompileReply,
+    CompileRequest,
+    Failure,
+    LoadReply,
+    PrecompileRequest,
+    Request,
+)
 from harness.contract.options import Options
 from harness.contract.results import RungResult
 from harness.contract.text import printable
@@ -34,22 +44,23 @@ MAX_RECORDED = 256  # launches read from one call's record (harness.judge.trust 
 
 @rung("compile", after=("load",))
 def compile_version(judge: JudgeContext, run: VersionRun) -> RungResult:
+    ask: type[CallRequest | CompileRequest]
     if judge.cuda:
         # The first correctness case, not the (large) bench case: the correctness verdict never waits for
         # benchmark-sized inputs; the bench case's own specialisations compile in the benchmark's warm-up.
         worker = run.workers["run"]
         plan = [((run.problem.cases or run.problem.bench_cases)[0], judge.device)]
-        mode, arch, op = "jit", judge.device_info.get("arch", "?"), "call"
+        mode, arch, ask = "jit", judge.device_info.get("arch", "?"), CallRequest
     else:
         worker = judge.worker(run, "compile")
         loaded = judge.load_into(worker, run)
-        if not loaded.get("ok"):
-            return RungResult(name="compile", ok=False, err=loaded.get("err"), log=loaded.get("trace"))
+        if isinstance(loaded, Failure):
+            return RungResult(name="compile", ok=False, err=loaded.err, log=loaded.trace)
         # Shapes only for the (large) bench case; CuTeDSL's from_dlpack needs real memory.
         shapes_only = bool(run.problem.bench_cases) and "cutedsl" not in run.dsls
         plan = [((run.problem.bench_cases or run.problem.cases)[0], torch.device("meta"))] * shapes_only
         plan += [(case, torch.device("cpu")) for case in run.problem.cases]
-        mode, arch, op = "aot", judge.aot_arch, "compile"
+        mode, arch, ask = "aot", judge.aot_arch, CompileRequest
     metrics: dict[str, Any] = {"mode": mode, "arch": arch}
     if mode == "aot":
         metrics["note"] = f"compiled ahead of time for {arch}: no GPU here"
@@ -58,9 +69,9 @@ def compile_version(judge: JudgeContext, run: VersionRun) -> RungResult:
     if worker is not run.workers[worker.mode]:  # it died or hung compiling ahead: a fresh one took its place
         worker = run.workers[worker.mode]
         reloaded = metrics["precompile"].pop("reloaded")
-        if not reloaded.get("ok"):
-            err = f"it did not load again in a fresh worker: {reloaded.get('err')}"
-            return RungResult(name="compile", ok=False, err=err, metrics=metrics, log=reloaded.get("trace"))
+        if isinstance(reloaded, Failure):
+            err = f"it did not load again in a fresh worker: {reloaded.err}"
+            return RungResult(name="compile", ok=False, err=err, metrics=metrics, log=reloaded.trace)
     failures: list[dict[str, Any]] = []
     for case, where, inputs in planned:
         if inputs is None:
@@ -68,20 +79,21 @@ def compile_version(judge: JudgeContext, run: VersionRun) -> RungResult:
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(inputs), tensors)
         what = "in the first call (JIT compile)" if mode == "jit" else "while compiling ahead of time"
-        reply = _compile_call(judge, worker, {"op": op, "inputs": tree}, tensors, what)
-        if reply.get("ok") and op == "compile":
-            run.observed.add(reply.get("recorded"), "compile", case_label(case))
+        reply = _compile_call(judge, worker, ask(tree), tensors, what)
+        if isinstance(reply, CompileReply):
+            run.observed.add(reply.recorded, "compile", case_label(case))
         # on a GPU the kernels compiled ahead for the other cases are listed by the case that launched them
         ahead = set(labels) if mode == "jit" else set()
-        collect_kernels(run, worker, caps_for(judge.options), case_label(case), labels, reply.get("recorded"), ahead)
-        if reply.get("ok"):
+        record = None if isinstance(reply, Failure) else reply.recorded
+        collect_kernels(run, worker, caps_for(judge.options), case_label(case), labels, record, ahead)
+        if not isinstance(reply, Failure):
             continue
-        if reply.get("kind") == "compile":
+        if reply.kind == "compile":
             metrics["kernels"] = [k.summary() for k in run.kernels]
-            return RungResult(name="compile", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
+            return RungResult(name="compile", ok=False, err=reply.err, metrics=metrics, log=reply.trace)
         hint = " (given shape-only inputs)" if where.type == "meta" else ""
-        failures.append({"case": case_label(case) + hint, "err": reply.get("err"), "trace": reply.get("trace")})
-        if mode == "jit" or reply.get("kind") == "worker":
+        failures.append({"case": case_label(case) + hint, "err": reply.err, "trace": reply.trace})
+        if mode == "jit" or reply.kind == "worker":
             break
     metrics["kernels"] = [k.summary() for k in run.kernels]
     return _verdict(run, metrics, failures, mode, arch)
@@ -195,23 +207,26 @@ def _precompile(
     trees = [wire.encode_tree(list(inputs), tensors) for _, inputs in ahead]
     timeout = min(judge.options.timeout, PRECOMPILE_BUDGET_S)
     try:
-        reply, _ = worker.request({"op": "precompile", "cases": trees}, tensors, timeout, "while compiling ahead")
+        reply, _ = worker.ask(PrecompileRequest(tuple(trees)), tensors, timeout, "while compiling ahead")
     except WorkerFailure as exc:
         metrics["precompile"] = {"ok": False, "why": str(exc).split("\n")[0]}
         metrics["precompile"]["reloaded"] = _replace_worker(judge, run, worker)
         return {}
-    keys = reply.get("keys")
-    if not reply.get("ok") or not isinstance(keys, list) or len(keys) != len(ahead):
-        metrics["precompile"] = {"ok": False, "why": printable(str(reply.get("why") or "malformed reply"))[:200]}
+    if isinstance(reply, Failure) or len(reply.keys_by_case) != len(ahead):
+        why = reply.err if isinstance(reply, Failure) else "malformed reply"
+        metrics["precompile"] = {"ok": False, "why": printable(why or "malformed reply")[:200]}
         return {}
     metrics["precompile"] = {
-        k: reply[k] for k in ("seconds", "kernels", "threads", "failed_calls") if isinstance(reply.get(k), (int, float))
+        "seconds": reply.seconds,
+        "kernels": reply.kernels,
+        "threads": reply.threads,
+        "failed_calls": reply.failed_calls,
     }
-    found_by_case = zip([case for case, _ in ahead], keys, strict=True)
-    return {str(k): case_label(case) for case, found in found_by_case if isinstance(found, list) for k in found[:256]}
+    found_by_case = zip([case for case, _ in ahead], reply.keys_by_case, strict=True)
+    return {k: case_label(case) for case, found in found_by_case for k in found[:256]}
 
 
-def _replace_worker(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> dict[str, Any]:
+def _replace_worker(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> LoadReply | Failure:
     """A fresh worker in `worker`'s place, the version loaded into it: the load's reply."""
     judge.pool.release(worker)
     del run.workers[worker.mode]
@@ -234,13 +249,17 @@ def smem_overflow(kernels: list[dumps_mod.Kernel], arch: str) -> str | None:
 
 
 def _compile_call(
-    judge: JudgeContext, worker: WorkerProcess, header: dict[str, Any], tensors: list[torch.Tensor], what: str
-) -> dict[str, Any]:
+    judge: JudgeContext,
+    worker: WorkerProcess,
+    request: Request[CallReply | CompileReply],
+    tensors: list[torch.Tensor],
+    what: str,
+) -> CallReply | CompileReply | Failure:
     """A hang or crash here is the call's doing, not the compiler's: it is reported as such."""
     try:
-        reply, _ = worker.request(header, tensors, judge.options.timeout, what)
+        reply, _ = worker.ask(request, tensors, judge.options.timeout, what)
     except WorkerFailure as exc:
-        return {"ok": False, "err": str(exc).split("\n")[0], "kind": "worker", "trace": str(exc)}
+        return Failure(str(exc).split("\n")[0], kind="worker", trace=str(exc))
     return reply
 
 

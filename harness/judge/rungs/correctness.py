@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.contract.messages import CallRequest, Failure
 from harness.contract.results import RungResult
-from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs, mutated_inputs, unread_inputs
+from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs, mutated_inputs, returned, unread_inputs
 from harness.problem.load import case_label
 from harness.problem.rung import rung
 from harness.wire import frames as wire
@@ -77,32 +78,20 @@ def check_case(
     tree = wire.encode_tree(list(inputs), tensors)
     budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
     try:
-        reply, got = worker.request(
-            {"op": "call", "inputs": tree}, tensors, judge.options.timeout, "", max_payload=budget
-        )
+        reply, got = worker.ask(CallRequest(tree), tensors, judge.options.timeout, "", max_payload=budget)
+        if isinstance(reply, Failure):
+            outcome.update(err=reply.err, log=reply.trace, fatal=reply.kind in ("cuda",))
+            return outcome, pristine, None
+        outcome["call_s"] = round(reply.seconds, 4)
+        run.observed.add(reply.recorded, "run", f"case {case_label(case)}", profiled=worker.profiles_calls)
+        # returned None: what it wrote into the buffers is its output
+        outputs, after = returned(run.problem, reply, got, pristine)
     except WorkerFailure as exc:
         outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
         return outcome, pristine, None
-    if not reply.get("ok"):
-        outcome.update(err=reply.get("err"), log=reply.get("trace"), fatal=reply.get("kind") in ("cuda",))
-        return outcome, pristine, None
-    outcome["call_s"] = round(float(reply.get("seconds", 0.0)), 4)
-    run.observed.add(reply.get("recorded"), "run", f"case {case_label(case)}", profiled=worker.profiles_calls)
-    try:
-        outputs = wire.decode_tree(reply["outputs"], got)
-        after = wire.decode_tree(reply["inputs_after"], got)
-    except KeyError as exc:
-        outcome.update(err=f"malformed reply from the kernel's process (no {exc}): was it forged?", fatal=True)
-        return outcome, pristine, None
-    except wire.ChannelError as exc:
-        outcome.update(err=f"malformed reply from the kernel's process: {exc}", fatal=True)
-        return outcome, pristine, None
-    if not outputs and run.problem.output_buffers:  # returned None: what it wrote into the buffers is its output
-        outputs = buffers_of(run.problem, after)
     # The reference runs only now, after the kernel's outputs are in hand.
     expected = run.problem.reference(*[clone_inputs(t) for t in pristine])
-    devices_seen = [spec.get("device") for spec in reply.get("tensors", [])]
-    err, metrics = judge_outputs(run, outputs, expected, devices_seen, inputs=pristine)
+    err, metrics = judge_outputs(run, outputs, expected, list(reply.devices), inputs=pristine)
     mutated = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers)
     if mutated and not err:  # written: allowed where the reference's answer does not read it (an output buffer)
         free = unread_inputs(run.problem, pristine, expected)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from harness.contract import source
+from harness.contract.messages import Failure
 from harness.contract.results import RungResult
 from harness.problem.rung import rung
 
@@ -25,14 +26,14 @@ def load(judge: JudgeContext, run: VersionRun) -> RungResult:
     reply = judge.load_into(worker, run)
     run.ev.sandbox = worker.containment
     metrics["sandbox"] = run.ev.sandbox
-    if judge.cuda and not (worker.ready or {}).get("cuda"):
+    if judge.cuda and not (worker.ready is not None and worker.ready.cuda):
         err = (
             f"the GPU cannot be used inside the worker's sandbox ({run.ev.sandbox}): "
             "`kerneltui doctor` says what this box offers; --no-sandbox runs workers unconfined"
         )
         return RungResult(name="load", ok=False, err=err, metrics=metrics)
-    if not reply.get("ok"):
-        return RungResult(name="load", ok=False, err=reply.get("err"), metrics=metrics, log=reply.get("trace"))
-    if reply.get("entry") == "ModelNew":  # a KernelBench version (harness.problem.kernelbench)
+    if isinstance(reply, Failure):
+        return RungResult(name="load", ok=False, err=reply.err, metrics=metrics, log=reply.trace)
+    if reply.entry == "ModelNew":  # a KernelBench version (harness.problem.kernelbench)
         metrics["entry"] = "ModelNew"
     return RungResult(name="load", ok=True, metrics=metrics)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness import PACKAGE_DIR
+from harness.contract.messages import Failure, RegionsRequest
 from harness.contract.results import RungResult
 from harness.judge.nsight import timing as nsight
 from harness.problem.load import case_label
@@ -103,16 +104,16 @@ def _regions(judge: JudgeContext, run: VersionRun, case: dict[str, Any]) -> dict
     run.workers["regions"] = worker  # released with the others when the evaluation ends
     try:
         loaded = judge.load_into(worker, run)
-        if not loaded.get("ok"):
-            return {"regions_note": f"it did not load for proton: {loaded.get('err')}"}
+        if isinstance(loaded, Failure):
+            return {"regions_note": f"it did not load for proton: {loaded.err}"}
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(list(run.problem.inputs_for(case, secrets.randbelow(2**31), judge.device)), tensors)
-        reply, _ = worker.request({"op": "regions", "inputs": tree}, tensors, judge.options.timeout, "under proton")
+        reply, _ = worker.ask(RegionsRequest(tree), tensors, judge.options.timeout, "under proton")
     except WorkerFailure as exc:
         return {"regions_note": f"proton: {str(exc).splitlines()[0][:300]}"}
-    if not reply.get("ok"):
-        return {"regions_note": f"proton: {str(reply.get('err'))[:300]}"}
-    regions = in_kernel.regions_from(reply.get("regions"))
+    if isinstance(reply, Failure):
+        return {"regions_note": f"proton: {reply.err[:300]}"}
+    regions = in_kernel.regions_from(reply.regions)
     return {"regions": regions} if regions else {"regions_note": "proton recorded no region in its kernels"}
 
 
