@@ -206,14 +206,16 @@ def _judge_line(ladder: Ladder, values: dict[str, Any], line: str) -> bool:
     from harness.problem.load import ProblemError
 
     try:
-        request = json.loads(line)
-        path = Path(request["path"])
-        asked = {k: v for k, v in request.items() if k not in ("id", "path")}
-        ladder.options = make_options({**values, **asked}, path, "request")
-    except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
-        emit(protocol.Failed(f"bad request: {exc}", id=_request_id(line)))
+        request = protocol.JudgeRequest.parse(line)
+    except protocol.BadRequest as exc:
+        emit(protocol.Failed(f"bad request: {exc}", id=exc.id))
         return False
-    rid = request.get("id")
+    path, rid = Path(request.path), request.id
+    try:
+        ladder.options = make_options({**values, **request.options}, path, "request")
+    except (ValueError, FileNotFoundError) as exc:
+        emit(protocol.Failed(f"bad request: {exc}", id=rid))
+        return False
     emit(protocol.Started(rid, str(path)))
     try:
         ev = ladder.evaluate(path, functools.partial(_emit_rung, rid))
@@ -235,13 +237,6 @@ def doctor(argv: list[str]) -> int:
 
 def _emit_rung(rid: Any, rung: RungResult) -> None:
     emit(protocol.RungFinished(rung, rid))
-
-
-def _request_id(line: str) -> Any:
-    try:
-        return json.loads(line).get("id")
-    except (ValueError, AttributeError):
-        return None
 
 
 if __name__ == "__main__":

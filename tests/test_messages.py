@@ -1,4 +1,4 @@
-"""The typed messages between the judge and its workers (harness.contract.messages): each
+"""The typed messages on both channels (harness.contract.messages, harness.contract.protocol's JudgeRequest): each
 reply read back as it was written, and hostile frames (random ones, and a table of the shapes an attack takes) met
 by MalformedReply and nothing else; the judge's typed entry (WorkerProcess.ask) turning that into the worker's failure;
 and, end to end, versions that forge a reply fail as the worker's failure in a real judge, which goes on."""
@@ -6,6 +6,7 @@ and, end to end, versions that forge a reply fail as the worker's failure in a r
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import random
@@ -15,6 +16,7 @@ import struct
 import threading
 import typing
 from collections.abc import Callable
+from contextlib import redirect_stdout
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 import pytest
 import torch
 
-from harness.contract import fields, messages
+from harness.contract import fields, messages, protocol
 from harness.contract.messages import (
     BenchReply,
     CallReply,
@@ -395,6 +397,50 @@ def test_no_judge_code_reads_a_raw_reply() -> None:
         if raw.search(line)
     ]
     assert not found, found
+
+
+# The client's request to the judge
+
+
+def test_a_judge_request_reads_back_and_a_bad_one_says_why() -> None:
+    request = protocol.JudgeRequest("/w/vadd/v001.py", 7, {"rungs": ["load"], "best_us": {"H200": 5.0}})
+    assert protocol.JudgeRequest.parse(request.line()) == request
+    bad = [  # (line, what the error says, the id it names)
+        ("[1, 2]", "not an object", None),
+        ('{"id": 3}', "path: missing", 3),
+        ('{"path": 5, "id": "a"}', "path: missing", "a"),
+        ('{"path": "v.py", "id": [1]}', "id: a list", None),
+        ('{"path": "v.py", "id": true}', "id: True", None),
+        ('{"path": "v.py", "id": 4, "rungs": "nope"}', "rungs: unknown rung", 4),
+        ('{"path": "v.py", "id": 4, "timeout": -1}', "timeout: must be", 4),
+        ('{"path": "v.py", "id": 4, "shell": "rm -rf /"}', "unknown option", 4),
+        ("[" * 5000, "not JSON", None),
+        ('{"path": "v.py", "n": ' + "9" * 5000 + "}", "not JSON", None),
+    ]
+    for line, words, rid in bad:
+        with pytest.raises(protocol.BadRequest, match=re.escape(words)) as caught:
+            protocol.JudgeRequest.parse(line)
+        assert caught.value.id == rid, (line[:40], caught.value.id)
+
+
+@pytest.mark.parametrize(
+    ("line", "rid", "words"),
+    [
+        ('{"path": "v.py", "id": 9, "rungs": ["nope"]}', 9, "bad request: rungs: unknown rung(s) nope"),
+        # json.loads raised RecursionError, which the judge's loop did not catch: one line ended the judge
+        ("[" * 100_000, None, "bad request: not JSON"),
+    ],
+    ids=["unknown-rung", "nested-past-the-recursion-limit"],
+)
+def test_serve_answers_a_bad_request_line_with_an_error_event_naming_its_id(line: str, rid: Any, words: str) -> None:
+    from harness.__main__ import _judge_line
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        judged = _judge_line(None, {}, line + "\n")  # type: ignore[arg-type]  # refused before the ladder is used
+    event = protocol.parse(out.getvalue().strip())
+    assert judged is False and isinstance(event, protocol.Failed) and event.id == rid, out.getvalue()[:300]
+    assert event.error.startswith(words), event.error
 
 
 # End to end: a real judge, real workers

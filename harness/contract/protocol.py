@@ -1,17 +1,69 @@
 """What a judge (`python -m harness serve`, or `--stream`) prints: one JSON object per line, typed here.
 
 The judge writes these with `line()`; its clients (the dashboard's scheduler, `kerneltui eval`) read
-them with `parse()`, so the event names and fields live in one place. Requests stay plain JSON objects:
-{"path": ..., "id": ..., "rungs": [...], "best_us": ...}.
+them with `parse()`, so the event names and fields live in one place. A request is one JSON object a line,
+a JudgeRequest: {"path": ..., "id": ..., and any option by its key: "rungs": [...], "best_us": ..., ...}.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.contract.fields import shown
+from harness.contract.options import Options
 from harness.contract.results import Evaluation, RungResult
+
+MAX_PATH_CHARS, MAX_ID_CHARS = 4096, 200
+
+
+class BadRequest(ValueError):
+    """A request line the judge cannot take; `id`: the request's, where it could be read."""
+
+    def __init__(self, why: str, id: Any = None) -> None:
+        super().__init__(why)
+        self.id = id
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """Judge the version at `path` (`id`: the client's, echoed on every event about it), with `options` (by key,
+    harness.contract.options: rungs, confirm, best_us, race_with, timeout, ...) over those the judge started with."""
+
+    path: str
+    id: int | str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.options, "id": self.id, "path": self.path}
+
+    def line(self) -> str:
+        return json.dumps(self.to_json())
+
+    @classmethod
+    def parse(cls, text: str) -> JudgeRequest:
+        """One request line, checked once: a JSON object with a path, an id that is a number or short text, and
+        options each known and valid (Options.updated's check); else BadRequest saying what is wrong."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise BadRequest(f"not JSON ({str(exc)[:200]})") from None
+        if not isinstance(data, dict):
+            raise BadRequest(f"a JSON {type(data).__name__}, not an object")
+        rid = data.get("id")
+        if not (rid is None or type(rid) is int or (isinstance(rid, str) and len(rid) <= MAX_ID_CHARS)):
+            raise BadRequest(f"id: {shown(rid)} is not a number or a short text")
+        path = data.get("path")
+        if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS:
+            raise BadRequest("path: missing, or not the text of a path", rid)
+        options = {k: v for k, v in data.items() if k not in ("id", "path")}
+        try:
+            Options().updated(options)
+        except ValueError as exc:
+            raise BadRequest(str(exc), rid) from None
+        return cls(path, rid, options)
 
 
 @dataclass(frozen=True)

@@ -138,11 +138,10 @@ class JudgeClient:
     ) -> None:
         """OSError when the judge is gone. `best`: Store.best_request's keys. `rungs`: these instead of the judge's
         own (a profile's)."""
-        request: dict[str, Any] = {"id": evaluation_id, "path": str(path), **best}
-        if rungs:
-            request["rungs"] = list(rungs)
+        options = {**best, "rungs": list(rungs)} if rungs else dict(best)
+        request = protocol.JudgeRequest(str(path), evaluation_id, options)  # what the judge's serve reads back
         self.busy = evaluation_id
-        self.transport.send(request)
+        self.transport.send(request.to_json())
 
     def stop(self, grace: float = 5.0) -> None:
         self.transport.stop(grace)
