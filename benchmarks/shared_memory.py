@@ -21,6 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.contract.messages import CallReply, CallRequest, LoadReply, LoadRequest
 from harness.wire import frames as wire
 from harness.workers.process import WorkerPool, WorkerProcess
 
@@ -33,10 +34,10 @@ def timed_requests(worker: WorkerProcess, inputs: list[torch.Tensor], calls: int
         tensors: list[torch.Tensor] = []
         tree = wire.encode_tree(inputs, tensors)
         start = time.perf_counter()
-        reply, got = worker.request({"op": "call", "inputs": tree}, tensors, 600, "benchmark")
+        reply, got = worker.ask(CallRequest(tree), tensors, 600, "benchmark")
         seconds.append(time.perf_counter() - start)
-        assert reply.get("ok"), reply
-        out = wire.decode_tree(reply["outputs"], got)[0]
+        assert isinstance(reply, CallReply), reply
+        out = got[reply.outputs[0]]
         assert torch.equal(out.to(inputs[0].device), inputs[0] + inputs[1])
     return seconds[1:]
 
@@ -48,9 +49,9 @@ def measure(pool: WorkerPool, sizes_mib: list[int], calls: int, shared: bool) ->
         if not shared:
             worker.share_note = "through the socket, for comparison"
         path = worker.copy_in(VERSION, "v001.py")
-        loaded, _ = worker.request({"op": "load", "path": str(path), "dsls": []}, None, 120, "loading")
-        assert loaded.get("ok"), loaded
-        device = "cuda" if worker.ready and worker.ready.get("cuda") else "cpu"
+        loaded, _ = worker.ask(LoadRequest(str(path)), None, 120, "loading")
+        assert isinstance(loaded, LoadReply), loaded
+        device = "cuda" if loaded.cuda else "cpu"
         found = {}
         for size in sizes_mib:
             n = size * (1 << 20) // 4

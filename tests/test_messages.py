@@ -74,7 +74,8 @@ SAMPLES: list[tuple[Any, int]] = [
     (messages.LaunchReply(), 0),
     (messages.OutsideReply(), 0),
     (messages.ForkReply(4242), 0),
-    (WorkerReady(77, False, "run", ("landlock ABI 6", "seccomp"), "on", None, 1234.5), 0),
+    (WorkerReady(77, True, "run", ("landlock ABI 6", "seccomp"), "on", "ready", 1234.5), 0),  # a GPU worker's
+    (WorkerReady(79, False, "compile", ()), 0),
     (TemplateReady(78, 0.75, True), 0),
 ]
 
