@@ -102,3 +102,67 @@ def test_inputs_beyond_the_problems_own_distribution() -> None:
     assert found["size"].case == {"n": 48}
     unchanged = list(variants((torch.randn(64),), {"n": 64}, 3, lambda: ({"n": 64}, ())))
     assert [v.name for v in unchanged] == ["scaled"]  # signed already, no constant tensor, no size to move
+
+
+RELU_PROBLEM = """
+import torch
+
+cases = [{"n": 1000}, {"n": 4097}]
+bench_cases = [{"n": 1 << 20}]
+tolerance = {"atol": 1e-6, "rtol": 1e-6}
+
+
+def make_inputs(case, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(case["n"], generator=g).to(device),)  # never negative, as KernelBench's torch.rand
+
+
+def reference(x):
+    return torch.relu(x)
+
+
+def cost(case):
+    return {"flops": case["n"], "bytes": 8 * case["n"]}
+"""
+
+UNARY_VERSION = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def unary_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, {expression}, mask=mask)
+
+
+def custom_kernel(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    unary_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    return out
+"""
+
+
+def test_a_check_too_narrow_to_fail_is_said_and_a_version_exploiting_it_flagged(tmp_path: Path) -> None:
+    """A ReLU computing |x| passed on torch.rand inputs: the correctness rung now says the input handed back would
+    pass, and flags the |x| version narrow-inputs (signed inputs); an honest ReLU earns no flag."""
+    from tests.conftest import judge_many, rung
+
+    folder = tmp_path / "ws" / "relu"
+    folder.mkdir(parents=True)
+    (folder / "problem.py").write_text(RELU_PROBLEM)
+    (folder / "v001.py").write_text(UNARY_VERSION.format(expression="tl.abs(x)"))
+    (folder / "v002.py").write_text(UNARY_VERSION.format(expression="tl.maximum(x, 0.0)"))
+    judged = judge_many([folder / "v001.py", folder / "v002.py"], rungs=["load", "correctness"])
+    cheat, honest = judged["v001"], judged["v002"]
+    for evaluation in (cheat, honest):
+        assert evaluation["status"] == "pass", evaluation
+        warnings = rung(evaluation, "correctness")["metrics"]["warnings"]
+        assert warnings[0].startswith("the input handed back passes cases n=1000, n=4097"), warnings
+    flags = {f["name"]: f["reason"] for f in cheat["flags"]}
+    assert "signed inputs of case n=1000" in flags.get("narrow-inputs", ""), cheat["flags"]
+    assert not [f for f in honest["flags"] if f["name"] in ("narrow-inputs", "weak-match")], honest["flags"]

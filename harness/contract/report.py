@@ -80,6 +80,8 @@ def _correctness_detail(m: dict[str, Any]) -> str:
         text += "  (Triton interpreter)"
     if m.get("held_to"):
         text += f"  · held to {m['held_to']}"
+    for warning in m.get("warnings") or ():
+        text += f"  ⚠ {warning}"
     return text
 
 

@@ -68,6 +68,12 @@ class JudgeContext:
             run.workers[mode] = self.pool.take(mode)
         return run.workers[mode]
 
+    def replace_worker(self, run: VersionRun, worker: WorkerProcess) -> LoadReply | Failure:
+        """A fresh worker in `worker`'s place (dead, hung or spent), the version loaded into it: the load's reply."""
+        self.pool.release(worker)
+        del run.workers[worker.mode]
+        return self.load_into(self.worker(run, worker.mode), run)
+
     def load_into(self, worker: WorkerProcess, run: VersionRun) -> LoadReply | Failure:
         reply = self.load_source(worker, run.source, run.path.name, run.dsls, run.problem)
         if isinstance(reply, LoadReply):

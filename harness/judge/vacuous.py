@@ -22,7 +22,7 @@ from harness.judge.outputs import clone_inputs, judge_outputs
 if TYPE_CHECKING:
     from harness.judge.context import VersionRun
 
-WEAK_COSINE = 0.99
+WEAK_COSINE = 0.9  # "barely points the same way": honest rounding noise stays far above it
 STAND_INS = ("zeros", "echo")
 
 

@@ -19,7 +19,6 @@ from harness.contract.messages import (
     CompileReply,
     CompileRequest,
     Failure,
-    LoadReply,
     PrecompileRequest,
     Request,
 )
@@ -210,7 +209,7 @@ def _precompile(
         reply, _ = worker.ask(PrecompileRequest(tuple(trees)), tensors, timeout, "while compiling ahead")
     except WorkerFailure as exc:
         metrics["precompile"] = {"ok": False, "why": str(exc).split("\n")[0]}
-        metrics["precompile"]["reloaded"] = _replace_worker(judge, run, worker)
+        metrics["precompile"]["reloaded"] = judge.replace_worker(run, worker)
         return {}
     if isinstance(reply, Failure) or len(reply.keys_by_case) != len(ahead):
         why = reply.err if isinstance(reply, Failure) else "malformed reply"
@@ -224,14 +223,6 @@ def _precompile(
     }
     found_by_case = zip([case for case, _ in ahead], reply.keys_by_case, strict=True)
     return {k: case_label(case) for case, found in found_by_case for k in found[:256]}
-
-
-def _replace_worker(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> LoadReply | Failure:
-    """A fresh worker in `worker`'s place, the version loaded into it: the load's reply."""
-    judge.pool.release(worker)
-    del run.workers[worker.mode]
-    fresh = judge.worker(run, worker.mode)
-    return judge.load_into(fresh, run)
 
 
 def _identity(kernel: dumps_mod.Kernel) -> dumps_mod.Path | None:

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.contract.messages import CallRequest, Failure
-from harness.contract.results import RungResult
+from harness.contract.results import Flag, RungResult
+from harness.judge import narrow, vacuous
+from harness.judge.confirm import vary
 from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs, mutated_inputs, returned, unread_inputs
 from harness.problem.load import case_label
 from harness.problem.rung import rung
@@ -36,20 +38,7 @@ def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
             metrics={"mode": mode},
         )
     worker = run.workers["run"]
-    results = []
-    first_error: str | None = None
-    for case in run.problem.cases:
-        for _ in range(judge.options.seeds_per_case):
-            seed = secrets.randbelow(2**31)
-            run.ev.seeds.append(seed)
-            outcome, _, _ = check_case(judge, run, worker, case, seed)
-            results.append(outcome)
-            if outcome["err"] and first_error is None:
-                first_error = f"case {case_label(case)} (seed {seed}): {outcome['err']}"
-            if outcome.get("fatal"):
-                break
-        if results and results[-1].get("fatal"):
-            break
+    results, first_error = _every_case(judge, run, worker)
     metrics = {
         "mode": mode,
         "cases": results,
@@ -59,19 +48,87 @@ def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
         "held_to": run.problem.held_to(),  # the tolerance, and the precision the reference was computed at
         "reference_precision": run.problem.reference_precision,
     }
+    warnings = _problem_warnings(judge, run, results)
+    if first_error is None and results:
+        run.ev.flags += _narrow_flags(judge, run, worker, results)
+    if warnings:
+        metrics["warnings"] = warnings
     if run.observed.cuda_kernels:  # what CUPTI saw launched past torch's ops: the version's own kernels
         metrics["cuda_kernels"] = dict(run.observed.cuda_kernels.most_common(8))
     return RungResult(name="correctness", ok=first_error is None, err=first_error, metrics=metrics)
 
 
-def check_case(
-    judge: JudgeContext, run: VersionRun, worker: WorkerProcess, case: dict[str, Any], seed: int
-) -> tuple[dict[str, Any], tuple[Any, ...], Any]:
-    """Calls the version on one case in `worker` and holds its outputs to the reference. Returns the outcome,
-    the judge's pristine copy of the inputs, and the version's outputs as the reference returns them (one
-    tensor or a tuple; None where the call failed)."""
-    outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
+def _every_case(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> tuple[list[dict[str, Any]], str | None]:
+    """Every case × seeds_per_case fresh seeds (the first seed of each also tries the stand-ins); stops at a
+    fatal failure. The outcomes, and the first error."""
+    results: list[dict[str, Any]] = []
+    first_error: str | None = None
+    for case in run.problem.cases:
+        for index in range(judge.options.seeds_per_case):
+            seed = secrets.randbelow(2**31)
+            run.ev.seeds.append(seed)
+            outcome, _, _ = check_case(judge, run, worker, case, seed, probe=index == 0)
+            results.append(outcome)
+            if outcome["err"] and first_error is None:
+                first_error = f"case {case_label(case)} (seed {seed}): {outcome['err']}"
+            if outcome.get("fatal"):
+                return results, first_error
+    return results, first_error
+
+
+def _problem_warnings(judge: JudgeContext, run: VersionRun, results: list[dict[str, Any]]) -> list[str]:
+    """What the problem's own check lets through, and a reference that differs from itself (harness.judge.vacuous)."""
+    passed = {name: [r["case"] for r in results if name in r.get("stand_ins", ())] for name in vacuous.STAND_INS}
+    warnings = [w for w in [vacuous.stand_in_warning(passed)] if w]
+    first = run.problem.cases[0]
+    differs = vacuous.differs_from_itself(run, run.problem.inputs_for(first, 0, judge.device))
+    return warnings + ([differs] if differs else [])
+
+
+def _narrow_flags(
+    judge: JudgeContext, run: VersionRun, worker: WorkerProcess, results: list[dict[str, Any]]
+) -> list[Flag]:
+    """weak-match for a pass that barely points the reference's way; narrow-inputs where the version differs from
+    the reference on the first case's inputs drawn beyond the problem's distribution (harness.judge.narrow)."""
+    flags = [f for f in [vacuous.weak_match(results)] if f]
+    case, seed = run.problem.cases[0], secrets.randbelow(2**31)
     inputs = run.problem.inputs_for(case, seed, judge.device)
+
+    def moved() -> tuple[dict[str, Any], tuple[Any, ...]]:
+        other = vary(run.problem, case, seed)
+        return other, run.problem.inputs_for(other, seed, judge.device) if other != case else ()
+
+    differ = []
+    for variant in narrow.variants(inputs, case, seed, moved):
+        try:
+            outcome, _, _ = check_case(judge, run, worker, variant.case, seed, inputs=variant.inputs)
+        except Exception:  # the reference (or the problem's check) cannot take these inputs: nothing to hold it to
+            continue
+        if outcome["err"]:
+            differ.append(f"{variant.name} inputs of case {outcome['case']}: {outcome['err']}"[:300])
+        if outcome.get("fatal"):  # its process died on them: the rungs after this one get a fresh one
+            judge.replace_worker(run, worker)
+            break
+    if differ:
+        flags.append(Flag("narrow-inputs", "passes the problem's inputs but not " + "; ".join(differ[:3])))
+    return flags
+
+
+def check_case(
+    judge: JudgeContext,
+    run: VersionRun,
+    worker: WorkerProcess,
+    case: dict[str, Any],
+    seed: int,
+    inputs: tuple[Any, ...] | None = None,
+    probe: bool = False,
+) -> tuple[dict[str, Any], tuple[Any, ...], Any]:
+    """Calls the version on one case in `worker` (on `inputs`, else the case's for this seed) and holds its
+    outputs to the reference. Returns the outcome, the judge's pristine copy of the inputs, and the version's
+    outputs as the reference returns them (one tensor or a tuple; None where the call failed). `probe`: the
+    outcome also says which stand-ins for an answer the check would pass (harness.judge.vacuous)."""
+    outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
+    inputs = run.problem.inputs_for(case, seed, judge.device) if inputs is None else inputs
     pristine = tuple(clone_inputs(t) for t in inputs)
     buffers_of(run.problem, pristine)  # output_buffers must name tensors of these inputs
     tensors: list[torch.Tensor] = []
@@ -97,6 +154,8 @@ def check_case(
         free = unread_inputs(run.problem, pristine, expected)
         err = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers + free)
     outcome.update(ok=err is None, err=err, **metrics)
+    if probe:
+        outcome["stand_ins"] = vacuous.passing_stand_ins(run, pristine, expected)
     single = not isinstance(expected, (tuple, list)) and isinstance(outputs, (tuple, list)) and len(outputs) == 1
     return outcome, pristine, outputs[0] if single else outputs  # the worker sends a tuple either way
 
