@@ -14,11 +14,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
-from harness.contract.fields import MAX_NAME, Fields, Json, MalformedReply, checked_list, checked_text, shown
+from harness.contract.fields import MAX_NAME, Fields, Json, checked_list, checked_text, shown
+from harness.contract.fields import MalformedReply as MalformedReply  # what parse raises, for the readers of replies
 
-__all__ = ["Failure", "MalformedReply"]
-
-TREE_OK = frozenset({"ok", "tensors"})  # every reply's: its status, and harness.wire.frames' tensor descriptions
+EVERY_REPLY = frozenset({"ok", "tensors"})  # its status, and the tensors' descriptions harness.wire.frames adds
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class Reply:
     """A request's answer when it succeeded ({"ok": true, ...})."""
 
     op: ClassVar[str] = "?"
-    keys: ClassVar[frozenset[str]] = TREE_OK
+    keys: ClassVar[frozenset[str]] = EVERY_REPLY
 
     @classmethod
     def parse(cls, raw: object) -> Self:
@@ -121,7 +120,7 @@ class LoadReply(Reply):
     entry: str
 
     op = "load"
-    keys = TREE_OK | {"cuda", "kernels", "entry"}
+    keys = EVERY_REPLY | {"cuda", "kernels", "entry"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
@@ -141,7 +140,7 @@ class CallReply(Reply):
     devices: tuple[str | None, ...] = ()
 
     op = "call"
-    keys = TREE_OK | {"outputs", "inputs_after", "seconds", "recorded", "phases_s"}
+    keys = EVERY_REPLY | {"outputs", "inputs_after", "seconds", "recorded", "phases_s"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
@@ -167,7 +166,7 @@ class CompileReply(Reply):
     recorded: Json = None
 
     op = "compile"
-    keys = TREE_OK | {"seconds", "recorded"}
+    keys = EVERY_REPLY | {"seconds", "recorded"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
@@ -185,7 +184,7 @@ class PrecompileReply(Reply):
     threads: int
 
     op = "precompile"
-    keys = TREE_OK | {"seconds", "kernels", "keys", "failed_calls", "threads"}
+    keys = EVERY_REPLY | {"seconds", "kernels", "keys", "failed_calls", "threads"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
@@ -212,7 +211,7 @@ class ShareReply(Reply):
     probe: str
 
     op = "share"
-    keys = TREE_OK | {"probe"}
+    keys = EVERY_REPLY | {"probe"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
@@ -226,7 +225,7 @@ class RegionsReply(Reply):
     regions: Json
 
     op = "regions"
-    keys = TREE_OK | {"regions"}
+    keys = EVERY_REPLY | {"regions"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
@@ -255,7 +254,7 @@ class BenchReply(Reply):
 
     op = "bench"
     settled: ClassVar[tuple[str, ...]] = ("settled_ms", "idle_ms", "tail_ms", "idle_tail_ms")
-    keys = TREE_OK | {"outputs", "samples_ms", "inputs_after", "timed_watch", "recorded", *settled}
+    keys = EVERY_REPLY | {"outputs", "samples_ms", "inputs_after", "timed_watch", "recorded", *settled}
     keys |= {"device_ms", "device_note", "phases_s"}
 
     @classmethod
@@ -508,7 +507,7 @@ class ForkReply(Reply):
     pid: int
 
     op = "fork"
-    keys = TREE_OK | {"pid"}
+    keys = EVERY_REPLY | {"pid"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
