@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from harness.contract.options import Options, parse_rungs  # noqa: E402
 from harness.workers.process import cuda_device_count  # noqa: E402
 from kerneltui.core.config import Config, LadderConfig  # noqa: E402
-from kerneltui.core.events import SchedulerEvent  # noqa: E402
+from kerneltui.core.judging.events import SchedulerEvent  # noqa: E402
 from kerneltui.core.session import Session  # noqa: E402
 from kerneltui.core.workspace import Workspace  # noqa: E402
 

@@ -3,7 +3,7 @@
 The tools are the built-in agents' (agents/tools.py), each taking the problem's name too, plus
 get_guidance: write_version writes the next vNNN.py, waits for the ladder and returns its verdict
 rung by rung, as structured content and as text. This module only speaks MCP: the work is the
-headless Session's (kerneltui.core.session, and kerneltui.core.external for the agent sessions).
+headless Session's (kerneltui.core.session, and kerneltui.core.agents.external for the agent sessions).
 Versions are judged by the Session's scheduler, or by the kerneltui already judging the workspace
 (its watcher sees the file; the verdict comes through the history either way). Every call and its
 result is an event of an agent session per problem (backend "mcp", model: the client's name), so the
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult
 
-    from kerneltui.core.external import ToolOutcome
+    from kerneltui.core.agents.external import ToolOutcome
     from kerneltui.core.session import Session, SessionEvent
 
 EXIT_OK = 0
@@ -316,7 +316,7 @@ RESULTS: dict[str, tuple[type, Shape]] = {
 
 def note(event: "SessionEvent") -> None:
     """The scheduler's news, on stderr: stdout carries MCP messages only."""
-    from kerneltui.core.events import SchedulerEvent
+    from kerneltui.core.judging.events import SchedulerEvent
 
     if not isinstance(event, SchedulerEvent):
         return  # the rest is about the dashboard's verdicts, guidance and agents, none of which happen here

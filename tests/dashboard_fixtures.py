@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from harness.contract.results import Evaluation, RungResult
-from kerneltui.core import runner
+from kerneltui.core.judging import runner
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 from tests.conftest import FIXTURES, VERSIONS

@@ -108,7 +108,7 @@ def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_p
 
 def test_file_methods_stay_inside_the_workspace(tmp_path: Path) -> None:
     from agents.acp import AcpAgent, _Client
-    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.core.agents.host import StoreHost, problem_info
     from kerneltui.history.store import Store
 
     workspace = Workspace(make_workspace(tmp_path / "ws").parent)
@@ -140,7 +140,7 @@ def test_file_writes_never_touch_a_problems_own_files(tmp_path: Path) -> None:
     from acp import RequestError
 
     from agents.acp import AcpAgent, _Client
-    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.core.agents.host import StoreHost, problem_info
     from kerneltui.history.store import Store
 
     workspace = Workspace(make_workspace(tmp_path / "ws").parent)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents.tools import MAX_OUTPUT_CHARS, Toolbox, ToolError, grep_lines
-from kerneltui.core.agent_host import StoreHost, problem_info, with_notes
+from kerneltui.core.agents.host import StoreHost, problem_info, with_notes
 from kerneltui.history.store import Store
 from tests import dashboard_fixtures
 from tests.conftest import make_workspace
@@ -162,7 +162,7 @@ def test_with_no_context_configured_agents_get_the_shipped_notes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It looked for kerneltui/context, which does not exist: agents got no context folder at all."""
-    from kerneltui.core.agent_host import find_context
+    from kerneltui.core.agents.host import find_context
     from kerneltui.core.workspace import Workspace
 
     monkeypatch.delenv("KERNELTUI_CONTEXT", raising=False)
@@ -172,7 +172,7 @@ def test_with_no_context_configured_agents_get_the_shipped_notes(
 
 def test_the_task_names_the_context_notes(tmp_path: Path) -> None:
     from agents.prompt import task_prompt
-    from kerneltui.core.agent_host import find_context
+    from kerneltui.core.agents.host import find_context
     from kerneltui.core.workspace import Workspace
 
     workspace = Workspace(make_workspace(tmp_path / "ws").parent)

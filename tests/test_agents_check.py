@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from kerneltui.core.agents_check import check, report
+from kerneltui.core.agents.check import check, report
 from tests.conftest import run
 
 

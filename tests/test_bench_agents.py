@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kerneltui.core import leaderboard
-from kerneltui.core.bench import BenchError, copy_problem, parse_agent, suite_problems
+from kerneltui.core.bench import leaderboard
+from kerneltui.core.bench.suites import BenchError, copy_problem, parse_agent, suite_problems
 from kerneltui.core.workspace import Workspace
 from tests.conftest import FIXTURES, kerneltui, run
 from tests.messages_api import MessagesAPI, Reply, text, tool_use

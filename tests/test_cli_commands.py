@@ -13,7 +13,7 @@ import pytest
 
 from kerneltui.cli.entry import build_parser
 from kerneltui.cli.options import workspace_given
-from kerneltui.core import runner
+from kerneltui.core.judging import runner
 from kerneltui.core.workspace import WorkspaceError
 from kerneltui.history.store import Store
 from tests import dashboard_fixtures

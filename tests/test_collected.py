@@ -22,7 +22,7 @@ from harness.containment.watch import probe
 from harness.contract.protocol import Finished
 from harness.contract.results import Evaluation, RungResult
 from harness.judge import artifacts as dumps
-from kerneltui.core.judge import record_event
+from kerneltui.core.judging.client import record_event
 from kerneltui.history.store import Store
 from tests.conftest import add_version, judge_many, kerneltui, rung
 
@@ -311,7 +311,7 @@ async def until(predicate: Callable[[], bool], pilot: Any, timeout: float = 60.0
 
 async def test_the_asm_pane_says_a_versions_dumps_were_pruned(tmp_path: Path) -> None:
     """Pruned dumps showed as an empty listing (their files gone): the pane says they were pruned."""
-    from kerneltui.core import dump_budget
+    from kerneltui.core.judging import dump_budget
     from kerneltui.ui.app import KernelTUI
     from kerneltui.ui.widgets.asm import AsmPane
     from kerneltui.ui.widgets.versions import VersionTable
@@ -364,8 +364,8 @@ def test_an_agent_reading_pruned_dumps_is_told_they_were_pruned(tmp_path: Path) 
     import threading
 
     from agents.tools import Toolbox
-    from kerneltui.core import dump_budget
-    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.core.agents.host import StoreHost, problem_info
+    from kerneltui.core.judging import dump_budget
     from tests import dashboard_fixtures
 
     workspace = dashboard_fixtures.build(tmp_path / "ws")

@@ -17,7 +17,7 @@ from agents import context_index
 from agents.context_index import MAX_BYTES, ContextIndex, Hit, fts_query, query_terms
 from agents.tools import Toolbox
 from kerneltui.cli import context as context_cli
-from kerneltui.core.agent_host import StoreHost, problem_info
+from kerneltui.core.agents.host import StoreHost, problem_info
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 from tests.conftest import make_workspace
@@ -341,7 +341,7 @@ def test_add_copies_a_local_folder_into_the_context_and_indexes_it(
 
 async def test_the_agent_pane_shows_what_the_agent_searched_and_read(tmp_path: Path, context: Path) -> None:
     """Each search names its hits (path:lines and definition) and each read its line range, not 'N lines'."""
-    from kerneltui.core import runner
+    from kerneltui.core.judging import runner
     from kerneltui.ui.app import KernelTUI
     from tests.conftest import add_version
     from tests.test_dashboard import SIZE, wait_for

@@ -16,7 +16,7 @@ from textual.widgets.data_table import RowKey
 
 from harness.contract.options import Options
 from kerneltui.core.config import Config, LadderConfig
-from kerneltui.core.custody import pending_change
+from kerneltui.core.judging.custody import pending_change
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 from kerneltui.ui.app import KernelTUI
@@ -469,7 +469,7 @@ async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace
     """A failure before the agent's first turn (here its problem folder unreadable) left a phantom agent: `s`
     said one was already working and quitting counted it. Now it is said, recorded and gone."""
     from agents.replay import builtin_recordings
-    from kerneltui.core import agent_host
+    from kerneltui.core.agents import host as agent_host
 
     def unreadable(*_: object) -> None:
         raise PermissionError("problem.py: permission denied")
@@ -715,7 +715,7 @@ async def test_with_no_gpu_the_trends_pane_shows_registers_and_spills(tmp_path: 
     """With no GPU there are no timings, and the Trends pane said only that: registers and spills, which the
     compile rung reads on any box, change from version to version too."""
     from harness.contract.results import Evaluation, RungResult
-    from kerneltui.core import runner
+    from kerneltui.core.judging import runner
     from kerneltui.history.reads import resource_rows
     from kerneltui.history.store import Store
     from kerneltui.ui.widgets.trends import TrendsPane

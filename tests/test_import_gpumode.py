@@ -278,8 +278,8 @@ def test_bad_declarations_are_problem_errors(tmp_path: Path, line: str, words: s
 
 def test_the_dashboard_takes_a_check_for_the_tolerance(tmp_path: Path) -> None:
     """The watcher's quick look at problem.py: a check and no tolerance is a whole problem, neither is not."""
-    from kerneltui.core.custody import Custody, accept
-    from kerneltui.core.intake import Intake
+    from kerneltui.core.judging.custody import Custody, accept
+    from kerneltui.core.judging.intake import Intake
     from kerneltui.history.store import Store
 
     folder = tmp_path / "twice"

@@ -190,7 +190,7 @@ def test_a_folder_imports_each_problem_and_says_which_failed(tmp_path: Path) -> 
 
 
 def test_the_watcher_takes_a_modelnew_file_as_a_version(tmp_path: Path) -> None:
-    from kerneltui.core.watcher import looks_complete
+    from kerneltui.core.judging.watcher import looks_complete
 
     path = tmp_path / "v001.py"
     shutil.copy(KB / "linear_modelnew.py", path)
@@ -217,7 +217,7 @@ def test_a_model_that_needs_values_to_be_built_still_imports(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_the_agents_prompt_offers_modelnew_on_a_kernelbench_problem(imported: Path) -> None:
     from agents.prompt import task_prompt
-    from kerneltui.core.agent_host import problem_info
+    from kerneltui.core.agents.host import problem_info
     from kerneltui.core.workspace import Workspace
 
     prompt = task_prompt(problem_info(Workspace(imported), "leaky_relu", None))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract.options import Options
-from kerneltui.core.judge import JudgeClient, JudgeMessage, JudgeSaid, LocalProcess
+from kerneltui.core.judging.client import JudgeClient, JudgeMessage, JudgeSaid, LocalProcess
 from tests.conftest import FIXTURES, run
 
 pytestmark = pytest.mark.slow

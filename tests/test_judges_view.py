@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kerneltui.core.config import Config, LadderConfig
-from kerneltui.core.scheduler import JudgeLock
+from kerneltui.core.judging.scheduler import JudgeLock
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.screens.gpus import JudgesScreen

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kerneltui.core.config import Config, LadderConfig
-from kerneltui.core.judge import harness_python
-from kerneltui.core.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.judging.client import harness_python
+from kerneltui.core.judging.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
 from tests.conftest import VERSIONS, add_version, kerneltui, make_workspace
 

@@ -176,9 +176,9 @@ def test_a_profile_asked_of_the_session_is_judged_with_the_profile_rungs(tmp_pat
     import threading
 
     from agents.tools import Toolbox
-    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.core.agents.host import StoreHost, problem_info
     from kerneltui.core.config import Config
-    from kerneltui.core.scheduler import SchedulerEvent
+    from kerneltui.core.judging.scheduler import SchedulerEvent
     from kerneltui.core.session import Session, SessionJudging
     from kerneltui.core.workspace import Workspace
     from kerneltui.history.store import Store

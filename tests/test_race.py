@@ -78,7 +78,7 @@ def with_race(ev: Evaluation, label: str, ratio: float) -> Evaluation:
 def test_the_history_keeps_the_label_and_the_raced_ratio_not_a_ratio_of_old_medians(tmp_path: Path) -> None:
     """A median below the best's, taken at another time, made a version 'faster than the best' (vs_best > 1)
     even when racing the two side by side could not tell them apart."""
-    from kerneltui.core import runner
+    from kerneltui.core.judging import runner
     from kerneltui.history.store import Store
     from kerneltui.ui.widgets.versions import best_median, row_cells
     from tests import dashboard_fixtures
@@ -112,7 +112,7 @@ def test_the_history_keeps_the_label_and_the_raced_ratio_not_a_ratio_of_old_medi
 
 
 def test_an_ambiguous_race_is_not_announced_as_a_new_best(tmp_path: Path) -> None:
-    from kerneltui.core.scheduler import beat_best_of
+    from kerneltui.core.judging.scheduler import beat_best_of
 
     finished = beat_best_of
     assert finished({"race": "ambiguous", "vs_best": 1.01}) is False

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kerneltui.core.config import Config
-from kerneltui.core.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.judging.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
 from tests.conftest import add_version, make_workspace
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from kerneltui.core.config import Config, executors
-from kerneltui.core.remote import bundle_for
-from kerneltui.core.scheduler import Scheduler, SchedulerEvent
-from kerneltui.core.ssh_judge import SshTarget
+from kerneltui.core.judging.remote import bundle_for
+from kerneltui.core.judging.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.judging.ssh_judges import SshTarget
 from kerneltui.core.workspace import Workspace
 from tests.conftest import add_version, make_workspace
 
@@ -95,7 +95,7 @@ def test_versions_are_judged_over_ssh_and_their_dumps_come_back_but_not_a_proble
 ) -> None:
     """A bundle that could not be made left the judge waiting on a reply that never came: the queue stalled. Now
     the too-big problem's version fails with the reason, and the others are judged."""
-    from kerneltui.core import remote
+    from kerneltui.core.judging import remote
 
     monkeypatch.setattr(remote, "MAX_BUNDLE_BYTES", 64 << 10)
     port, options = sshd

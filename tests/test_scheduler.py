@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kerneltui.core.config import Config
-from kerneltui.core.judge import JudgeClient, LocalProcess
-from kerneltui.core.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.judging.client import JudgeClient, LocalProcess
+from kerneltui.core.judging.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
 from tests.conftest import add_version, make_workspace
 
@@ -128,8 +128,8 @@ def pinned(judge: JudgeClient) -> str:
 def test_judges_are_pinned_to_the_gpus_kerneltui_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Judges were pinned to CUDA_VISIBLE_DEVICES=0,1 whatever kerneltui was given: started with "2,3" it judged on
     GPUs 0 and 1, someone else's. (The GPU count is the one thing faked: this machine has none.)"""
-    from kerneltui.core import judges as judges_mod
     from kerneltui.core.config import LadderConfig
+    from kerneltui.core.judging import judges as judges_mod
 
     monkeypatch.setattr(judges_mod, "cuda_device_count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")

@@ -20,7 +20,7 @@ from textual.worker import WorkerState
 
 from harness.contract.results import Evaluation, Flag, RungResult
 from harness.contract.text import printable
-from kerneltui.core import runner
+from kerneltui.core.judging import runner
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 from kerneltui.ui.app import KernelTUI

@@ -113,7 +113,7 @@ def test_a_version_budget_counts_only_what_the_session_wrote(tmp_path: Path) -> 
     judged again at start among them: a budget of 2 ended the session before it wrote anything."""
     import time
 
-    from kerneltui.core.agent_host import StoreHost, problem_info
+    from kerneltui.core.agents.host import StoreHost, problem_info
     from kerneltui.history.store import Store, now
     from tests import dashboard_fixtures
 

@@ -19,8 +19,10 @@ from harness.contract.results import Evaluation, Flag
 from harness.contract.text import printable
 from harness.judge import confirm
 from harness.problem.load import load_problem
-from kerneltui.core import judge, runner
-from kerneltui.core.agent_host import StoreHost, problem_info
+from kerneltui.core.agents.host import StoreHost, problem_info
+from kerneltui.core.judging import client as judge
+from kerneltui.core.judging import runner
+from kerneltui.core.locations import CHECKOUT
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 from tests import dashboard_fixtures
@@ -90,7 +92,7 @@ def test_the_judge_finds_the_harness_without_an_install(tmp_path: Path) -> None:
         text=True,
     )
     assert found.returncode == 0, found.stderr
-    assert Path(found.stdout.strip()).resolve() == (Path(judge.__file__).parents[2] / "harness" / "__init__.py")
+    assert Path(found.stdout.strip()).resolve() == CHECKOUT / "harness" / "__init__.py"
 
 
 def test_no_agent_tool_opens_the_history(tmp_path: Path) -> None:
@@ -198,7 +200,7 @@ def test_a_refused_version_is_recorded_without_its_text(tmp_path: Path) -> None:
 
 
 def test_agents_are_told_why_a_version_is_flagged(tmp_path: Path) -> None:
-    from kerneltui.core.agent_host import judged_from
+    from kerneltui.core.agents.host import judged_from
 
     store = flagged_fastest(tmp_path / "ws")
     row = next(r for r in store.history("vadd") if r["version"] == "v005")

@@ -80,7 +80,10 @@ def _mapped(value: Any, change: Change, generator: torch.Generator) -> tuple[Any
     """`value` with each tensor changed where `change` changes it (nested lists, tuples and dicts: a KernelBench
     model input's state dict), and whether any was."""
     if isinstance(value, torch.Tensor):
-        changed = change(value, generator)
+        try:
+            changed = change(value, generator)
+        except (RuntimeError, NotImplementedError):  # a dtype torch cannot compare or draw (fp8, fp4): left as it is
+            changed = None
         return (value, False) if changed is None else (changed, True)
     if type(value) in (list, tuple):
         pairs = [_mapped(v, change, generator) for v in value]

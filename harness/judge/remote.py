@@ -54,7 +54,7 @@ class RemoteServe:
 
     def start(self) -> str:
         """Starts the judge and returns its ready line (the device it judges on)."""
-        from harness.workers.process import judge_env
+        from harness.workers.env import judge_env
 
         for folder in (self.state, self.root / "work", self.root / "logs"):
             folder.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import PACKAGE_DIR
 from harness.containment import watch as containment
 from harness.containment.sandbox import FILE_LIMIT_HINT, cuda_device_count
 from harness.contract.messages import (
@@ -39,6 +38,7 @@ from harness.contract.messages import (
 )
 from harness.contract.text import printable
 from harness.workers import forks  # ctypes and the standard library only
+from harness.workers.env import link_harness, passed_env, worker_env
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -53,87 +53,10 @@ if TYPE_CHECKING:
 READY_TIMEOUT_S = 180.0
 TRACE = os.environ.get("KERNELTUI_TRACE")  # a file: one JSON line per request to a worker, with its seconds
 LOG_TAIL_CHARS = 1500
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-PASSED_ENV = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "TERM",
-    "USER",
-    "LD_LIBRARY_PATH",
-    "PYTHONPATH",
-    "VIRTUAL_ENV",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES",
-    "NCCL_NVLS_ENABLE",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-    "NVSHMEM_DISABLE_NVLS",
-)
 
 
 class WorkerFailure(Exception):
     """The worker died, hung, or sent garbage; the message is the plain reason."""
-
-
-def link_harness(folder: Path) -> str:
-    """A folder holding only a link to this harness package: the worker's PYTHONPATH entry.
-
-    Pointing PYTHONPATH at the harness's parent instead could put a whole site-packages (and its
-    torch) in front of the worker Python's own, and would let the worker read kerneltui's checkout.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    link, target = folder / "harness", PACKAGE_DIR
-    if link.is_symlink() and link.resolve() != target:  # left by another checkout or install
-        link.unlink()
-    if not link.exists():
-        link.symlink_to(target, target_is_directory=True)
-    return str(folder)
-
-
-def passed_env(extra_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
-    """The variables a judge or worker may inherit: a fixed list and tool prefixes, never a secret."""
-    prefixes = ("TRITON_", "CUTE_DSL_", *extra_prefixes)
-    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(prefixes)}
-    return {k: v for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
-
-
-def judge_env() -> dict[str, str]:
-    """What a judge inherits from kerneltui: what the ladder, CUDA and the tools read, and no secret."""
-    env = passed_env(("KERNELTUI_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "PYTORCH_"))
-    if "TMPDIR" in os.environ:
-        env["TMPDIR"] = os.environ["TMPDIR"]
-    return env
-
-
-def worker_env(root: Path, mode: str, interpret: bool, cute_arch: str, pkg: Path | None = None) -> dict[str, str]:
-    """The worker's whole environment; `pkg`: the folder linking this harness (root/pkg where not given)."""
-    scratch = root / "scratch"
-    env = passed_env()
-    env.update(
-        HOME=str(scratch),
-        PYTHONPATH=os.pathsep.join(p for p in (link_harness(pkg or root / "pkg"), env.get("PYTHONPATH")) if p),
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONUNBUFFERED="1",
-        TMPDIR=str(scratch / "tmp"),
-        TRITON_CACHE_DIR=str(scratch / "triton"),
-        TRITON_HOME=str(scratch),
-        CUDA_CACHE_PATH=str(scratch / "nv"),
-        CUTE_DSL_KEEP="ptx,cubin",
-        CUTE_DSL_DUMP_DIR=str(scratch / "cute"),
-        CUTE_DSL_CACHE_DIR=str(scratch / "cute-cache"),
-    )
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    env.pop("TRITON_INTERPRET", None)
-    if interpret:
-        env["KERNELTUI_INTERPRET_IF_NO_GPU"] = "1"
-    if mode == "compile":
-        env["CUTE_DSL_ARCH"] = cute_arch
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneltui.cli.options import EXIT_OK, EXIT_USAGE, Subparsers, add_config, add_executor, add_json, add_workspace
-from kerneltui.core import leaderboard
+from kerneltui.core.bench import leaderboard
 
 
 def parse_ps(text: str) -> tuple[float, ...]:
@@ -24,7 +24,7 @@ def parse_ps(text: str) -> tuple[float, ...]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from kerneltui.core.bench import Bench, BenchError, parse_agent, suite_problems
+    from kerneltui.core.bench.suites import Bench, BenchError, parse_agent, suite_problems
     from kerneltui.core.config import load_for
 
     config = load_for(args)
@@ -56,7 +56,7 @@ def default_into(suite: Path) -> Path:
 
 
 def show(root: Path, run_id: int | None, ps: tuple[float, ...] | None, as_json: bool, say: Any = print) -> int:
-    from kerneltui.core.bench import read_board
+    from kerneltui.core.bench.suites import read_board
     from kerneltui.core.workspace import Workspace
 
     board = read_board(Workspace(root.resolve()), run_id, ps)

@@ -11,7 +11,7 @@ from kerneltui.cli.options import EXIT_FAILED, EXIT_OK, Subparsers, add_json
 
 def cmd_agents(args: argparse.Namespace) -> int:
     """Which coding agents this box can run under kerneltui, and what each still needs."""
-    from kerneltui.core.agents_check import check, report
+    from kerneltui.core.agents.check import check, report
 
     findings = check()
     if args.json:
@@ -26,7 +26,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     import subprocess
     import tempfile
 
-    from kerneltui.core.judge import harness_env, harness_python
+    from kerneltui.core.judging.client import harness_env, harness_python
 
     python = harness_python()
     with tempfile.TemporaryDirectory() as state:

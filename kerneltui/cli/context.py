@@ -37,7 +37,7 @@ FETCH_TIMEOUT_S = 1800
 def open_index(args: argparse.Namespace, packages: bool | None) -> ContextIndex:
     # imported by the context commands alone, not by every command's parser
     from agents.context_index import ContextIndex, IndexUnavailable, index_file
-    from kerneltui.core.agent_host import find_context
+    from kerneltui.core.agents.host import find_context
     from kerneltui.core.config import load
 
     if args.context and not Path(args.context).expanduser().is_dir():

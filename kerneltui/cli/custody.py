@@ -11,7 +11,7 @@ from kerneltui.core.workspace import WorkspaceError, resolve
 
 
 def cmd_accept_problem(args: argparse.Namespace) -> int:
-    from kerneltui.core.custody import Custody, CustodyError, accept
+    from kerneltui.core.judging.custody import Custody, CustodyError, accept
     from kerneltui.history.store import Store
 
     workspace = resolve(args.workspace)

@@ -34,8 +34,8 @@ from kerneltui.core.workspace import WorkspaceError, for_version
 def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
     # the judge's machinery and the config models (pydantic) are imported here, not for every command
     from kerneltui.cli.workspace import open_store
-    from kerneltui.core import runner
     from kerneltui.core.config import load_for
+    from kerneltui.core.judging import runner
 
     workspace, _, _ = for_version(Path(args.version))
     if args.workspace and Path(args.workspace).resolve() != workspace.root:

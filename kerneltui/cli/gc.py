@@ -9,7 +9,7 @@ import sys
 
 from harness.contract.options import positive
 from kerneltui.cli.options import EXIT_OK, EXIT_USAGE, Subparsers, add_config, add_workspace
-from kerneltui.core import dump_budget
+from kerneltui.core.judging import dump_budget
 from kerneltui.core.workspace import resolve
 
 

@@ -12,7 +12,7 @@ LAST_ERROR = [""]  # the error print_event printed last, so the stop that repeat
 
 def say_headless(session: Any, event: Any) -> None:
     """What a headless agent's session says on the terminal: judging elsewhere, warnings, permission asks."""
-    from kerneltui.core.scheduler import SchedulerEvent
+    from kerneltui.core.judging.scheduler import SchedulerEvent
     from kerneltui.core.session import PermissionWaiting
 
     if isinstance(event, SchedulerEvent) and event.kind == "deferred":

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def version_for_verdict(store: Store, workspace: Workspace, path: Path) -> tuple[int, str]:
     """The history's row for this file as it is now (recorded if it was never judged)."""
-    from kerneltui.core import runner
+    from kerneltui.core.judging import runner
 
     version_id, _, problem = runner.record_version(store, workspace, path)
     return version_id, problem

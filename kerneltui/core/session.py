@@ -1,7 +1,7 @@
 """The supervisor with no screen: the history's connections, the scheduler and the agents' runs.
 
 A front end (the dashboard, the CLI, the MCP server) asks it to read, judge, record verdicts and
-guidance, start, stop or answer agents, and run external agents' tool calls (kerneltui.core.external),
+guidance, start, stop or answer agents, and run external agents' tool calls (kerneltui.core.agents.external),
 and hears back through typed events (`SessionEvent`), which arrive on other threads.
 Its reads and writes block: a front end calls them from worker threads, never its UI thread.
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.acp import AcpAgent
-from kerneltui.core.agent_host import (
+from kerneltui.core.agents.external import ExternalAgents, Progress, ToolOutcome
+from kerneltui.core.agents.host import (
     AgentRun,
     AgentSetupError,
     Echo,
@@ -26,11 +27,9 @@ from kerneltui.core.agent_host import (
     make_agent,
     run_agent,
 )
+from kerneltui.core.agents.persons_word import PersonsWord, Recorded
 from kerneltui.core.config import AgentConfig, Config
-from kerneltui.core.events import Recorded
-from kerneltui.core.external import ExternalAgents, Progress, ToolOutcome
-from kerneltui.core.persons_word import PersonsWord
-from kerneltui.core.scheduler import Scheduler, SchedulerEvent
+from kerneltui.core.judging.scheduler import Scheduler, SchedulerEvent
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.reads import resource_rows
 from kerneltui.history.store import Store, now

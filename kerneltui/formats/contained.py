@@ -129,7 +129,7 @@ def _argv(root: Path, copy: Path, task: str) -> list[str]:
 
 
 def _env(root: Path) -> dict[str, str]:
-    from harness.workers.process import worker_env
+    from harness.workers.env import worker_env
 
     env = worker_env(root, "import", interpret=True, cute_arch="", pkg=root / "pkg")
     env.update(

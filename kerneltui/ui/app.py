@@ -16,7 +16,7 @@ from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from kerneltui.core.config import Config
-from kerneltui.core.scheduler import SchedulerEvent
+from kerneltui.core.judging.scheduler import SchedulerEvent
 from kerneltui.core.session import AgentEnded, PermissionWaiting, Recorded, Session, SessionEvent
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.base import while_running

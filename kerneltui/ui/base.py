@@ -10,9 +10,9 @@ from textual import messages
 from textual.app import App
 from textual.notifications import SeverityLevel
 
-from kerneltui.core.agent_host import AgentRun
+from kerneltui.core.agents.host import AgentRun
 from kerneltui.core.config import Config
-from kerneltui.core.scheduler import Scheduler
+from kerneltui.core.judging.scheduler import Scheduler
 from kerneltui.core.session import Detail, Session
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.messages import Snapshot

@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.message import Message
 
-from kerneltui.core.scheduler import SchedulerEvent
+from kerneltui.core.judging.scheduler import SchedulerEvent
 from kerneltui.core.session import Detail
 
 __all__ = ["Detail"]  # the dashboard's messages carry the session's Detail

@@ -12,8 +12,8 @@ from textual import on, work
 from textual.app import SuspendNotSupported
 from textual.widgets import Input, TabbedContent
 
-from kerneltui.core.agent_host import AgentRun
-from kerneltui.core.custody import pending_change
+from kerneltui.core.agents.host import AgentRun
+from kerneltui.core.judging.custody import pending_change
 from kerneltui.core.session import SessionRefused
 from kerneltui.core.verdicts import approval_doubt
 from kerneltui.ui.base import while_running

@@ -9,9 +9,9 @@ from rich.text import Text
 from textual import work
 from textual.binding import Binding
 
-from kerneltui.core import leaderboard
-from kerneltui.core.bench import read_board
-from kerneltui.core.leaderboard import Leaderboard
+from kerneltui.core.bench import leaderboard
+from kerneltui.core.bench.leaderboard import Leaderboard
+from kerneltui.core.bench.suites import read_board
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.screens.panel import PanelScreen
 from kerneltui.ui.widgets.format import shown

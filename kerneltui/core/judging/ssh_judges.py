@@ -23,8 +23,8 @@ from urllib.parse import parse_qs, urlsplit
 from harness import PACKAGE_DIR
 from harness.contract.options import Options
 from harness.judge.remote import DEFAULT_ROOT
-from kerneltui.core.judge import Heard, end, serve_options
-from kerneltui.core.remote import RemoteError, RemoteRelay, spawn
+from kerneltui.core.judging.client import Heard, end, serve_options
+from kerneltui.core.judging.remote import RemoteError, RemoteRelay, spawn
 
 HARNESS = PACKAGE_DIR  # this kerneltui's harness, shipped to the judge there
 BOOTSTRAP = r"""

@@ -10,10 +10,10 @@ from typing import Any
 
 from harness.contract.source import VersionTooLarge, defines
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.custody import Custody, CustodyError, Noticed, accept, notice, stage_evaluation
-from kerneltui.core.events import SchedulerEvent
-from kerneltui.core.fair_queue import FairQueue
-from kerneltui.core.runner import record_refusal, record_version
+from kerneltui.core.judging.custody import Custody, CustodyError, Noticed, accept, notice, stage_evaluation
+from kerneltui.core.judging.events import SchedulerEvent
+from kerneltui.core.judging.fair_queue import FairQueue
+from kerneltui.core.judging.runner import record_refusal, record_version
 from kerneltui.core.workspace import Workspace, ignored_version
 from kerneltui.history.store import Store
 

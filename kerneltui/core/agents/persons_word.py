@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kerneltui.core.agents.feedback import person_spoke
 from kerneltui.core.config import Config
-from kerneltui.core.events import Recorded
-from kerneltui.core.feedback import person_spoke
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A verdict or guidance reached the history (`verdict`, `guidance`), guidance reached a tmux pane
+    (`delivery`; `warning` when it did not), or the history file was replaced (`history`)."""
+
+    what: str
+    text: str
 
 
 class PersonsWord:

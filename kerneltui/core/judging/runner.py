@@ -1,4 +1,4 @@
-"""A version judged once, for `kerneltui eval`: recorded, judged by a judge of its own (kerneltui.core.judge),
+"""A version judged once, for `kerneltui eval`: recorded, judged by a judge of its own (kerneltui.core.judging.client),
 its rungs written into the history as they arrive; and the rows a version file becomes.
 """
 
@@ -13,8 +13,7 @@ from harness.contract import protocol, source
 from harness.contract.options import PER_RUN, Options
 from harness.contract.results import Evaluation, RungResult
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.custody import Custody, CustodyError, judged_other_bytes, notice, stage_evaluation
-from kerneltui.core.judge import (
+from kerneltui.core.judging.client import (
     JudgeClient,
     JudgeEnded,
     JudgeLost,
@@ -23,7 +22,8 @@ from kerneltui.core.judge import (
     harness_python,
     record_event,
 )
-from kerneltui.core.judges import make_judges
+from kerneltui.core.judging.custody import Custody, CustodyError, judged_other_bytes, notice, stage_evaluation
+from kerneltui.core.judging.judges import make_judges
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.history.store import Store
 

@@ -35,15 +35,6 @@ class SchedulerEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """A verdict or guidance reached the history (`verdict`, `guidance`), guidance reached a tmux pane
-    (`delivery`; `warning` when it did not), or the history file was replaced (`history`)."""
-
-    what: str
-    text: str
-
-
 # --- what the scheduler's own thread is asked to do (its inbox), besides its judges' messages ---------------------
 
 

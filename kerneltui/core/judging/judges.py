@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from harness.containment.sandbox import cuda_device_count
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.judge import JudgeClient, JudgeMessage, LocalProcess, harness_python
+from kerneltui.core.judging.client import JudgeClient, JudgeMessage, LocalProcess, harness_python
 from kerneltui.core.workspace import Workspace
 
 
@@ -28,7 +28,7 @@ def make_judges(
     state, options = workspace.state, config.options
     first = config.executor[0]
     if first.startswith("ssh://"):
-        from kerneltui.core.ssh_judge import SshTarget, SshTransport
+        from kerneltui.core.judging.ssh_judges import SshTarget, SshTransport
 
         targets = [SshTarget.parse(url) for url in config.executor]
         slots = [(t, g) for t in targets for g in (t.gpus or (None,))]
@@ -38,7 +38,7 @@ def make_judges(
             for i, (t, g) in enumerate(slots)
         ]
     if first == "ray" or first.startswith("ray:"):
-        from kerneltui.core.ray_judge import RayTransport, actor_count, connect
+        from kerneltui.core.judging.ray_judges import RayTransport, actor_count, connect
 
         count, resources = actor_count(connect(first), config.judges)
         if config.ray_resources:

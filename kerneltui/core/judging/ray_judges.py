@@ -12,8 +12,8 @@ from typing import Any
 from harness import PACKAGE_DIR
 from harness.contract.options import Options
 from harness.judge.remote import DEFAULT_ROOT, RemoteServe
-from kerneltui.core.judge import Heard, serve_options
-from kerneltui.core.remote import RemoteError, RemoteRelay, spawn
+from kerneltui.core.judging.client import Heard, serve_options
+from kerneltui.core.judging.remote import RemoteError, RemoteRelay, spawn
 
 HARNESS = PACKAGE_DIR  # this kerneltui's harness, shipped to the judge there
 RESTARTS = 3  # actor restarts and call retries Ray makes before the scheduler hears of a lost judge

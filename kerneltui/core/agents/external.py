@@ -20,7 +20,7 @@ from typing import Any
 
 from agents.base import Feedback, Judged, render_feedback
 from agents.tools import Toolbox, ToolError, record_call, record_result
-from kerneltui.core.agent_host import Judging, StoreHost, find_context, problem_info
+from kerneltui.core.agents.host import Judging, StoreHost, find_context, problem_info
 from kerneltui.core.workspace import Workspace, WorkspaceError
 from kerneltui.history.store import Store, now
 

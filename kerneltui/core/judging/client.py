@@ -1,8 +1,8 @@
 """The one client of a judge (JudgeClient: start, submit, stop; what the judge says delivered as typed messages)
-over one of three transports: a local `python -m harness serve` process (LocalProcess, here), a judge on a GPU box
-reached over SSH (kerneltui.core.ssh_judge) or in a Ray actor (kerneltui.core.ray_judge). The scheduler keeps one
-client per GPU; `kerneltui eval` starts one for a single version (`once`: no spare worker). Both record the
-judge's events with `record_event`.
+over one of three transports: a local `python -m harness serve` process (LocalProcess, here), a judge on a GPU
+box reached over SSH (kerneltui.core.judging.ssh_judges) or in a Ray actor (kerneltui.core.judging.ray_judges).
+The scheduler keeps one client per GPU; `kerneltui eval` starts one for a single version (`once`: no spare
+worker). Both record the judge's events with `record_event`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import IO, Any, Protocol
 
 from harness.contract import protocol
 from harness.contract.options import Options
-from harness.workers.process import judge_env, link_harness
-from kerneltui.core import dump_budget
+from harness.workers.env import judge_env, link_harness
+from kerneltui.core.judging import dump_budget
 from kerneltui.history.store import Store
 
 

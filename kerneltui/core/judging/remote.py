@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.judge.remote import BundleError, inside
-from kerneltui.core.judge import Heard
+from kerneltui.core.judging.client import Heard
 from kerneltui.core.workspace import VERSION_RE
 
 MAX_BUNDLE_BYTES = 256 << 20

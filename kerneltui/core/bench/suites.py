@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneltui.core import leaderboard
-from kerneltui.core.agent_host import AgentRun
+from kerneltui.core.agents.host import AgentRun
+from kerneltui.core.bench import leaderboard
 from kerneltui.core.config import AgentConfig, Config
 from kerneltui.core.session import AgentEnded, Session, SessionEvent, SessionRefused
 from kerneltui.core.workspace import VERSION_RE, Workspace, is_problem_dir
@@ -239,7 +239,7 @@ class Bench:
             waited += 0.2
 
     def _heard(self, event: SessionEvent) -> None:
-        from kerneltui.core.events import SchedulerEvent
+        from kerneltui.core.judging.events import SchedulerEvent
 
         if isinstance(event, AgentEnded):
             self.say(f"■ {event.problem}: {event.reason}")

@@ -22,9 +22,11 @@ from typing import Any
 
 from harness.contract import protocol
 from harness.contract.results import PROFILE_RUNGS, Evaluation
+from kerneltui.core.agents.feedback import write_feedback
 from kerneltui.core.config import LadderConfig
-from kerneltui.core.custody import Custody, judged_other_bytes
-from kerneltui.core.events import (
+from kerneltui.core.judging.client import JudgeClient, JudgeEnded, JudgeLost, JudgeMessage, JudgeSaid, record_event
+from kerneltui.core.judging.custody import Custody, judged_other_bytes
+from kerneltui.core.judging.events import (
     AcceptProblem,
     Deleted,
     Enqueue,
@@ -34,13 +36,11 @@ from kerneltui.core.events import (
     SchedulerEvent,
     Stop,
 )
-from kerneltui.core.fair_queue import FairQueue
-from kerneltui.core.feedback import write_feedback
-from kerneltui.core.intake import Intake
-from kerneltui.core.judge import JudgeClient, JudgeEnded, JudgeLost, JudgeMessage, JudgeSaid, record_event
-from kerneltui.core.judges import make_judges
-from kerneltui.core.remote import RemoteError
-from kerneltui.core.watcher import WorkspaceWatcher
+from kerneltui.core.judging.fair_queue import FairQueue
+from kerneltui.core.judging.intake import Intake
+from kerneltui.core.judging.judges import make_judges
+from kerneltui.core.judging.remote import RemoteError
+from kerneltui.core.judging.watcher import WorkspaceWatcher
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 
