@@ -166,3 +166,66 @@ def test_a_check_too_narrow_to_fail_is_said_and_a_version_exploiting_it_flagged(
     flags = {f["name"]: f["reason"] for f in cheat["flags"]}
     assert "signed inputs of case n=1000" in flags.get("narrow-inputs", ""), cheat["flags"]
     assert not [f for f in honest["flags"] if f["name"] in ("narrow-inputs", "weak-match")], honest["flags"]
+
+
+SUM_PROBLEM = """
+import torch
+
+cases = [{"n": 4097}]
+bench_cases = [{"n": 1 << 20}]
+tolerance = {"atol": 1e-3, "rtol": 1e-4}
+
+
+def make_inputs(case, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(case["n"], generator=g).to(device),)
+
+
+def reference(x):
+    return x.sum().reshape(1)
+
+
+def cost(case):
+    return {"flops": case["n"], "bytes": 4 * case["n"]}
+"""
+
+# Partial sums added atomically, in blocks of a size that changes from call to call: the low bits of the total
+# depend on the order the programs add in, as with atomics on a GPU.
+ORDER_DEPENDENT_SUM = """
+import torch
+import triton
+import triton.language as tl
+
+calls = [0]
+
+
+@triton.jit
+def sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+def custom_kernel(x):
+    calls[0] += 1
+    block = 64 if calls[0] % 2 else 1024
+    out = torch.zeros(1, device=x.device, dtype=x.dtype)
+    sum_kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+    return out
+"""
+
+
+def test_two_calls_on_the_same_inputs_must_give_the_same_bytes(tmp_path: Path) -> None:
+    """A race or an uninitialised read passes a single call; the judge calls the first case twice on the same
+    inputs (into memory poisoned with other bytes) and fails outputs that differ, unless the problem declares
+    nondeterministic = True (atomics), when they need only agree within the tolerance."""
+    from tests.conftest import judge_many, rung
+
+    strict, loose = tmp_path / "ws" / "rowsum", tmp_path / "ws" / "atomics"
+    for folder, extra in ((strict, ""), (loose, "nondeterministic = True\n")):
+        folder.mkdir(parents=True)
+        (folder / "problem.py").write_text(SUM_PROBLEM + extra)
+        (folder / "v001.py").write_text(ORDER_DEPENDENT_SUM)
+    judged = judge_many([strict / "v001.py", loose / "v001.py"], rungs=["load", "correctness"])
+    failed = rung(judged[str(strict / "v001.py")], "correctness")
+    assert failed["ok"] is False and "two calls on the same inputs gave other outputs" in failed["err"], failed
+    assert judged[str(loose / "v001.py")]["status"] == "pass", judged[str(loose / "v001.py")]

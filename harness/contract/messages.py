@@ -373,9 +373,11 @@ class LoadRequest(Request[LoadReply]):
 
 @dataclass(frozen=True)
 class CallRequest(Request[CallReply]):
-    """One recorded call on `inputs` (an encoded tree)."""
+    """One recorded call on `inputs` (an encoded tree), the memory it may allocate first filled with `poison`
+    (a byte: a call made twice with two poisons shows an output that depends on memory it never wrote)."""
 
     inputs: Json
+    poison: int = 0xFF
 
     op = "call"
     reply = CallReply

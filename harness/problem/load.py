@@ -75,6 +75,7 @@ class Problem:
     output_buffers: tuple[tuple[int | str, ...], ...] = ()  # paths into make_inputs' tuple: written, not inputs
     version_files: tuple[str, ...] = ()  # files of the problem folder copied beside each version (task.py)
     reference_precision: str = precision.DEFAULT  # harness.problem.precision: TF32 off unless the problem asks
+    nondeterministic: bool = False  # outputs may differ between calls within the tolerance (atomics)
 
     def inputs_for(self, case: dict[str, Any], seed: int, device: Any) -> tuple[Any, ...]:
         """make_inputs' inputs for one case and seed, as every rung sends them to the version. A ProblemError
@@ -196,6 +197,7 @@ def load_problem(folder: Path) -> Problem:
         output_buffers=_check_output_buffers(getattr(module, "output_buffers", ()), path),
         version_files=_check_version_files(getattr(module, "version_files", ()), path),
         reference_precision=reference_precision,
+        nondeterministic=_check_flag(getattr(module, "nondeterministic", False), "nondeterministic", path),
     )
     return problem
 
@@ -405,6 +407,12 @@ def _check_cases(value: Any, name: str, path: Path, allow_empty: bool) -> list[d
     if not value and not allow_empty:
         raise ProblemError(f"{problem}: {name} in problem.py is empty; correctness needs at least one case")
     return [dict(c) for c in value]
+
+
+def _check_flag(value: Any, name: str, path: Path) -> bool:
+    if not isinstance(value, bool):
+        raise ProblemError(f"{path.parent.name}: {name} in problem.py must be True or False, not {value!r}")
+    return value
 
 
 def _check_precision(value: Any, path: Path) -> str:

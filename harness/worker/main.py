@@ -186,8 +186,9 @@ class Worker:
     def do_call(self, header: dict[str, Any], tensors: list[torch.Tensor]) -> None:
         phases = Phases()
         with phases("inputs"):
-            inputs = self.materialize(messages.CallRequest.from_header(header).inputs, tensors)
-            poison(inputs, self.device)
+            request = messages.CallRequest.from_header(header)
+            inputs = self.materialize(request.inputs, tensors)
+            poison(inputs, self.device, request.poison)
         start = time.perf_counter()
         try:
             with phases("recorded call"), RECORDER.recording(inputs, self.profiler is None, self.held()):
@@ -472,12 +473,14 @@ def check_outputs(out: Any) -> tuple[torch.Tensor, ...]:
     return items
 
 
-def poison(inputs: tuple[Any, ...], device: torch.device) -> None:
-    """Fills freed memory with NaN bytes so a kernel that returns memory it never wrote shows garbage."""
+def poison(inputs: tuple[Any, ...], device: torch.device, byte: int = 0xFF) -> None:
+    """Fills freed memory with `byte` (0xFF: NaN in every float) so a kernel that returns memory it never wrote
+    shows garbage, and one called twice with two bytes shows it differing."""
     sizes = [t.numel() * t.element_size() for t in _leaves(inputs)]  # nested too: custom_kernel(data)
     if not sizes:
         return
-    blocks = [torch.full((max(n, 1),), 0xFF, dtype=torch.uint8, device=device) for n in [*sizes, sum(sizes)]]
+    fill = int(byte) & 0xFF
+    blocks = [torch.full((max(n, 1),), fill, dtype=torch.uint8, device=device) for n in [*sizes, sum(sizes)]]
     del blocks
 
 

@@ -11,7 +11,7 @@ import torch
 
 from harness.contract.messages import CallRequest, Failure
 from harness.contract.results import Flag, RungResult
-from harness.judge import narrow, vacuous
+from harness.judge import determinism, narrow, vacuous
 from harness.judge.confirm import vary
 from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs, mutated_inputs, returned, unread_inputs
 from harness.problem.load import case_label
@@ -48,6 +48,8 @@ def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
         "held_to": run.problem.held_to(),  # the tolerance, and the precision the reference was computed at
         "reference_precision": run.problem.reference_precision,
     }
+    if first_error is None and results:
+        first_error = _twice(judge, run, worker)
     warnings = _problem_warnings(judge, run, results)
     if first_error is None and results:
         run.ev.flags += _narrow_flags(judge, run, worker, results)
@@ -74,6 +76,26 @@ def _every_case(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> 
             if outcome.get("fatal"):
                 return results, first_error
     return results, first_error
+
+
+def _twice(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> str | None:
+    """Why the version fails for giving other outputs on the same inputs (harness.judge.determinism), or None."""
+    case, seed = run.problem.cases[0], secrets.randbelow(2**31)
+    inputs = run.problem.inputs_for(case, seed, judge.device)
+    outputs = []
+    for poison in (0xFF, determinism.SECOND_POISON):
+        outcome, _, out = check_case(judge, run, worker, case, seed, inputs=clone_inputs(inputs), poison=poison)
+        if outcome["err"]:
+            return f"case {case_label(case)} (seed {seed}), called again on the same inputs: {outcome['err']}"
+        outputs.append(out)
+    where = determinism.differs(run.problem, outputs[0], outputs[1])
+    if where is None:
+        return None
+    return (
+        f"case {case_label(case)} (seed {seed}): two calls on the same inputs gave other outputs: {where} (a race "
+        "between programs, a read of memory it never wrote?; a problem whose outputs may differ, such as with "
+        "atomics, says nondeterministic = True)"
+    )
 
 
 def _problem_warnings(judge: JudgeContext, run: VersionRun, results: list[dict[str, Any]]) -> list[str]:
@@ -122,6 +144,7 @@ def check_case(
     seed: int,
     inputs: tuple[Any, ...] | None = None,
     probe: bool = False,
+    poison: int = 0xFF,
 ) -> tuple[dict[str, Any], tuple[Any, ...], Any]:
     """Calls the version on one case in `worker` (on `inputs`, else the case's for this seed) and holds its
     outputs to the reference. Returns the outcome, the judge's pristine copy of the inputs, and the version's
@@ -135,7 +158,7 @@ def check_case(
     tree = wire.encode_tree(list(inputs), tensors)
     budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
     try:
-        reply, got = worker.ask(CallRequest(tree), tensors, judge.options.timeout, "", max_payload=budget)
+        reply, got = worker.ask(CallRequest(tree, poison), tensors, judge.options.timeout, "", max_payload=budget)
         if isinstance(reply, Failure):
             outcome.update(err=reply.err, log=reply.trace, fatal=reply.kind in ("cuda",))
             return outcome, pristine, None
