@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.judge.confirm import FRESH_RATIO, OUTSIDE_RATIO, OUTSIDE_SLACK_US, fresh_flag, outside_flag
@@ -32,3 +34,25 @@ def test_a_median_below_what_the_judge_timed_from_outside_is_flagged() -> None:
     flag = outside_flag(at_edge - 1.0, bound, "n=1")
     assert flag is not None and flag.name == "timing-mismatch" and "at least 1000.0 µs" in flag.reason
     assert outside_flag(1.0, None, "n=1") is None  # nothing timed from outside: nothing to hold it to
+
+
+def test_a_run_made_for_a_check_leaves_no_folder_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every VersionRun made a kerneltui-judge-* folder as it was built: runs made for checks that compile nothing
+    (tests, a rung's decision) left them in the temporary folder (16 from one test run)."""
+    import tempfile
+
+    from harness.contract.results import Evaluation
+    from harness.judge.context import VersionRun
+    from harness.problem.load import load_problem
+    from tests.conftest import make_workspace
+
+    folder = make_workspace(tmp_path / "ws")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    ev = Evaluation(problem="vadd", version="v001", path=str(folder / "v001.py"), hash="0" * 64)
+    run = VersionRun(problem=load_problem(folder), path=folder / "v001.py", ev=ev, dsls=[])
+    assert list((tmp_path / "tmp").iterdir()) == []
+    private = run.private  # made when a rung first needs it, removed with the evaluation
+    assert private.is_dir() and private.parent == tmp_path / "tmp"
+    run.discard_private()
+    assert list((tmp_path / "tmp").iterdir()) == []

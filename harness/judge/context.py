@@ -4,6 +4,7 @@ so a rung's decisions can be tested with a context made by hand and no process."
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,19 @@ class VersionRun:
     warmup_error: str | None = None
     timings: list[dict[str, Any]] = field(default_factory=list)
     # The judge's own folder for copies of what the workers compiled; workers cannot write there.
-    private: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kerneltui-judge-")))
+    made_private: Path | None = None
+
+    @property
+    def private(self) -> Path:
+        """Made when first asked for (a run made for a check that compiles nothing leaves no folder behind)."""
+        if self.made_private is None:
+            self.made_private = Path(tempfile.mkdtemp(prefix="kerneltui-judge-"))
+        return self.made_private
+
+    def discard_private(self) -> None:
+        if self.made_private is not None:
+            shutil.rmtree(self.made_private, ignore_errors=True)
+            self.made_private = None
 
 
 @dataclass

@@ -105,7 +105,7 @@ class Ladder:
             released = time.perf_counter()
             for worker in run.workers.values():
                 self.pool.release(worker)
-            shutil.rmtree(run.private, ignore_errors=True)
+            run.discard_private()
             escaped = self.pool.sweep()
             trace_judge("release", time.perf_counter() - released)
             if escaped:
