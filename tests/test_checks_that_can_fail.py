@@ -189,8 +189,8 @@ def cost(case):
     return {"flops": case["n"], "bytes": 4 * case["n"]}
 """
 
-# Partial sums added atomically, in blocks of a size that changes from call to call: the low bits of the total
-# depend on the order the programs add in, as with atomics on a GPU.
+# Partial sums added atomically, in blocks of a size that changes from call to call, onto a start that drifts by
+# less than the tolerance: the low bits of the total differ between calls, as with atomics on a GPU.
 ORDER_DEPENDENT_SUM = """
 import torch
 import triton
@@ -208,7 +208,7 @@ def sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def custom_kernel(x):
     calls[0] += 1
     block = 64 if calls[0] % 2 else 1024
-    out = torch.zeros(1, device=x.device, dtype=x.dtype)
+    out = torch.full((1,), 1e-4 * (calls[0] % 2), device=x.device, dtype=x.dtype)  # a drift within the tolerance
     sum_kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
     return out
 """
