@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from harness.contract.results import RungResult
@@ -13,6 +14,11 @@ from kerneltui.history.schema import KEY_METRICS
 STALE = (
     "(COALESCE(e.problem_hash, '') != '' AND COALESCE(p.problem_hash, '') != '' AND e.problem_hash != p.problem_hash)"
 )
+
+
+def natural_key(name: str) -> list[str | int]:
+    """"2_Matmul" before "10_Conv": runs of digits compare as numbers (re.split keeps text at even places)."""
+    return [int(part) if index % 2 else part.lower() for index, part in enumerate(re.split(r"(\d+)", name))]
 
 
 def may_be_best(evaluation: str = "evaluations") -> str:
@@ -152,9 +158,9 @@ class Reads(VersionReads):
         on the GPU of its newest timing (`best_device`): times from two kinds of GPU are never compared.
 
         A few passes over evaluations (grouped), not a subquery per problem: this runs before the first screen
-        of a history with thousands of versions.
+        of a history with thousands of versions. In natural order: 1_, 2_, ... 10_, 100_ (KernelBench's names).
         """
-        return self.rows(
+        rows = self.rows(
             f"""
             WITH agg AS (
                 SELECT problem, SUM(status IN ('queued', 'running')) AS pending,
@@ -190,6 +196,7 @@ class Reads(VersionReads):
             ORDER BY p.name
             """
         )
+        return sorted(rows, key=lambda row: natural_key(str(row["name"])))
 
     def trend_rows(self, problem: str) -> list[dict[str, Any]]:
         """Per version, GPU (its newest timed evaluation there) and bench case: median and % of roofline."""
