@@ -39,16 +39,21 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 )
 # Which columns stay when the table is narrow, most wanted first (the note takes what is left, if any).
 PRIORITY = ("ver", "status", "failed", "median", "vsref", "roof", "verdict", "vsbest", "err", "spread", "note")
+# With no timing in the table (no GPU), its timing columns are all "·": the verdict, the error and the note first.
+UNTIMED_PRIORITY = ("ver", "status", "failed", "err", "verdict", "note", "median", "vsref", "roof", "vsbest", "spread")
 MIN_NOTE = 10
 
 
-def visible_columns(width: int, padding: int) -> tuple[list[int], int]:
-    """Indices into COLUMNS that fit in `width` by PRIORITY, in display order, and the note column's width."""
+def visible_columns(width: int, padding: int, timed: bool = True) -> tuple[list[int], int]:
+    """Indices into COLUMNS that fit in `width` by PRIORITY (UNTIMED_PRIORITY where no row has a timing), in display
+    order, and the note column's width."""
     sizes = {key: (w or 0) + 2 * padding for key, _, w in COLUMNS}
     sizes["note"] = MIN_NOTE + 2 * padding
     chosen: set[str] = set()
     used = 0
-    for key in PRIORITY:  # a prefix of PRIORITY: never a lesser column where a more wanted one did not fit
+    for key in (
+        PRIORITY if timed else UNTIMED_PRIORITY
+    ):  # a prefix: never a lesser column where a more wanted one did not fit
         if used + sizes[key] > width and key != "ver":
             break
         chosen.add(key)
@@ -130,6 +135,7 @@ class VersionTable(DataTable[Text]):
         self.cells: dict[str, tuple[tuple[str, str, tuple[Any, ...]], ...]] = {}
         self.note_width = 20
         self.shown_columns = list(range(len(COLUMNS)))
+        self.timed = True  # some row has a median: timing columns come before the others when narrow
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -137,7 +143,7 @@ class VersionTable(DataTable[Text]):
     def on_resize(self) -> None:
         """Columns give way by PRIORITY on a narrow screen; the note takes what the others leave: no
         horizontal scrolling."""
-        shown, note = visible_columns(self.scrollable_content_region.width - 2, self.cell_padding)
+        shown, note = visible_columns(self.scrollable_content_region.width - 2, self.cell_padding, self.timed)
         if (shown, note) == (self.shown_columns, self.note_width):
             return
         self.shown_columns, self.note_width = shown, note
@@ -179,6 +185,10 @@ class VersionTable(DataTable[Text]):
                 self.move_cursor(row=target, animate=False)
         else:
             self._update_changed(fresh)
+        timed = any(r.get("median_us") for r in (rows if every is None else every))
+        if timed != self.timed:  # the columns that carry information here win the width
+            self.timed = timed
+            self.on_resize()
 
     def _rebuild(self, order: list[str], fresh: dict[str, tuple[Text, ...]]) -> None:
         self.clear()
