@@ -17,7 +17,7 @@ STALE = (
 
 
 def natural_key(name: str) -> list[str | int]:
-    """"2_Matmul" before "10_Conv": runs of digits compare as numbers (re.split keeps text at even places)."""
+    """2_Matmul before 10_Conv: runs of digits compare as numbers (re.split keeps text at even places)."""
     return [int(part) if index % 2 else part.lower() for index, part in enumerate(re.split(r"(\d+)", name))]
 
 
