@@ -37,7 +37,7 @@ def _first_difference(problem: Problem, x: torch.Tensor, y: torch.Tensor) -> str
     if problem.nondeterministic and x.is_floating_point():
         result = compare(y, x, problem.tolerance_for(str(x.dtype).removeprefix("torch.")))
         return None if result.ok else f"differs beyond the tolerance between the calls: {result.err}"
-    same = _same_values(x, y)
+    same = same_values(x, y)
     if bool(same.all()):
         return None
     index = int((~same).reshape(-1).nonzero()[0])
@@ -47,7 +47,7 @@ def _first_difference(problem: Problem, x: torch.Tensor, y: torch.Tensor) -> str
     return f"differs at {count} of {same.numel()} elements, first at flat index {index}: {values}"
 
 
-def _same_values(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def same_values(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Elementwise bit-for-bit sameness (a NaN beside a NaN is the same)."""
     if x.is_floating_point() or x.is_complex():
         return (x == y) | (x.isnan() & y.isnan())

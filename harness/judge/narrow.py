@@ -68,7 +68,8 @@ def _affine(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor | None:
 
 
 def _floating(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.device.type != "meta"
+    """A float tensor torch can compare and draw: not fp8 or fp4 (one byte or less an element), not shape-only."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.element_size() >= 2 and t.device.type != "meta"
 
 
 def _constant(t: torch.Tensor) -> bool:
@@ -80,10 +81,7 @@ def _mapped(value: Any, change: Change, generator: torch.Generator) -> tuple[Any
     """`value` with each tensor changed where `change` changes it (nested lists, tuples and dicts: a KernelBench
     model input's state dict), and whether any was."""
     if isinstance(value, torch.Tensor):
-        try:
-            changed = change(value, generator)
-        except (RuntimeError, NotImplementedError):  # a dtype torch cannot compare or draw (fp8, fp4): left as it is
-            changed = None
+        changed = change(value, generator)
         return (value, False) if changed is None else (changed, True)
     if type(value) in (list, tuple):
         pairs = [_mapped(v, change, generator) for v in value]

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.contract.results import Flag
+from harness.judge.determinism import same_values
 from harness.judge.outputs import clone_inputs, judge_outputs
+from harness.problem.precision import cuda_devices
 
 if TYPE_CHECKING:
     from harness.judge.context import VersionRun
@@ -87,7 +89,7 @@ def differs_from_itself(run: VersionRun, pristine: tuple[Any, ...]) -> str | Non
     unseeded = run.problem.module.reference
     answers = []
     for seed in (1, 2):
-        with torch.random.fork_rng(devices=_devices(pristine)):
+        with torch.random.fork_rng(devices=cuda_devices(pristine)):
             torch.manual_seed(seed)
             answers.append(unseeded(*clone_inputs(pristine)))
     if _same(answers[0], answers[1]):
@@ -101,19 +103,11 @@ def differs_from_itself(run: VersionRun, pristine: tuple[Any, ...]) -> str | Non
 def _same(a: Any, b: Any) -> bool:
     """Equal, bit for bit (a NaN where the other has one counts as equal)."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        a, b = a.detach().cpu(), b.detach().cpu()
-        if a.is_floating_point() or a.is_complex():
-            return bool(torch.equal(a.isnan(), b.isnan())) and bool(torch.equal(a.nan_to_num(), b.nan_to_num()))
-        return bool(torch.equal(a, b))
+        same_kind = a.shape == b.shape and a.dtype == b.dtype
+        return same_kind and bool(same_values(a.detach().cpu(), b.detach().cpu()).all())
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
-
-
-def _devices(values: tuple[Any, ...]) -> list[int]:
-    return sorted({t.device.index or 0 for t in values if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
 
 
 def _cases(cases: list[str]) -> str:

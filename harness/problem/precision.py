@@ -35,14 +35,20 @@ def at_precision(reference: Callable[..., Any], precision: str) -> Callable[...,
     return computed
 
 
+def cuda_devices(values: tuple[Any, ...]) -> list[int]:
+    """The CUDA devices a call's tensors are on (whose random state fork_rng keeps apart)."""
+    import torch
+
+    return sorted({t.device.index or 0 for t in values if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+
+
 @contextlib.contextmanager
 def _seeded(inputs: tuple[Any, ...]) -> Iterator[None]:
     """The same seed before each call (as KernelBench does), the process's random state put back after: a reference
     that draws random numbers gives the same answer on the same inputs (harness.judge.vacuous says it draws them)."""
     import torch
 
-    devices = sorted({t.device.index or 0 for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
-    with torch.random.fork_rng(devices=devices):
+    with torch.random.fork_rng(devices=cuda_devices(inputs)):
         torch.manual_seed(REFERENCE_SEED)
         yield
 

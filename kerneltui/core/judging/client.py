@@ -204,16 +204,8 @@ class LocalProcess:
         self.proc.stdin.flush()
 
     def stop(self, grace: float) -> None:
-        """Closes its input (it finishes what it judges and exits); ended past `grace` seconds."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            end(self.proc)
+        if self.proc is not None:
+            close_input(self.proc, grace)
 
     def tail(self, chars: int) -> str:
         if self.log is None:
@@ -233,6 +225,17 @@ def _read(proc: subprocess.Popen[str], heard: Heard) -> None:
     for line in proc.stdout:
         heard.said(line)
     heard.ended(proc.wait())
+
+
+def close_input(proc: subprocess.Popen[Any], grace: float) -> None:
+    """Closes a judge's input (it finishes what it judges and exits); ended past `grace` seconds."""
+    with contextlib.suppress(OSError, ValueError):
+        assert proc.stdin is not None
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        end(proc)
 
 
 def end(proc: subprocess.Popen[Any]) -> None:

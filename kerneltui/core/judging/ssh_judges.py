@@ -9,7 +9,6 @@ box's Python with torch and triton is needed there; authentication is ssh's own 
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
 import hashlib
 import json
@@ -23,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 from harness import PACKAGE_DIR
 from harness.contract.options import Options
 from harness.judge.remote import DEFAULT_ROOT
-from kerneltui.core.judging.client import Heard, end, serve_options
+from kerneltui.core.judging.client import Heard, close_input, serve_options
 from kerneltui.core.judging.remote import RemoteError, RemoteRelay, spawn
 
 HARNESS = PACKAGE_DIR  # this kerneltui's harness, shipped to the judge there
@@ -175,14 +174,7 @@ class SshTransport:
 
     def stop(self, grace: float) -> None:
         self.stopping = True
-        if self.proc is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            end(self.proc)
+        if self.proc is not None:
+            close_input(self.proc, grace)  # through ssh: the judge there finishes and exits
         if self.log:
             self.log.close()
