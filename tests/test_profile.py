@@ -10,7 +10,8 @@ import torch
 
 from harness.contract.report import rung_line
 from harness.contract.results import RungResult
-from harness.judge.rungs.profile import in_our_unit, read_report, report_module_dir, summarize
+from harness.judge.nsight.report import in_our_unit, read_report, report_module_dir
+from harness.judge.rungs.profile import METRICS, summarize
 from tests.conftest import add_version
 
 FAKE_NCU_REPORT = """
@@ -77,7 +78,7 @@ def fake_nsight_compute(root: Path) -> str:
 
 
 def test_metrics_come_back_in_our_units(tmp_path: Path) -> None:
-    kernels = read_report(tmp_path / "profile.ncu-rep", fake_nsight_compute(tmp_path))
+    kernels = read_report(tmp_path / "profile.ncu-rep", fake_nsight_compute(tmp_path), METRICS)
     assert [k["name"] for k in kernels] == ["add_kernel", "add_kernel"]
     first = kernels[0]
     assert first["time_us"] == pytest.approx(45.3)
@@ -97,7 +98,7 @@ def test_other_units_convert_and_unknown_ones_give_no_figure() -> None:
 
 def test_a_report_reader_that_crashes_takes_only_its_own_process(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="ncu_report failed"):
-        read_report(tmp_path / "crash.ncu-rep", fake_nsight_compute(tmp_path))
+        read_report(tmp_path / "crash.ncu-rep", fake_nsight_compute(tmp_path), METRICS)
 
 
 def test_the_call_is_summed_and_the_longest_kernel_leads(tmp_path: Path) -> None:

@@ -279,18 +279,23 @@ def test_a_cuda_kernel_launched_past_torch_must_be_the_versions_own() -> None:
     assert "CUDA kernel hidden_kernel ran under test" in reason
 
 
-def test_nsight_computes_table_gives_a_per_call_floor() -> None:
-    """A table Nsight Compute 2025.3 wrote on an H200 (three launches of one kernel in the judge's range)."""
+def test_nsight_computes_report_gives_a_per_call_floor(tmp_path: Path) -> None:
+    """The timing check reads its report with the profile rung's reader: two launches of add_kernel, 45.3 µs each
+    in the report's own unit (ns), over two calls."""
     from harness.judge.nsight import timing as nsight
+    from harness.judge.nsight.report import read_report
+    from tests.test_profile import fake_nsight_compute
 
-    outside = nsight.parse_table((FIXTURES / "nsight" / "table.csv").read_text(), calls=3)
-    assert outside.per_call_us == pytest.approx((3488 + 2912 + 2944) / 3000)
-    assert list(outside.kernels.values()) == [1.0] and "MulFunctor" in next(iter(outside.kernels))
+    kernels = read_report(tmp_path / "nsight.ncu-rep", fake_nsight_compute(tmp_path), nsight.METRICS)
+    outside = nsight.per_call(kernels, calls=2)
+    assert outside.per_call_us == pytest.approx(45.3) and outside.kernels == {"add_kernel": 1.0}
     case = {"n": 1 << 20}
-    assert nsight.outside_flag(3.0, outside, case) is None  # an honest median sits above its kernels' time
-    assert "Nsight Compute timed its kernels at 3.1 µs" in nsight.outside_flag(0.2, outside, case).reason  # type: ignore[union-attr]
-    hid = nsight.parse_table("==PROF== Disconnected from process 1\n", calls=3)
+    assert nsight.outside_flag(50.0, outside, case) is None  # an honest median sits above its kernels' time
+    assert "Nsight Compute timed its kernels at 45.3 µs" in nsight.outside_flag(3.0, outside, case).reason  # type: ignore[union-attr]
+    hid = nsight.per_call([], calls=3, log="==PROF== Disconnected from process 1\n")
     assert "saw no kernel inside" in nsight.outside_flag(1.5, hid, case).reason  # type: ignore[union-attr]
+    refused = nsight.per_call([], calls=3, log="==ERROR== ERR_NVGPUCTRPERM - no permission\n")
+    assert refused.note is not None and nsight.outside_flag(1.5, refused, case) is None
     missing = nsight.Outside(note="Nsight Compute (ncu) not found")
     assert nsight.outside_flag(1.5, missing, case) is None
 

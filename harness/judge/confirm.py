@@ -7,7 +7,8 @@ the end it can reach any timer there). Two checks stand outside it:
   sits far below that bound reported times its calls cannot have had (flag `timing-mismatch`);
 - before a version can become the best, it is judged again in a fresh worker, on fresh seeds and on
   variations of the bench case it has not seen (a memo keyed on the shape, a special case for the bench
-  shape, fail there), and timed again there: a median far from the first one is flagged; on a GPU its kernels
+  shape, fail there), its first bench case computed twice into differently poisoned memory (the same bytes,
+  harness.judge.determinism), and timed again there: a median far from the first one is flagged; on a GPU its kernels
   are also timed from outside its process by Nsight Compute where it works (harness.judge.nsight.timing).
 """
 
@@ -22,6 +23,7 @@ import torch
 
 from harness.contract.messages import CallRequest, Failure, LaunchRequest, OnceRequest
 from harness.contract.results import Flag
+from harness.judge import determinism
 from harness.judge.bench_calls import time_case
 from harness.judge.nsight import timing as nsight
 from harness.judge.outputs import clone_inputs, judge_outputs, returned
@@ -123,6 +125,10 @@ def confirm(judge: JudgeContext, run: VersionRun, first: dict[str, Any]) -> Conf
         if err:
             return Confirmation(err=f"wrong on {case_label(varied)}, a variation of the bench case: {err}")
         result.metrics.setdefault("variations", []).append(case_label(varied))
+    seed = secrets.randbelow(2**31)
+    differs = determinism.twice(problem, worker, problem.bench_cases[0], seed, device, judge.options.timeout)
+    if differs is not None:
+        return Confirmation(err=f"on the bench case: {differs}")
     again = time_case(judge, run, worker, problem.bench_cases[0])
     result.metrics["fresh_median_us"] = again["median_us"]
     if again.get("device_median_us") is not None:

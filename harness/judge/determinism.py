@@ -1,5 +1,6 @@
-"""The same inputs twice must give the same bytes: a version computes its first correctness case a second time, into
-memory poisoned with other bytes, and the two outputs are compared bit for bit (within the tolerance where the
+"""The same inputs twice must give the same bytes: a version computes its first correctness case a second time (and,
+before it may become the best, its first bench case: harness.judge.confirm), into memory poisoned with other bytes,
+and the two outputs are compared bit for bit (within the tolerance where the
 problem declares `nondeterministic = True`, for atomics). A race between programs passes the interpreter, which
 runs programs in order, and an uninitialised read that happens to hold the answer passes once (a public fused kernel
 read shared memory it never wrote and claimed 104x; running it twice caught it): the second call is what shows them.
@@ -11,10 +12,42 @@ from typing import Any
 
 import torch
 
+from harness.contract.messages import CallRequest, Failure
 from harness.judge.metrics import compare
-from harness.problem.load import Problem
+from harness.judge.outputs import clone_inputs, returned
+from harness.problem.load import Problem, case_label
+from harness.wire import frames as wire
+from harness.workers.process import WorkerProcess
 
 SECOND_POISON = 0x00  # the first call's memory is filled with 0xFF (NaN in every float)
+
+
+def twice(
+    problem: Problem, worker: WorkerProcess, case: dict[str, Any], seed: int, device: Any, timeout: float
+) -> str | None:
+    """Calls the version twice on the case's inputs for `seed`, its memory poisoned 0xFF then 0x00: why it fails
+    (the outputs differ, or a call failed), or None. Only the two calls are compared, not the reference."""
+    inputs = problem.inputs_for(case, seed, device)
+    outputs = []
+    for poison in (0xFF, SECOND_POISON):
+        sent = clone_inputs(inputs)
+        tensors: list[torch.Tensor] = []
+        tree = wire.encode_tree(list(sent), tensors)
+        budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
+        reply, got = worker.ask(CallRequest(tree, poison), tensors, timeout, "called twice", max_payload=budget)
+        if isinstance(reply, Failure):
+            return f"case {case_label(case)} (seed {seed}), called again on the same inputs: {reply.err}"
+        outputs.append(returned(problem, reply, got, sent)[0])
+    where = differs(problem, outputs[0], outputs[1])
+    return None if where is None else failure(case_label(case), seed, where)
+
+
+def failure(label: str, seed: int, where: str) -> str:
+    return (
+        f"case {label} (seed {seed}): two calls on the same inputs gave other outputs: {where} (a race between "
+        "programs, a read of memory it never wrote?; a problem whose outputs may differ, such as with atomics, "
+        "says nondeterministic = True)"
+    )
 
 
 def differs(problem: Problem, first: Any, second: Any) -> str | None:

@@ -3,8 +3,9 @@
 The worker's own timings come from inside the version's process, where a version can reach any timer.
 Before a version becomes the best on a GPU where `ncu` works, a fresh worker runs under Nsight Compute
 (inside the same sandbox): one call to compile and tune, then a few calls inside an NVTX range named by the
-judge, the only kernels profiled. Nsight Compute writes its table into a judge-owned folder the confined
-version cannot write; the judge sums each call's kernel durations. Clocks and caches are left as they are
+judge, the only kernels profiled. Nsight Compute writes its report into a judge-owned folder the confined
+version cannot write; the judge reads it as the profile rung does (harness.judge.nsight.report) and sums each
+call's kernel durations. Clocks and caches are left as they are
 (--clock-control none, --cache-control none) and each call follows the same L2 eviction as the timed calls,
 so the figure is a floor an honest median sits above (the median also holds launch gaps). A median far below
 it, or no kernel in the range, is `timing-mismatch`.
@@ -13,12 +14,11 @@ it, or no kernel in the range, is `timing-mismatch`.
 from __future__ import annotations
 
 import collections
-import csv
 import functools
-import io
 import os
 import secrets
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ import torch
 
 from harness.contract.messages import Failure, OutsideRequest
 from harness.contract.results import Flag
+from harness.judge.nsight.report import Metrics, read_report
 from harness.problem.load import case_label
 from harness.wire import frames as wire
 from harness.wire import scratch as scratch_mod
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
 
 CALLS = 5
 METRIC = "gpu__time_duration.sum"
+METRICS: Metrics = {"time_us": (METRIC, "us")}
 RATIO, SLACK_US = 0.75, 2.0  # an honest median sits above the kernels' own durations; this far below is not
-MAX_TABLE_BYTES = 8 << 20
+MAX_REPORT_BYTES = 64 << 20
 NCU_TIMEOUT_S = 240.0
 
 
@@ -61,7 +63,7 @@ def wrapper(ncu: str, range_name: str) -> Wrapper:
     argv = (
         str(real), "--target-processes", "all", "--nvtx", "--nvtx-include", f"{range_name}/",
         "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none",
-        "--csv", "--print-units", "base", "--log-file", "{out}/nsight.csv",
+        "--export", "{out}/nsight", "--force-overwrite",
     )  # fmt: skip
     return Wrapper(argv=argv, reads=(str(real.parent),))
 
@@ -88,10 +90,17 @@ def time_outside(judge: JudgeContext, run: VersionRun, case: dict[str, Any]) -> 
     if worker is None:
         return Outside(note=why)
     try:
-        table = scratch_mod.read_file(worker.out, "nsight.csv", MAX_TABLE_BYTES)
+        data = scratch_mod.read_file(worker.out, "nsight.ncu-rep", MAX_REPORT_BYTES)
     except scratch_mod.Untrusted as exc:
-        return Outside(note=f"Nsight Compute wrote no table ({exc}); its log: {worker.log_tail()[-300:]}")
-    return parse_table(table.decode(errors="replace"), CALLS)
+        return Outside(note=f"Nsight Compute wrote no report ({exc}); its log: {worker.log_tail()[-300:]}")
+    with tempfile.TemporaryDirectory(prefix="kerneltui-nsight-") as folder:
+        report = Path(folder) / "nsight.ncu-rep"
+        report.write_bytes(data)
+        try:
+            kernels = read_report(report, ncu, METRICS)
+        except Exception as exc:  # the tool's failure is a note, never the version's
+            return Outside(note=f"its Nsight Compute report could not be read: {type(exc).__name__}: {str(exc)[:200]}")
+    return per_call(kernels, CALLS, worker.log_tail())
 
 
 def run_under_ncu(
@@ -129,23 +138,17 @@ def run_under_ncu(
     return worker, None
 
 
-def parse_table(text: str, calls: int) -> Outside:
-    """Nsight Compute's --csv rows (its own ==PROF== lines skipped) into per-call figures."""
-    rows = [line for line in text.splitlines() if line.startswith('"')]
-    total_ns, launches = 0.0, collections.Counter[str]()
-    for row in csv.DictReader(io.StringIO("\n".join(rows))):
-        if row.get("Metric Name") != METRIC:
-            continue
-        try:
-            total_ns += float(str(row.get("Metric Value", "")).replace(",", ""))
-        except ValueError:
-            continue
-        launches[str(row.get("Kernel Name", "?"))[:200]] += 1
-    errors = [line for line in text.splitlines() if line.startswith("==ERROR==")]
-    if not launches:
+def per_call(kernels: list[dict[str, Any]], calls: int, log: str = "") -> Outside:
+    """The kernels Nsight Compute profiled in the judge's range (over `calls` calls) as per-call figures. None
+    profiled: no figure, and Nsight Compute's own error from its `log` as the note where it wrote one (no note: it
+    ran and the kernels hid from it)."""
+    timed = [k for k in kernels if k.get("time_us") is not None]
+    if not timed:
+        errors = [line for line in log.splitlines() if line.startswith("==ERROR==")]
         return Outside(note=errors[0][:300] if errors else None, kernels={})
-    kernels = {name: n / calls for name, n in launches.most_common(16)}
-    return Outside(per_call_us=total_ns / 1000 / calls, kernels=kernels)
+    launches = collections.Counter(str(k.get("name", "?"))[:200] for k in timed)
+    total_us = sum(float(k["time_us"]) for k in timed)
+    return Outside(per_call_us=total_us / calls, kernels={name: n / calls for name, n in launches.most_common(16)})
 
 
 def outside_flag(median_us: float, outside: Outside, case: dict[str, Any]) -> Flag | None:

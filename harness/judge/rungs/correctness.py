@@ -89,13 +89,7 @@ def _twice(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> str |
             return f"case {case_label(case)} (seed {seed}), called again on the same inputs: {outcome['err']}"
         outputs.append(out)
     where = determinism.differs(run.problem, outputs[0], outputs[1])
-    if where is None:
-        return None
-    return (
-        f"case {case_label(case)} (seed {seed}): two calls on the same inputs gave other outputs: {where} (a race "
-        "between programs, a read of memory it never wrote?; a problem whose outputs may differ, such as with "
-        "atomics, says nondeterministic = True)"
-    )
+    return None if where is None else determinism.failure(case_label(case), seed, where)
 
 
 def _problem_warnings(judge: JudgeContext, run: VersionRun, results: list[dict[str, Any]]) -> list[str]:

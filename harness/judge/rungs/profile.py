@@ -5,26 +5,23 @@ tune,
 then one call inside an NVTX range the judge names, the only kernels profiled (Speed Of Light, memory
 workload, occupancy, launch statistics, the roofline chart; clocks left as they are). The .ncu-rep report is
 kept beside the dumps, where Nsight Compute's own UI opens it, and read with NVIDIA's ncu_report module
-(shipped with Nsight Compute), not scraped from text. A missing tool or counters the user may not read are a
-skip that says how to get them, never the version's failure.
+(harness.judge.nsight.report), not scraped from text. A missing tool or counters the user may not read are a skip
+that says how to get them, never the version's failure.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness import PACKAGE_DIR
 from harness.contract.messages import Failure, RegionsRequest
 from harness.contract.results import RungResult
 from harness.judge.nsight import timing as nsight
+from harness.judge.nsight.report import Metrics, read_report
 from harness.problem.load import case_label
 from harness.problem.rung import rung
 from harness.wire import frames as wire
@@ -37,7 +34,7 @@ if TYPE_CHECKING:
 
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "SpeedOfLight_RooflineChart")
 # Our name -> (Nsight Compute's metric, the unit we keep it in)
-METRICS: dict[str, tuple[str, str]] = {
+METRICS: Metrics = {
     "time_us": ("gpu__time_duration.sum", "us"),
     "dram_bytes": ("dram__bytes.sum", "byte"),
     "dram_gbps": ("dram__bytes.sum.per_second", "GB/s"),
@@ -52,15 +49,10 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 MAX_REPORT_BYTES = 256 << 20
 MAX_KERNELS = 32
-READ_TIMEOUT_S = 120
 NO_PERMISSION = (
     "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM): run as root, or load the "
     "driver with NVreg_RestrictProfilingToAdminUsers=0 (https://developer.nvidia.com/ERR_NVGPUCTRPERM)"
 )
-SECONDS = {
-    "ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0,
-}  # fmt: skip
-PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 
 @rung("profile", needs=("correctness",))
@@ -87,7 +79,7 @@ def _nsight_figures(
     if report is None:
         return None, why or "Nsight Compute wrote no report"
     try:
-        kernels = read_report(report, ncu)
+        kernels = read_report(report, ncu, METRICS)[:MAX_KERNELS]
     except Exception as exc:  # the report could not be read here: keep it, say so
         return None, f"{report} could not be read: {type(exc).__name__}: {str(exc)[:200]}"
     if not kernels:
@@ -146,68 +138,6 @@ def wrapper(ncu: str, range_name: str) -> Wrapper:
         "--export", "{out}/profile", "--force-overwrite",
     )  # fmt: skip
     return Wrapper(argv=argv, reads=(str(real.parent),))
-
-
-def read_report(path: Path, ncu: str) -> list[dict[str, Any]]:
-    """Each profiled kernel's figures in our units, read by harness/ncu_read.py in a process of its own."""
-    extras = report_module_dir(ncu)
-    if extras is None:
-        raise FileNotFoundError(f"no extras/python/ncu_report.py beside {ncu} or in its Nsight Compute installs")
-    names = [name for name, _ in METRICS.values()]
-    script = PACKAGE_DIR / "judge" / "nsight" / "ncu_read.py"
-    done = subprocess.run(
-        [sys.executable, str(script), str(path), str(extras), *names],
-        capture_output=True, text=True, timeout=READ_TIMEOUT_S,
-    )  # fmt: skip
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-        raise RuntimeError(f"ncu_report failed: {tail[0][:200]}")
-    kernels = json.loads(done.stdout)[:MAX_KERNELS]
-    return [{"name": k["name"], **{ours: in_our_unit(k["metrics"].get(name), unit) for ours, (name, unit) in
-             METRICS.items()}} for k in kernels]  # fmt: skip
-
-
-def report_module_dir(ncu: str, opt: Path = Path("/opt/nvidia/nsight-compute")) -> Path | None:
-    """Where ncu_report lives. CUDA's bin/ncu is often a script that runs the newest Nsight Compute from
-    ../nsight-compute-VERSION or /opt/nvidia/nsight-compute/VERSION: the module is there, not beside it."""
-    real = Path(ncu).resolve().parent
-    beside = real / "extras" / "python"
-    if (beside / "ncu_report.py").is_file():
-        return beside
-    installs = [*real.parent.glob("nsight-compute-*"), *opt.glob("*")]
-    found = [d / "extras" / "python" for d in installs if (d / "extras" / "python" / "ncu_report.py").is_file()]
-    return max(found, key=lambda d: _version(d.parent.parent.name), default=None)
-
-
-def _version(name: str) -> tuple[int, ...]:
-    digits = name.rsplit("-", 1)[-1].split(".")
-    return tuple(int(d) for d in digits if d.isdigit())
-
-
-def in_our_unit(figure: list[Any] | None, unit: str) -> float | None:
-    """[value, Nsight Compute's unit] -> the value in ours (µs, bytes, GB/s); None when not collected or in a
-    unit we cannot convert (never a figure off by a factor of 1000)."""
-    if figure is None:
-        return None
-    value, reported = float(figure[0]), str(figure[1])
-    if unit in ("", "%"):
-        return value
-    top, _, per = reported.partition("/")
-    if unit == "us":
-        return value * SECONDS[reported] * 1e6 if reported in SECONDS else None
-    size = _bytes(top)
-    if size is None:
-        return None
-    if unit == "byte":
-        return value * size  # "byte/block" is per block already
-    return value * size / SECONDS[per] / 1e9 if per in SECONDS else None  # GB/s
-
-
-def _bytes(word: str) -> float | None:
-    for name in ("byte", "B"):
-        if word.endswith(name) and word[: -len(name)] in PREFIX:
-            return PREFIX[word[: -len(name)]]
-    return None
 
 
 def summarize(kernels: list[dict[str, Any]], report: Path, case: dict[str, Any]) -> dict[str, Any]:
