@@ -56,7 +56,8 @@ def acp_prompt(problem_text: str, problem: str, folder: Path) -> str:
         f"{problem_text}\n"
         f"You work in the problem folder {folder}. Write each version with the `write_version` tool of the "
         f'`kerneltui` MCP server (problem="{problem}"): it writes the next vNNN.py and returns the ladder\'s '
-        "verdict. Its other tools (read_results, read_dump, profile, search_context, read_file, get_guidance) take "
+        "verdict. Its other tools (read_results, read_dump, profile, sanitize, search_context, read_file, "
+        "get_guidance) take "
         "problem too. If you write a vNNN.py yourself, kerneltui judges it and sends you the result. Do not "
         "edit problem.py or earlier versions: every version is kept and compared."
     )

@@ -90,6 +90,10 @@ class Host(Protocol):
         """Profiles the version under Nsight Compute, waits for it, returns its figures as text (or why not)."""
         ...
 
+    def sanitize(self, version: str) -> str:
+        """Judges the version again under compute-sanitizer's tools, waits for it, returns the verdict as text."""
+        ...
+
     def feedback(self) -> list[Feedback]:
         """Guidance and verdicts that arrived since the last call (guidance sent before the start too)."""
         ...

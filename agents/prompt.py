@@ -23,7 +23,9 @@ the reference's results; such versions fail, and a person reviews every version.
 Work in small steps: one idea per version, with notes that say what changed and why. Read the ladder's \
 result before the next version; when a version fails, fix the cause it names. Use read_dump to check \
 what the compiler made of your code (wide loads, spills, the instructions you meant), and profile to see \
-where a passing version's time goes (Nsight Compute: bandwidth, throughput, occupancy). A person watches \
+where a passing version's time goes (Nsight Compute: bandwidth, throughput, occupancy); sanitize runs \
+compute-sanitizer over a version for what one correct call hides (out-of-bounds reads, shared-memory races, \
+reads of memory never written). A person watches \
 and may send guidance or reject a version with a reason: follow it.
 """
 

@@ -1,7 +1,7 @@
 """The tools an agent works with, by the names every backend uses, so transcripts compare.
 
-write_version, wait_for_verdict, read_results, read_file, search_context, read_dump, profile. Paths resolve inside the
-workspace and the context folder only (symlinks included); outputs are cut to a size a model can
+write_version, wait_for_verdict, read_results, read_file, search_context, read_dump, profile, sanitize. Paths resolve
+inside the workspace and the context folder only (symlinks included); outputs are cut to a size a model can
 use, with a note saying what was left out and how to ask for it.
 """
 
@@ -135,6 +135,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         "version that marks regions in its kernel (import triton.profiler.language as pl; "
         "pl.enable_semantic('triton'); `with pl.scope('load'):` in the kernel), each region's cycles from "
         "proton. Needs a GPU with ncu; otherwise it says why not.",
+        ProfileArgs,
+    ),
+    ToolSpec(
+        "sanitize",
+        "Judge a version again with compute-sanitizer's memcheck, racecheck (shared memory), initcheck and "
+        "synccheck over one call of each correctness case, and wait for it (a minute or more): each finding with "
+        "its kernel, tool, address space and source line. Finds what one correct call hides: reads past an "
+        "allocation, races on shared memory, reads of memory never written. A finding fails the version. Needs a "
+        "GPU with compute-sanitizer; otherwise it says why not.",
         ProfileArgs,
     ),
 )
@@ -382,6 +391,13 @@ class Toolbox:
             names = ", ".join(self.host.version_names()) or "none yet"
             raise ToolError(f"no version {version!r}; versions: {names}")
         return cut(self.host.profile(name))
+
+    def tool_sanitize(self, version: str) -> str:
+        name = str(version).strip()
+        if name not in self.host.version_names():
+            names = ", ".join(self.host.version_names()) or "none yet"
+            raise ToolError(f"no version {version!r}; versions: {names}")
+        return cut(self.host.sanitize(name))
 
 
 def index_path(problem: ProblemInfo, context: Path) -> Path:

@@ -74,7 +74,8 @@ class DumpText(TypedDict):
 
 
 class ProfileText(TypedDict):
-    """A version's Nsight Compute profile: each kernel's figures, or why there is none."""
+    """A version's Nsight Compute profile (each kernel's figures), or its verdict under compute-sanitizer; or why
+    there is none."""
 
     problem: str
     version: str
@@ -297,6 +298,10 @@ RESULTS: dict[str, tuple[type, Shape]] = {
     "search_context": (
         SearchHits,
         lambda problem, done, args: SearchHits(problem=problem, query=args["query"], text=done.text),
+    ),
+    "sanitize": (
+        ProfileText,
+        lambda problem, done, args: ProfileText(problem=problem, version=args["version"], text=done.text),
     ),
     "profile": (
         ProfileText,

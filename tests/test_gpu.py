@@ -47,7 +47,19 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths.append(add_version(folder, "waits_inside"))
     paths += [add_version(folder, name) for name in AROUND_THE_TIMING]
     paths.append(add_version(folder, "good", "good_again.py"))
-    return judge_many(paths, timeout=10)
+    return judge_many(paths, timeout=10, sanitize_best=False)  # compute-sanitizer has its own tests below
+
+
+@pytest.fixture(scope="module")
+def sanitized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """An honest version and two with bugs a single correct call hides, judged as a would-be best (the sanitizer
+    runs before it may become the best) and, one of them, with the sanitize rung asked for."""
+    folder = make_workspace(tmp_path_factory.mktemp("sanitized") / "ws")
+    good, past = add_version(folder, "good"), add_version(folder, "reads_past_its_inputs")
+    never = add_version(folder, "reads_memory_never_written")
+    judged = judge_many([good, past], timeout=10)
+    judged.update(judge_many([never], timeout=10, rungs="load,compile,correctness,sanitize"))
+    return judged
 
 
 def test_honest_version_passes_every_rung_with_figures(judged: dict[str, dict]) -> None:
@@ -218,3 +230,31 @@ def test_honest_timed_calls_earn_no_flag_of_their_own(judged: dict[str, dict]) -
     for version in ("good", "good_again", "slow_launch", "waits_inside"):
         names = {f["name"] for f in judged[version]["flags"]}
         assert not names & {"timed-not-recorded", "outside-call", "tampered"}, (version, judged[version]["flags"])
+
+
+def test_an_honest_would_be_best_passes_every_sanitizer_tool(sanitized: dict[str, dict]) -> None:
+    good = sanitized["good"]
+    assert good["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in good["rungs"]]
+    checked = rung(good, "benchmark")["metrics"]["confirmed"]["sanitizer"]
+    assert checked["findings"] == 0 and checked["notes"] == [], checked
+    assert set(checked["tools"]) == {"memcheck", "racecheck", "initcheck", "synccheck"}
+    assert all(run["errors"] == 0 for run in checked["tools"].values()), checked
+
+
+def test_a_read_past_the_inputs_fails_before_it_becomes_the_best(sanitized: dict[str, dict]) -> None:
+    """Right outputs and a clean correctness rung; memcheck, run over a would-be best, fails it naming the kernel,
+    the tool, the address space and the source line."""
+    past = sanitized["reads_past_its_inputs"]
+    assert rung(past, "correctness")["ok"] is True
+    assert past["failed_rung"] == "benchmark", [(r["name"], r["ok"], r["err"]) for r in past["rungs"]]
+    err = rung(past, "benchmark")["err"]
+    assert "memcheck: Invalid __global__ read" in err and "add_kernel" in err, err
+    assert "reads_past_its_inputs.py:" in err, err
+
+
+def test_a_read_of_memory_never_written_fails_the_sanitize_rung(sanitized: dict[str, dict]) -> None:
+    never = sanitized["reads_memory_never_written"]
+    assert rung(never, "correctness")["ok"] is True
+    assert never["failed_rung"] == "sanitize", [(r["name"], r["ok"], r["err"]) for r in never["rungs"]]
+    err = rung(never, "sanitize")["err"]
+    assert "initcheck: Uninitialized __global__ memory read" in err and "add_kernel" in err, err

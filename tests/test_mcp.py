@@ -25,7 +25,7 @@ from tests.conftest import REPO, VERSIONS, kerneltui, make_workspace, run
 
 TOOLS = {
     "write_version", "wait_for_verdict", "read_results", "read_file", "search_context", "read_dump", "profile",
-    "get_guidance",
+    "sanitize", "get_guidance",
 }  # fmt: skip
 CLIENT = "pytest-agent"
 RUNGS = ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
@@ -297,6 +297,7 @@ async def test_a_server_acts_only_for_the_problem_it_was_started_for(tmp_path: P
         ("read_file", {"path": "softmax/problem.py"}),
         ("read_dump", {"version": "v001", "kind": "sass"}),
         ("profile", {"version": "v001"}),
+        ("sanitize", {"version": "v001"}),
         ("search_context", {"query": "softmax"}),
         ("write_version", {"code": (VERSIONS / "good.py").read_text(), "notes": "not mine"}),
     ]

@@ -144,6 +144,15 @@ class Options:
         default=True,
         metadata=option("confirm", "do not judge a new best again in a fresh worker", parse_bool, "--no-confirm"),
     )
+    sanitize_best: bool = field(
+        default=True,
+        metadata=option(
+            "sanitize_best",
+            "do not run compute-sanitizer's tools over a new best before it becomes the best",
+            parse_bool,
+            "--no-sanitize-best",
+        ),
+    )
     best_us: float | dict[str, float] | None = field(
         default=None,
         metadata=option(

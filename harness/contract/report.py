@@ -190,6 +190,18 @@ def _profile_detail(m: dict[str, Any]) -> str:
     return " · ".join(parts) + f"  (ncu, {m['case']}){timed}"
 
 
+def _sanitize_detail(m: dict[str, Any]) -> str:
+    """Each tool and what it found (compute-sanitizer); what kept a tool from checking, after."""
+    tools = m.get("tools") or {}
+
+    def mark(run: dict[str, Any]) -> str:
+        return "✗" if run["findings"] else "·" if run["errors"] is None else "✓"
+
+    marks = [f"{tool} {mark(run)}" for tool, run in tools.items()]
+    notes = f"  (not checked: {'; '.join(m['notes'])[:200]})" if m.get("notes") else ""
+    return " · ".join(marks) + f"  {m.get('findings', 0)} finding(s){notes}"
+
+
 def profile_text(rung: RungResult) -> str:
     """The profile rung as an agent reads it: the call, then each kernel's figures, then the report's path."""
     if rung.ok is not True:
@@ -229,6 +241,7 @@ _DETAILS = {
     "benchmark": _benchmark_detail,
     "roofline": _roofline_detail,
     "dumps": _dumps_detail,
+    "sanitize": _sanitize_detail,
     "profile": _profile_detail,
 }
 

@@ -15,9 +15,19 @@ HOST_AFTER_KERNEL = "host code after its kernel"  # on the CPU: bytes changed si
 HOST_COPIED = "host code, copied by "  # + "kernel <name>": a kernel only copied what host code computed (CPU)
 
 # The built-in rungs (harness.judge.rungs.builtin), in the order they climb; a problem's own rungs follow correctness.
-RUNG_ORDER = ("load", "compile", "correctness", "benchmark", "roofline", "dumps", "profile")  # profile: when asked
+RUNG_ORDER = (
+    "load",
+    "compile",
+    "correctness",
+    "benchmark",
+    "roofline",
+    "dumps",
+    "sanitize",
+    "profile",
+)  # the last two: when asked
 DEFAULT_RUNGS = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")
 PROFILE_RUNGS = ("load", "compile", "correctness", "profile")  # a profile: checked first, then Nsight Compute
+SANITIZE_RUNGS = (*DEFAULT_RUNGS, "sanitize")  # the version judged again, compute-sanitizer's tools too
 
 
 @dataclass

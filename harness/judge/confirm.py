@@ -8,7 +8,8 @@ the end it can reach any timer there). Two checks stand outside it:
 - before a version can become the best, it is judged again in a fresh worker, on fresh seeds and on
   variations of the bench case it has not seen (a memo keyed on the shape, a special case for the bench
   shape, fail there), its first bench case computed twice into differently poisoned memory (the same bytes,
-  harness.judge.determinism), and timed again there: a median far from the first one is flagged; on a GPU its kernels
+  harness.judge.determinism), run under compute-sanitizer's tools on a GPU (harness.judge.sanitizer), and timed
+  again there: a median far from the first one is flagged; on a GPU its kernels
   are also timed from outside its process by Nsight Compute where it works (harness.judge.nsight.timing).
 """
 
@@ -23,7 +24,7 @@ import torch
 
 from harness.contract.messages import CallRequest, Failure, LaunchRequest, OnceRequest
 from harness.contract.results import Flag
-from harness.judge import determinism
+from harness.judge import determinism, sanitizer
 from harness.judge.bench_calls import time_case
 from harness.judge.nsight import timing as nsight
 from harness.judge.outputs import clone_inputs, judge_outputs, returned
@@ -129,6 +130,11 @@ def confirm(judge: JudgeContext, run: VersionRun, first: dict[str, Any]) -> Conf
     differs = determinism.twice(problem, worker, problem.bench_cases[0], seed, device, judge.options.timeout)
     if differs is not None:
         return Confirmation(err=f"on the bench case: {differs}")
+    if judge.cuda and judge.options.sanitize_best and "sanitize" not in judge.options.rungs:
+        checked = sanitizer.check(judge, run)
+        result.metrics["sanitizer"] = checked.to_json()
+        if checked.failure():
+            return Confirmation(err=checked.failure(), metrics=result.metrics)
     again = time_case(judge, run, worker, problem.bench_cases[0])
     result.metrics["fresh_median_us"] = again["median_us"]
     if again.get("device_median_us") is not None:

@@ -61,12 +61,13 @@ class WorkerFailure(Exception):
 
 @dataclass(frozen=True)
 class Wrapper:
-    """A tool a worker runs under, inside its sandbox (Nsight Compute): its argv up to the Python interpreter,
-    where "{out}" stands for a judge-owned folder the tool writes (the confined version cannot), and the
-    folders it reads."""
+    """A tool a worker runs under, inside its sandbox (Nsight Compute, compute-sanitizer): its argv up to the Python
+    interpreter, where "{out}" stands for a judge-owned folder the tool writes (the confined version cannot), the
+    folders it reads, and variables it wants in the worker's environment."""
 
     argv: tuple[str, ...]
     reads: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -391,6 +392,7 @@ def start_fresh(
 ) -> subprocess.Popen[bytes]:
     """A fresh Python process for `self`: harness.containment.sandbox confines it, then runs harness.worker.main."""
     env = worker_env(self.root, self.mode, interpret, spawn.cute_arch)
+    env.update(spawn.wrapper.env if spawn.wrapper else ())
     reads = [str(self.inbox), str(self.root / "pkg"), *(spawn.wrapper.reads if spawn.wrapper else ())]
     argv = [spawn.python, "-m", "harness.containment.sandbox", "--scratch", str(self.scratch)]
     argv += [arg for path in reads for arg in ("--read", path)]

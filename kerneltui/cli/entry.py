@@ -34,6 +34,7 @@ from kerneltui.history.schema import HistoryTooNew
 # Each adds its commands, in the order `kerneltui --help` lists them.
 ADD_COMMANDS: tuple[Callable[[Subparsers], object], ...] = (
     evaluate.add_eval,
+    evaluate.add_sanitize,
     evaluate.add_profile,
     checks.add_agents,
     checks.add_doctor,

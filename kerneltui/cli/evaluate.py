@@ -1,4 +1,5 @@
-"""`kerneltui eval VERSION` and `kerneltui profile VERSION`: the ladder run on a version file, and recorded.
+"""`kerneltui eval VERSION`, `kerneltui sanitize VERSION` and `kerneltui profile VERSION`: the ladder run on a version
+file, and recorded.
 
 Exit status: 0 every rung passed (skips allowed), 1 a rung failed, 2 bad usage or a bad problem.
 """
@@ -6,6 +7,7 @@ Exit status: 0 every rung passed (skips allowed), 1 a rung failed, 2 bad usage o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -31,7 +33,8 @@ from kerneltui.cli.options import (
 from kerneltui.core.workspace import WorkspaceError, for_version
 
 
-def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
+def cmd_eval(args: argparse.Namespace, kind: str | None = None, also: tuple[str, ...] = ()) -> int:
+    """`also`: rungs climbed besides the configured ones (the sanitize rung)."""
     # the judge's machinery and the config models (pydantic) are imported here, not for every command
     from kerneltui.cli.workspace import open_store
     from kerneltui.core.config import load_for
@@ -43,6 +46,7 @@ def cmd_eval(args: argparse.Namespace, kind: str | None = None) -> int:
     config = load_for(args)
     try:  # the config file's [ladder] options, then the command line's
         options = config.ladder.options.updated(ladder_options.given(args), "kerneltui eval")
+        options = dataclasses.replace(options, rungs=ladder_options.parse_rungs([*options.rungs, *also]))
     except ValueError as exc:
         raise WorkspaceError(str(exc)) from None
     store = open_store(workspace)
@@ -95,6 +99,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return cmd_eval(args, kind="profile")
 
 
+def cmd_sanitize(args: argparse.Namespace) -> int:
+    """The version judged again with compute-sanitizer's tools over its kernels (the sanitize rung): a finding
+    fails it."""
+    return cmd_eval(args, also=("sanitize",))
+
+
 def add_eval(commands: Subparsers) -> None:
     ev = commands.add_parser("eval", help="run the ladder on a version file and record it")
     ev.add_argument("version", help=VERSION_HELP)
@@ -114,3 +124,16 @@ def add_profile(commands: Subparsers) -> None:
     add_config(prof)
     add_executor(prof)
     prof.set_defaults(func=cmd_profile)
+
+
+def add_sanitize(commands: Subparsers) -> None:
+    sanitize = commands.add_parser(
+        "sanitize",
+        help="judge a version again with compute-sanitizer (memcheck, racecheck, initcheck, synccheck) and record it",
+    )
+    sanitize.add_argument("version", help=VERSION_HELP)
+    add_workspace(sanitize, IGNORED_WORKSPACE_HELP)
+    add_json(sanitize, "print one JSON object")
+    add_config(sanitize, CONFIG_HELP + "; its [ladder] options apply")
+    add_executor(sanitize)
+    sanitize.set_defaults(func=cmd_sanitize)

@@ -241,6 +241,14 @@ class Session(PersonsWord):
             raise SessionRefused(f"{path} is gone: nothing to profile")
         self.scheduler.profile(path)
 
+    def sanitize(self, path: Path) -> None:
+        """Queues the version to be judged again with compute-sanitizer's tools (the sanitize rung)."""
+        if self.scheduler is None:
+            raise SessionRefused("judging is off in this session")
+        if not path.is_file():
+            raise SessionRefused(f"{path} is gone: nothing to sanitize")
+        self.scheduler.sanitize(path)
+
     @property
     def pending(self) -> int:
         return self.scheduler.pending if self.scheduler else 0
@@ -403,3 +411,6 @@ class SessionJudging:
 
     def profile(self, path: Path) -> None:
         self.session.profile(path)
+
+    def sanitize(self, path: Path) -> None:
+        self.session.sanitize(path)

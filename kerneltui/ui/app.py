@@ -89,6 +89,14 @@ class KernelTUI(Steering):
             tooltip="profile the selected version with Nsight Compute",
         ),
         Binding(
+            "S",
+            "sanitize",
+            "sanitize",
+            id="sanitize",
+            show=False,
+            tooltip="judge the selected version again under compute-sanitizer: memcheck, racecheck, initcheck...",
+        ),
+        Binding(
             "L",
             "leaderboard",
             "leaderboard",

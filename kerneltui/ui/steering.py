@@ -269,6 +269,17 @@ class Steering(PaneLoading):
             return
         self.notify(f"{row['name']} queued for a profile (Nsight Compute; shown with its rungs)", timeout=4)
 
+    def action_sanitize(self) -> None:
+        row = self.selected_version()
+        if row is None:
+            return
+        try:
+            self.session.sanitize(Path(row["path"]))
+        except SessionRefused as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{row['name']} queued to be judged again under compute-sanitizer", timeout=4, markup=False)
+
     def action_rebench(self) -> None:
         row = self.selected_version()
         if row is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import os
 import threading
 import time
@@ -115,6 +116,8 @@ class Judging(Protocol):
     def enqueue(self, path: Path) -> None: ...
 
     def profile(self, path: Path) -> None: ...
+
+    def sanitize(self, path: Path) -> None: ...
 
 
 @dataclass
@@ -233,6 +236,28 @@ class StoreHost:
             if self.stop.wait(POLL_S):
                 return f"{version}: the session stopped before its profile finished"
         return f"{version} was not profiled within {self.wait_s:.0f} s: is a judge running?"
+
+    def sanitize(self, version: str) -> str:
+        row = next((r for r in self.store.version_rows(self.problem.name) if r["name"] == version), None)
+        if row is None or not row.get("path"):
+            return f"no version {version}"
+        if self.judges is None:
+            return "no judge runs in this session: nothing can run compute-sanitizer"
+        before = row.get("evaluation_id") or 0
+        try:
+            self.judges.sanitize(Path(row["path"]))
+        except Exception as exc:  # refused: its file is gone, judging is off
+            return f"not sanitized: {exc}"
+        deadline = time.monotonic() + self.wait_s
+        while time.monotonic() < deadline:
+            found = self.store.latest_evaluation(version_id=row["version_id"], statuses=FINAL)
+            if found and found["id"] > before and json.loads(found.get("options") or "{}").get("kind") == "sanitize":
+                rung = next((r for r in self.store.rungs(found["id"]) if r.name == "sanitize"), None)
+                summary = judged_from(self.store, found).summary
+                return f"{rung_line(rung)}\n{summary}" if rung else summary
+            if self.stop.wait(POLL_S):
+                return f"{version}: the session stopped before compute-sanitizer finished"
+        return f"{version} was not judged under compute-sanitizer within {self.wait_s:.0f} s: is a judge running?"
 
     def results(self, version: str) -> Judged | None:
         found = self.store.latest_evaluation(self.problem.name, version)

@@ -47,10 +47,12 @@ class Enqueue:
 
 
 @dataclass(frozen=True)
-class Profile:
-    """A version's profile (Nsight Compute), recorded beside its evaluation."""
+class Asked:
+    """A version judged again as the person or an agent asked: "profile" (Nsight Compute, recorded beside its
+    evaluation) or "sanitize" (the ladder and compute-sanitizer's tools, recorded as its evaluation)."""
 
     path: Path
+    kind: Literal["profile", "sanitize"]
 
 
 @dataclass(frozen=True)

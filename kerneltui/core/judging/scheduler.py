@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract import protocol
+from harness.contract.options import parse_rungs
 from harness.contract.results import PROFILE_RUNGS, Evaluation
 from kerneltui.core.agents.feedback import write_feedback
 from kerneltui.core.config import LadderConfig
@@ -28,11 +29,11 @@ from kerneltui.core.judging.client import JudgeClient, JudgeEnded, JudgeLost, Ju
 from kerneltui.core.judging.custody import Custody, judged_other_bytes
 from kerneltui.core.judging.events import (
     AcceptProblem,
+    Asked,
     Deleted,
     Enqueue,
     Ignored,
     ProblemSeen,
-    Profile,
     SchedulerEvent,
     Stop,
 )
@@ -47,7 +48,7 @@ from kerneltui.history.store import Store
 MAX_JUDGE_RESTARTS = 5
 MAX_LOST = 3  # an evaluation whose remote judge was lost this often is recorded as not judged (an error)
 
-InboxMessage = Enqueue | Profile | AcceptProblem | Deleted | ProblemSeen | Ignored | Stop | JudgeMessage
+InboxMessage = Enqueue | Asked | AcceptProblem | Deleted | ProblemSeen | Ignored | Stop | JudgeMessage
 
 
 class Scheduler(Intake):
@@ -96,7 +97,11 @@ class Scheduler(Intake):
 
     def profile(self, path: Path) -> None:
         """Queues a profile of the version (Nsight Compute), recorded beside its evaluation."""
-        self.inbox.put(Profile(path))
+        self.inbox.put(Asked(path, "profile"))
+
+    def sanitize(self, path: Path) -> None:
+        """Queues the version to be judged again with compute-sanitizer's tools (the sanitize rung)."""
+        self.inbox.put(Asked(path, "sanitize"))
 
     def stop(self) -> None:
         if self.thread.is_alive():
@@ -180,8 +185,8 @@ class Scheduler(Intake):
                 self._ignored(Path(path))
             case AcceptProblem(problem, digest):
                 self._accept(problem, digest)
-            case Profile(path) if self.owner:
-                self._enqueue(Path(path), force=True, kind="profile")
+            case Asked(path, kind) if self.owner:
+                self._enqueue(Path(path), force=True, kind=kind)
 
     def _start_judges(self) -> None:
         (self.workspace.state / "logs").mkdir(parents=True, exist_ok=True)
@@ -203,7 +208,12 @@ class Scheduler(Intake):
                     continue
                 row, path, staged = taken
                 try:
-                    judge.submit(evaluation_id, staged, self.store.best_request(row["problem"]), _rungs_asked(row))
+                    judge.submit(
+                        evaluation_id,
+                        staged,
+                        self.store.best_request(row["problem"]),
+                        rungs_asked(row, self.config.options.rungs),
+                    )
                 except OSError:  # it died after saying ready: its exit event restarts it; the version waits
                     judge.ready, judge.busy = False, None
                     self.queue.appendleft(evaluation_id, row["problem"])
@@ -368,12 +378,15 @@ def beat_best_of(row: dict[str, Any]) -> bool:
     return bool(row.get("vs_best") and row["vs_best"] > 1.0)
 
 
-def _rungs_asked(row: dict[str, Any]) -> tuple[str, ...] | None:
-    """A queued profile's rungs; None for an evaluation (the judge's own rungs)."""
+def rungs_asked(row: dict[str, Any], configured: tuple[str, ...]) -> tuple[str, ...] | None:
+    """A queued profile's rungs, a sanitize's (the `configured` ladder and the sanitize rung); None for an
+    evaluation (the judge's own rungs)."""
     try:
         kind = json.loads(row.get("options") or "{}").get("kind")
     except (ValueError, AttributeError):
         return None
+    if kind == "sanitize":
+        return parse_rungs([*configured, "sanitize"])
     return PROFILE_RUNGS if kind == "profile" else None
 
 
