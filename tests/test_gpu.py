@@ -114,9 +114,11 @@ def test_device_time_from_cupti_sits_beside_the_event_time(judged: dict[str, dic
     good = rung(judged["good"], "benchmark")["metrics"]["cases"][0]
     assert good.get("device_median_us"), good  # CUPTI's kernel records were read
     assert 0.5 * good["min_us"] < good["device_median_us"] <= 1.02 * good["median_us"], good
-    # 0.3 ms of host work per call is in the event time (the GPU waits for the launch), not in the device time
+    # 0.3 ms of host work before each launch: never in the device time (the event time hides it too where the
+    # host works while the device evicts L2 between calls), which stays the kernel's
     slow = rung(judged["slow_launch"], "benchmark")["metrics"]["cases"][0]
-    assert 0 < slow["device_median_us"] < slow["median_us"] - 100, slow
+    assert 0 < slow["device_median_us"] <= 1.02 * slow["median_us"], slow
+    assert 0.8 < slow["device_median_us"] / good["device_median_us"] < 1.25, (slow, good)
 
 
 def test_clocks_are_sampled_while_timed(judged: dict[str, dict]) -> None:
