@@ -18,7 +18,10 @@ from tests.messages_api import MessagesAPI, Reply, error, text, tool_use
 
 GOOD = (VERSIONS / "good.py").read_text()
 WRONG = (VERSIONS / "pow2_only.py").read_text()
-TOOLS = ["write_version", "wait_for_verdict", "read_results", "read_file", "search_context", "read_dump", "profile"]
+TOOLS = [
+    "write_version", "wait_for_verdict", "read_results", "read_file", "search_context", "read_dump", "profile",
+    "sanitize",
+]  # fmt: skip
 
 
 def tool_result(message: dict[str, Any], call_id: str) -> str:

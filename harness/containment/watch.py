@@ -548,3 +548,25 @@ def folder_bytes(root: Path, limit_entries: int = 100_000) -> int:
         except OSError:
             continue
     return total
+
+
+def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed on this box since it started (None where
+    the kernel does not say): a SIGKILL no one of ours sent, with this count gone up, was for memory."""
+    try:
+        for line in vmstat.read_text().splitlines():
+            name, _, count = line.partition(" ")
+            if name == "oom_kill":
+                return int(count)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def killed_for_memory(code: int | None, before: int | None) -> bool:
+    """Whether a process that ended with `code` (a signal as -N, or bubblewrap's 128+N) was the out-of-memory
+    killer's: SIGKILL, and its count rose since `before`."""
+    if code not in (-signal.SIGKILL, 128 + signal.SIGKILL) or before is None:
+        return False
+    now = oom_kills()
+    return now is not None and now > before

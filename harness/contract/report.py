@@ -77,7 +77,7 @@ def _correctness_detail(m: dict[str, Any]) -> str:
             f"  psnr {psnr} dB  cos {m['cosine']:.7f}"
         )
     if m.get("mode") == "triton-interpreter":
-        text += "  (Triton interpreter)"
+        text += "  (Triton interpreter, one program at a time: races between programs and bench-size outputs unseen)"
     if m.get("held_to"):
         text += f"  · held to {m['held_to']}"
     for warning in m.get("warnings") or ():

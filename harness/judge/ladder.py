@@ -30,6 +30,7 @@ from harness.contract.text import printable, printable_tree
 from harness.gpu.aot import parse_arch
 from harness.judge import device as devices
 from harness.judge.context import JudgeContext, VersionRun
+from harness.judge.lacks import NOT_VERIFIED
 from harness.problem.load import Problem, ProblemError, load_problem
 from harness.problem.rung import Rung, RungSet
 from harness.workers.process import Spawn, WorkerFailure, WorkerPool, trace_judge
@@ -185,6 +186,8 @@ def _failure(name: str, prior: RungResult) -> str | None:
         return f"{name} failed"
     if prior.ok is None and (prior.skipped or "").endswith(" failed"):
         return prior.skipped  # compile skipped because load failed: so is what needs it
+    if prior.ok is None and (prior.skipped or "").startswith(NOT_VERIFIED):
+        return prior.skipped  # it needs what this box lacks: nothing after it can run either
     return None
 
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 READY_TIMEOUT_S = 180.0
 TRACE = os.environ.get("KERNELTUI_TRACE")  # a file: one JSON line per request to a worker, with its seconds
 LOG_TAIL_CHARS = 1500
+MEMORY_HINT = "the box ran out of memory while it ran (the version's allocations, or others' on this box)"
 
 
 class WorkerFailure(Exception):
@@ -97,6 +98,7 @@ class WorkerProcess:
     def __init__(self, mode: str, spawn: Spawn, interpret: bool, template: forks.Template | None = None) -> None:
         self.mode = mode
         self.started = time.monotonic()
+        self.oom_before = containment.oom_kills()
         self.root = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-", dir=template.slots if template else None))
         self.scratch = self.root / "scratch"
         self.inbox = self.root / "inbox"
@@ -327,7 +329,9 @@ class WorkerProcess:
             return _joined(f"killed: it {note}", what)
         if self.level == "bwrap" and code > 128 and not self.forked:
             code = -(code - 128)  # bubblewrap exits 128+N for a child killed by signal N
-        if code < 0:
+        if containment.killed_for_memory(code, self.oom_before):
+            reason = _joined(f"killed by the kernel's out-of-memory killer: {MEMORY_HINT}", what)
+        elif code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:

@@ -6,30 +6,35 @@ workers and the scheduler's own thread); results come back as messages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from textual import events, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from kerneltui.core.config import Config
 from kerneltui.core.judging.scheduler import SchedulerEvent
 from kerneltui.core.session import AgentEnded, PermissionWaiting, Recorded, Session, SessionEvent
 from kerneltui.core.workspace import Workspace
-from kerneltui.ui.base import while_running
+from kerneltui.ui.agent_desk import AgentDesk
+from kerneltui.ui.base import DashboardBase, while_running
 from kerneltui.ui.commands import KernelCommands
+from kerneltui.ui.keys import BINDINGS
 from kerneltui.ui.messages import (
     AgentFinished,
     Detail,
+    DetailLoaded,
     PermissionAsked,
     RecordedMessage,
     SchedulerChanged,
     Snapshot,
     SnapshotLoaded,
 )
+from kerneltui.ui.panes import ScreenView
 from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen
 from kerneltui.ui.screens.gpus import JudgesScreen
 from kerneltui.ui.screens.leaderboard import LeaderboardScreen
@@ -44,93 +49,27 @@ from kerneltui.ui.widgets.status import StatusBar
 from kerneltui.ui.widgets.trends import TrendsPane
 from kerneltui.ui.widgets.versions import FILTERS, VersionTable
 
-TABS = ("rungs", "diff", "trends", "asm", "agent", "profile")
 POLL_S = 0.5
-ASM_KEYS = (("comma", ","), ("full_stop", "."), ("t", "t"), ("c", "c"))
-ACCEPT_TIP = "the problem's files changed on disk: see the diff, accept them to judge against them"
 
 
-class KernelTUI(Steering):
+def handed_to(part: str, method: str) -> Callable[[KernelTUI], None]:
+    """An action of the app that one of its parts carries out."""
+
+    def action(app: KernelTUI) -> None:
+        getattr(getattr(app, part), method)()
+
+    action.__doc__ = f"{part}.{method}"
+    return action
+
+
+class KernelTUI(DashboardBase):
+    """The app: its layout, start and end, and the keys and messages it hands to its parts: what the screen shows
+    (ScreenView), what the person does to versions (Steering) and the agents (AgentDesk)."""
+
     CSS_PATH = "app.tcss"
     TITLE = "kerneltui"
     COMMANDS = App.COMMANDS | {KernelCommands}
-    BINDINGS = [
-        # First: the footer is cut on the right on a narrow terminal, and these two must stay on it.
-        Binding("question_mark", "help", "help", id="help"),
-        Binding("q", "quit_app", "quit", id="quit"),
-        Binding("a", "approve", "approve", id="approve", tooltip="approve the selected version"),
-        Binding("r", "reject", "reject", id="reject", tooltip="reject the selected version, with a reason"),
-        Binding("u", "undo_verdict", "undo", id="undo_verdict", show=False, tooltip="withdraw the last verdict"),
-        Binding("i", "guide", "guide", id="guide", tooltip="type guidance for the agent"),
-        Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved / earlier / marked"),
-        Binding(
-            "m", "mark", "mark", id="mark", show=False, tooltip="mark the selected version: diff others against it"
-        ),
-        Binding("v", "source", "source", id="source", show=False, tooltip="the selected version's source"),
-        Binding("f", "filter", "filter", id="filter", show=False, tooltip="versions: all, hide failed, only approved"),
-        Binding("e", "edit", "edit", id="edit", show=False, tooltip="open the selected version in $EDITOR"),
-        Binding("slash", "search", "search", id="search", tooltip="search the pane on show"),
-        Binding("b", "rebench", "bench", id="rebench", tooltip="judge the selected version again"),
-        Binding(
-            "B",
-            "rejudge_stale",
-            "stale",
-            id="rejudge_stale",
-            show=False,
-            tooltip="judge again every version judged against an older problem.py",
-        ),
-        Binding("A", "accept_problem", "accept problem", id="accept_problem", show=False, tooltip=ACCEPT_TIP),
-        Binding(
-            "p",
-            "profile",
-            "profile",
-            id="profile",
-            show=False,
-            tooltip="profile the selected version with Nsight Compute",
-        ),
-        Binding(
-            "S",
-            "sanitize",
-            "sanitize",
-            id="sanitize",
-            show=False,
-            tooltip="judge the selected version again under compute-sanitizer: memcheck, racecheck, initcheck...",
-        ),
-        Binding(
-            "L",
-            "leaderboard",
-            "leaderboard",
-            id="leaderboard",
-            show=False,
-            tooltip="agents measured on this workspace (kerneltui bench-agents): fast_p, each agent's best",
-        ),
-        Binding(
-            "w",
-            "judges",
-            "judges",
-            id="gpus",
-            show=False,
-            tooltip="the judges, one per GPU: where each runs, what it judges now, how many it judged",
-        ),
-        Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
-        Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
-        # Answers to an ACP agent's permission request, live only while one waits on the Agent pane.
-        *[
-            Binding(
-                key, f"permission('{answer}')", label, id=f"permission_{answer}", priority=True, show=False, tooltip=tip
-            )
-            for key, answer, label, tip in (
-                ("y", "allow_once", "allow once", "an agent's permission request (Agent pane): allow once"),
-                ("a", "allow_always", "allow always", "an agent's permission request (Agent pane): allow always"),
-                ("n", "reject", "deny", "an agent's permission request (Agent pane): deny"),
-            )
-        ],
-        Binding("tab", "cycle_pane", "pane", id="cycle_pane", priority=True, tooltip="next pane"),
-        Binding("shift+tab", "cycle_pane(-1)", "pane", id="cycle_pane_back", show=False, priority=True),
-        *[Binding(str(n), f"tab('{tab}')", tab, id=f"tab_{tab}", show=False) for n, tab in enumerate(TABS, 1)],
-        # The Asm pane's own keys, pressed elsewhere: said why nothing happened, not silently dropped.
-        *[Binding(key, f"asm_key_elsewhere('{shown}')", shown, show=False) for key, shown in ASM_KEYS],
-    ]
+    BINDINGS = BINDINGS
 
     def __init__(
         self,
@@ -158,6 +97,9 @@ class KernelTUI(Steering):
         self.stale_panes: set[str] = set()
         self.rungs_width = 116
         self.rungs_expanded = False
+        self.view = ScreenView(self)
+        self.steering = Steering(self, self.view)
+        self.agent_desk = AgentDesk(self, self.view)
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -198,7 +140,7 @@ class KernelTUI(Steering):
         self.query_one("#versions", VersionTable).focus()
         self._update_status()
         self.start_up()
-        self.set_interval(POLL_S, self.poll_history)
+        self.set_interval(POLL_S, self.view.poll_history)
         if self.note:
             self.notify(self.note, timeout=30, markup=False)
 
@@ -210,10 +152,10 @@ class KernelTUI(Steering):
             self.session.open_readers()
             with self.session.reading("snapshot") as store:
                 if store is not None:
-                    self.post_message(SnapshotLoaded(self._read_snapshot(store)))
+                    self.post_message(SnapshotLoaded(self.view.read_snapshot(store)))
         else:
             self.session.open_writer()
-            self.call_from_thread(self.load_snapshot)
+            self.call_from_thread(self.view.load_snapshot)
 
     @work(thread=True, group="startup", exit_on_error=False)
     def open_writer_soon(self) -> None:
@@ -225,7 +167,7 @@ class KernelTUI(Steering):
             self.open_writer_soon()
         if self.session.start_scheduler():
             for problem in self.autostart:
-                self.start_agent(problem)
+                self.agent_desk.start_agent(problem)
             self.autostart = []
 
     def _from_session(self, event: SessionEvent) -> None:
@@ -239,47 +181,94 @@ class KernelTUI(Steering):
         elif isinstance(event, PermissionWaiting):
             self.post_message(PermissionAsked(event.problem, event.ask))
 
-    # --- loading what the screen shows ---------------------------------------------------------
-
     # --- what the scheduler says ----------------------------------------------------------------
 
     @while_running
     def on_scheduler_changed(self, message: SchedulerChanged) -> None:
-        event = message.event
-        if event.kind == "judge":
-            self.device = event.data.get("device")
-        elif event.kind == "started":
-            self.running += 1
-        elif event.kind in ("finished", "failed"):
-            self.running = max(0, self.running - 1)
-            if event.data.get("beat_best"):
-                how = "raced back to back" if event.data.get("race") else "by median"
-                vs_best = event.data.get("vs_best", 0)
-                self._alert(f"{event.problem} {event.version} beats the best ({how}): {vs_best:.2f}× faster")
-        elif event.kind == "idle" and not self.agents:  # with an agent at work the queue empties every version
-            self._alert("queue empty: every version is judged")
-        elif event.kind == "warning":
-            self.notify(str(event.data.get("message")), severity="warning", timeout=10, markup=False)
-        elif event.kind == "deferred":
-            self.deferred_to = event.data.get("pid")
-            self.notify(
-                f"kerneltui pid {self.deferred_to} already judges this workspace: its results show here",
-                timeout=10,
-                markup=False,
-            )
-        self._update_status()  # each judge's load, at once: the snapshot read comes after
-        self.load_snapshot()
+        self.view.scheduler_said(message.event)
 
-    # --- actions -------------------------------------------------------------------------------
+    # --- handed to the parts ---------------------------------------------------------------------
 
-    # --- agents ---------------------------------------------------------------------------------
+    @while_running
+    def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        self.view.show_snapshot(message.snapshot)
+
+    @while_running
+    def on_detail_loaded(self, message: DetailLoaded) -> None:
+        self.view.show_detail(message.detail)
+
+    @on(DataTable.RowHighlighted, "#versions")
+    @while_running
+    def version_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.view.version_highlighted()
+
+    @on(DataTable.RowHighlighted, "#problems")
+    @while_running
+    def problem_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.view.problem_highlighted(event.row_key.value)
+
+    @on(TabbedContent.TabActivated, "#detail")
+    @while_running
+    def tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.view.refresh_active_pane()
+
+    @on(Input.Submitted, "#guidance")
+    def guidance_submitted(self, event: Input.Submitted) -> None:
+        self.steering.guidance_submitted(event.input, event.value)  # after quit too: typed guidance is kept
+
+    @on(Input.Submitted, "#search-box")
+    @while_running
+    def search_submitted(self, event: Input.Submitted) -> None:
+        self.steering.search_submitted(event.input, event.value)
+
+    @while_running
+    def on_recorded_message(self, message: RecordedMessage) -> None:
+        self.steering.recorded(message.what, message.text)
+
+    @while_running
+    def on_permission_asked(self, message: PermissionAsked) -> None:
+        self.agent_desk.permission_asked(message.problem, message.ask.title)
+
+    @while_running
+    def on_agent_finished(self, message: AgentFinished) -> None:
+        self.agent_desk.agent_finished(message.problem, message.reason, message.failed)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "permission":
+            return self.agent_desk.pending_ask() is not None  # else the key does what it usually does
+        return True
+
+    action_approve = handed_to("steering", "approve")
+    action_reject = handed_to("steering", "reject")
+    action_undo_verdict = handed_to("steering", "undo_verdict")
+    action_guide = handed_to("steering", "guide")
+    action_diff = handed_to("steering", "diff")
+    action_mark = handed_to("steering", "mark")
+    action_source = handed_to("steering", "source")
+    action_edit = handed_to("steering", "edit")
+    action_search = handed_to("steering", "search")
+    action_rebench = handed_to("steering", "rebench")
+    action_rejudge_stale = handed_to("steering", "rejudge_stale")
+    action_accept_problem = handed_to("steering", "accept_problem")
+    action_profile = handed_to("steering", "profile")
+    action_sanitize = handed_to("steering", "sanitize")
+    action_start_agent = handed_to("agent_desk", "start_agent_here")
+    action_stop_agent = handed_to("agent_desk", "stop_agent")
+
+    def action_tab(self, tab: str) -> None:
+        self.steering.tab(tab)
+
+    def action_permission(self, kind: str) -> None:
+        self.agent_desk.permission(kind)
+
+    # --- the app's own ---------------------------------------------------------------------------
 
     def action_cycle_pane(self, step: int = 1) -> None:
         if self.screen is not self.screen_stack[0]:
             self.screen.focus_next() if step > 0 else self.screen.focus_previous()
             return
         order = [self.query_one("#problems"), self.query_one("#versions")]
-        view = self.active_view()
+        view = self.view.active_view()
         order.append(view if view is not None else self.query_one("#detail", TabbedContent))
         focused = self.focused
         if focused is self.query_one("#guidance"):  # reached with i only: a j typed after tab stays a key
@@ -332,7 +321,7 @@ class KernelTUI(Steering):
             self.query_one("#versions").focus()
             event.stop()
         elif event.key == "escape" and self.query_one("#detail", TabbedContent).active == "agent":
-            if self.interrupt_agent():
+            if self.agent_desk.interrupt_agent():
                 event.stop()
         elif event.key == "enter" and isinstance(self.focused, RungsPane):
             pane = self.focused

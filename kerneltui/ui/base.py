@@ -17,6 +17,7 @@ from kerneltui.core.session import Detail, Session
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.messages import Snapshot
 from kerneltui.ui.widgets.format import shown
+from kerneltui.ui.widgets.problems import ProblemTable
 from kerneltui.ui.widgets.status import StatusBar, status_text
 
 NOTE_CHARS = 600  # a notification's text, cut
@@ -36,7 +37,8 @@ def while_running(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], N
 
 
 class DashboardBase(App[None]):
-    """The state the dashboard's parts read and write, set up by KernelTUI.__init__."""
+    """The state the dashboard's parts (kerneltui.ui.panes, steering, agent_desk) read and write, set up by
+    KernelTUI.__init__, and what they all use: notifications and the status line."""
 
     session: Session
     workspace: Workspace
@@ -125,6 +127,13 @@ class DashboardBase(App[None]):
         problem): written out and cut as format.shown does."""
         said, heading = shown(message, limit=NOTE_CHARS).plain, shown(title, limit=80).plain
         super().notify(said, title=heading, severity=severity, timeout=timeout, markup=False)
+
+    def select_problem(self, name: str) -> None:
+        """The problem's row highlighted: its versions are read and shown."""
+        self.wanted_problem = name
+        table = self.query_one("#problems", ProblemTable)
+        if name in table.names:
+            table.move_cursor(row=table.names.index(name))
 
     def _alert(self, text: str) -> None:
         if self.config.bell:

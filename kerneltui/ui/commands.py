@@ -9,15 +9,16 @@ from typing import Any
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from kerneltui.ui.steering import Steering
-from kerneltui.ui.widgets.format import shown  # the app's actions; kerneltui.ui.app builds on it and imports this
+from kerneltui.ui.base import DashboardBase  # the app's state; its actions are run by name
+from kerneltui.ui.keys import BINDINGS, TABS
+from kerneltui.ui.widgets.format import shown
 
 OPEN_PROBLEM = "Open problem "
 
 
-def key_of(app: Steering, binding_id: str) -> str:
+def key_of(app: DashboardBase, binding_id: str) -> str:
     """How the key bound to `binding_id` reads now ("A" after `approve = "A"`, "/" for slash), or ""."""
-    for binding in app.BINDINGS:
+    for binding in BINDINGS:
         if isinstance(binding, Binding) and binding.id == binding_id:
             keys = app.config.keys.get(binding_id, binding.key)
             return ", ".join(app.get_key_display(Binding(k.strip(), "")) for k in keys.split(","))
@@ -26,22 +27,28 @@ def key_of(app: Steering, binding_id: str) -> str:
 
 class KernelCommands(Provider):
     def commands(self) -> list[tuple[str, Callable[[], Any], str]]:
-        app: Steering = self.app  # type: ignore[assignment]
+        app: DashboardBase = self.app  # type: ignore[assignment]
+
+        def act(action: str) -> Callable[[], Any]:
+            return partial(app.run_action, action)
+
         key = partial(key_of, app)  # the key in use: a remap in the config's [keys] shows here too
         found: list[tuple[str, Callable[[], Any], str]] = [
-            ("Approve the selected version", app.action_approve, key("approve")),
-            ("Reject the selected version…", app.action_reject, key("reject")),
-            ("Judge the selected version again", app.action_rebench, key("rebench")),
-            ("Send guidance…", app.action_guide, key("guide")),
-            ("Start an agent on this problem", app.action_start_agent, key("start_agent")),
-            ("Stop this problem's agent", app.action_stop_agent, key("stop_agent")),
-            ("Diff: cycle previous / best / approved", app.action_diff, key("diff")),
-            ("Search the pane on show", app.action_search, key("search")),
-            ("Judges: each GPU's load", partial(app.run_action, "judges"), key("gpus")),  # the app's own actions
-            ("Help: keys", partial(app.run_action, "help"), key("help")),
+            ("Approve the selected version", act("approve"), key("approve")),
+            ("Reject the selected version…", act("reject"), key("reject")),
+            ("Judge the selected version again", act("rebench"), key("rebench")),
+            ("Judge it again under compute-sanitizer", act("sanitize"), key("sanitize")),
+            ("Profile it with Nsight Compute", act("profile"), key("profile")),
+            ("Send guidance…", act("guide"), key("guide")),
+            ("Start an agent on this problem", act("start_agent"), key("start_agent")),
+            ("Stop this problem's agent", act("stop_agent"), key("stop_agent")),
+            ("Diff: cycle previous / best / approved", act("diff"), key("diff")),
+            ("Search the pane on show", act("search"), key("search")),
+            ("Judges: each GPU's load", act("judges"), key("gpus")),  # the app's own actions
+            ("Help: keys", act("help"), key("help")),
         ]
-        for tab in ("rungs", "diff", "trends", "asm", "agent", "profile"):
-            found.append((f"Show the {tab.title()} pane", partial(app.action_tab, tab), ""))
+        for tab in TABS:
+            found.append((f"Show the {tab.title()} pane", act(f"tab('{tab}')"), ""))
         for problem in app.snapshot.problems:
             found.append((f"{OPEN_PROBLEM}{problem['name']}", partial(app.select_problem, problem["name"]), ""))
         return found

@@ -13,6 +13,7 @@ from harness.contract.messages import CallRequest, Failure
 from harness.contract.results import Flag, RungResult
 from harness.judge import determinism, narrow, vacuous
 from harness.judge.confirm import vary
+from harness.judge.lacks import lacking
 from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs, mutated_inputs, returned, unread_inputs
 from harness.problem.load import case_label
 from harness.problem.rung import rung
@@ -30,6 +31,8 @@ def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
     if not judge.cuda and "tilelang" in run.dsls:
         return RungResult.skip("correctness", "TileLang kernels need a GPU to run; no GPU here (compiled only)")
     mode = "cuda" if judge.cuda else "triton-interpreter"
+    if lacking(run.warmup_error):
+        return RungResult.skip("correctness", lacking(run.warmup_error) or "")
     if run.warmup_error:
         return RungResult(
             name="correctness",
@@ -39,6 +42,8 @@ def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
         )
     worker = run.workers["run"]
     results, first_error = _every_case(judge, run, worker)
+    if lacking(first_error):
+        return RungResult.skip("correctness", lacking(first_error) or "")
     metrics = {
         "mode": mode,
         "cases": results,

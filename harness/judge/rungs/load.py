@@ -3,11 +3,13 @@ source says of itself."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from harness.contract import source
 from harness.contract.messages import Failure
 from harness.contract.results import RungResult
+from harness.judge.lacks import lacking
 from harness.problem.rung import rung
 
 if TYPE_CHECKING:
@@ -33,7 +35,26 @@ def load(judge: JudgeContext, run: VersionRun) -> RungResult:
         )
         return RungResult(name="load", ok=False, err=err, metrics=metrics)
     if isinstance(reply, Failure):
-        return RungResult(name="load", ok=False, err=reply.err, metrics=metrics, log=reply.trace)
+        needs = lacking(reply.err) or lacking(reply.trace)
+        if needs:
+            return RungResult(name="load", ok=None, skipped=needs, metrics=metrics, log=reply.trace)
+        err = reply.err + _sibling_hint(run, reply.err)
+        return RungResult(name="load", ok=False, err=err, metrics=metrics, log=reply.trace)
     if reply.entry == "ModelNew":  # a KernelBench version (harness.problem.kernelbench)
         metrics["entry"] = "ModelNew"
     return RungResult(name="load", ok=True, metrics=metrics)
+
+
+def _sibling_hint(run: VersionRun, err: str) -> str:
+    """A module the version imports that sits in its problem folder but is not copied beside versions."""
+    missing = re.search(r"No module named '([\w.]+)'", err)
+    if missing is None:
+        return ""
+    name = missing.group(1).split(".")[0]
+    folder = run.problem.path.parent
+    if not ((folder / f"{name}.py").is_file() or (folder / name).is_dir()):
+        return ""
+    return (
+        f": {name} is in the problem folder, but only the files problem.py lists in version_files are copied beside "
+        f'each version (version_files = ["{name}.py"])'
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from harness.containment.watch import killed_for_memory, oom_kills
 from harness.contract import protocol
 from harness.contract.options import Options
 from harness.workers.env import judge_env, link_harness
@@ -195,7 +197,8 @@ class LocalProcess:
             self.log.write(f"the judge's Python could not be started ({self.argv[0]}): {exc.strerror}\n".encode())
             heard.ended(None)
             return
-        threading.Thread(target=_read, args=(self.proc, heard), name="kerneltui-judge", daemon=True).start()
+        said = functools.partial(_read, self.proc, heard, self.log, oom_kills())
+        threading.Thread(target=said, name="kerneltui-judge", daemon=True).start()
 
     def send(self, request: dict[str, Any]) -> None:
         if self.proc is None or self.proc.stdin is None:
@@ -220,11 +223,18 @@ class LocalProcess:
             return ""
 
 
-def _read(proc: subprocess.Popen[str], heard: Heard) -> None:
+def _read(proc: subprocess.Popen[str], heard: Heard, log: IO[bytes], oom_before: int | None) -> None:
+    """The judge's lines as they come, then its end: one the out-of-memory killer caused is said in its log, whose
+    tail the scheduler shows."""
     assert proc.stdout is not None
     for line in proc.stdout:
         heard.said(line)
-    heard.ended(proc.wait())
+    code = proc.wait()
+    if killed_for_memory(code, oom_before):
+        with contextlib.suppress(OSError, ValueError):
+            log.seek(0, os.SEEK_END)
+            log.write(b"the judge was killed by the kernel's out-of-memory killer: this box ran out of memory\n")
+    heard.ended(code)
 
 
 def close_input(proc: subprocess.Popen[Any], grace: float) -> None:

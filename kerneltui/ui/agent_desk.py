@@ -1,0 +1,84 @@
+"""The agents on the dashboard: started and stopped by key, their permission requests answered, their end said."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from textual.widgets import TabbedContent
+
+from kerneltui.core.agents.host import AgentRun
+from kerneltui.core.session import SessionRefused
+from kerneltui.ui.base import DashboardBase
+from kerneltui.ui.panes import ScreenView
+
+
+class AgentDesk:
+    """Agents for the app it is part of: one per problem, run in thread workers."""
+
+    def __init__(self, app: DashboardBase, view: ScreenView) -> None:
+        self.app = app
+        self.view = view
+
+    def start_agent_here(self) -> None:
+        """An agent on the problem shown."""
+        if self.app.snapshot.problem is None:
+            self.app.notify("no problem selected", severity="warning")
+            return
+        if self.view.showing_highlighted():
+            self.start_agent(self.app.snapshot.problem)
+
+    def start_agent(self, problem: str) -> None:
+        try:
+            run = self.app.session.start_agent(problem, judged_elsewhere=bool(self.app.deferred_to))
+        except SessionRefused as exc:
+            self.app.notify(str(exc), severity="error", timeout=12, markup=False)
+            return
+        self.app.notify(f"{run.agent.model} started on {problem}", timeout=4, markup=False)
+        self.app._update_status()
+        self.run_agent_worker(run)
+
+    def permission_asked(self, problem: str, title: str) -> None:
+        if self.app.config.bell:
+            self.app.bell()
+        self.app.notify(
+            f"agent on {problem} asks: {title}  (Agent pane: y allow once · a always · n deny)",
+            timeout=15,
+            markup=False,
+        )
+        self.view.load_snapshot()
+
+    def pending_ask(self) -> Any:
+        tab = self.app.query_one("#detail", TabbedContent).active
+        return self.app.asks.get(self.app.snapshot.problem or "") if tab == "agent" else None
+
+    def permission(self, kind: str) -> None:
+        if self.pending_ask() is not None and self.app.session.answer_permission(self.app.snapshot.problem or "", kind):
+            self.view.load_snapshot()
+
+    def interrupt_agent(self) -> bool:
+        """Esc on the Agent pane: ends the ACP agent's running turn so queued guidance goes now."""
+        if not self.app.session.interrupt_agent(self.app.snapshot.problem or ""):
+            return False
+        self.app.notify("interrupting the agent's turn: queued guidance goes next", timeout=4)
+        return True
+
+    def run_agent_worker(self, run: AgentRun) -> None:
+        work = functools.partial(self.app.session.run_agent, run)
+        self.app.run_worker(work, thread=True, group="agents", exit_on_error=False)
+
+    def agent_finished(self, problem: str, reason: str, failed: bool) -> None:
+        text = f"agent on {problem} stopped: {reason}"
+        self.app.notify(text, severity="error" if failed else "information", timeout=8, markup=False)
+        self.app._update_status()
+        self.view.load_snapshot()
+
+    def stop_agent(self) -> None:
+        if not self.view.showing_highlighted():
+            return
+        try:
+            run = self.app.session.stop_agent(self.app.snapshot.problem or "")
+        except SessionRefused as exc:
+            self.app.notify(str(exc), severity="warning")
+            return
+        self.app.notify(f"stopping the agent on {run.problem}…", timeout=3, markup=False)
