@@ -41,6 +41,31 @@ def test_large_tensors_go_through_the_block_and_small_ones_through_the_socket() 
     receiver.close()
 
 
+def test_bytes_changed_in_the_block_after_the_frame_was_sent_are_refused() -> None:
+    """A thread of the version's rewriting an output it reported, while the judge copies it out of the block, can
+    race the judge's copy: the sender's digest, taken as it placed the tensor, must match the receiver's copy."""
+    a, b = socket.socketpair()
+    sender = HostBlock.allocate(4 * MIN_BYTES)
+    receiver = HostBlock.adopt(sender.fd, sender.size)
+    output = torch.zeros(LARGE)
+    wire.send(a, {"op": "x"}, [output], share=Placement(sender))
+    sender.view[4096:4100] = torch.tensor([1, 2, 3, 4], dtype=torch.uint8)  # after the report, before the copy
+    with pytest.raises(wire.ChannelError, match="changed after it was sent"):
+        wire.recv(b, timeout=5, block=receiver)
+    sender.close()
+    receiver.close()
+
+
+def test_the_digest_sees_a_swap_and_a_one_byte_tail() -> None:
+    data = torch.arange(4 * 1000 + 3, dtype=torch.int64).remainder(251).to(torch.uint8)
+    swapped = data.clone()
+    swapped[[0, 4]] = swapped[[4, 0]]  # two words swapped: their plain sum is the same
+    tail = data.clone()
+    tail[-1] += 1
+    assert len({shared_block.digest(d) for d in (data, swapped, tail)}) == 3
+    assert shared_block.digest(data) == shared_block.digest(data.clone())
+
+
 def test_tensors_that_do_not_fit_go_through_the_socket() -> None:
     a, b = socket.socketpair()
     block = HostBlock.allocate(MIN_BYTES + 1024)

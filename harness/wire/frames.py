@@ -17,6 +17,8 @@ from typing import Any, TypeGuard
 
 import torch
 
+from harness.wire import shared_block
+
 MAGIC = b"KTUI"
 _PREFIX = struct.Struct("!4sQQ")
 MAX_HEADER_BYTES = 16 << 20
@@ -157,11 +159,11 @@ def send(
     specs = [_describe(t) for t in tensors]
     payload = []
     for t, spec in zip(tensors, specs, strict=True):
-        offset = share.place(t) if share is not None and t.device.type != "meta" else None
-        if offset is None:
+        placed = share.place(t) if share is not None and t.device.type != "meta" else None
+        if placed is None:
             payload.append(_tensor_bytes(t))
         else:
-            spec["shared"] = offset
+            spec["shared"], spec["digest"] = placed
     if share is not None:
         share.done()
     header = dict(header, tensors=specs)
@@ -281,7 +283,12 @@ def _shared_tensor(block: Any, spec: dict[str, Any]) -> torch.Tensor:
         raise ChannelError("a tensor said to be in shared memory when none is shared, or with no place in it")
     if offset < 0 or offset + nbytes > block.size:
         raise ChannelError("a tensor said to be in shared memory lies outside it")
-    return _shaped(block.view[offset : offset + nbytes].clone(), spec)
+    copy = block.view[offset : offset + nbytes].clone()
+    if spec.get("digest") != shared_block.digest(copy):
+        raise ChannelError(
+            "a tensor in shared memory changed after it was sent (a thread still writing what was reported?)"
+        )
+    return _shaped(copy, spec)
 
 
 def _shaped(flat: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
