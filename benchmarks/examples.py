@@ -30,11 +30,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def judge(paths: list[Path], rungs: str | None, state: Path, confirm: bool = True) -> Iterator[dict]:
+def judge(
+    paths: list[Path], rungs: str | None, state: Path, confirm: bool = True, sanitize: bool = True
+) -> Iterator[dict]:
     """Yields each evaluation as the judge finishes it, so a run cut short still reports what it did."""
     request: dict = {"rungs": rungs.split(",")} if rungs else {}
     if not confirm:
         request["confirm"] = False
+    if not sanitize:
+        request["sanitize_best"] = False
     with subprocess.Popen(
         [sys.executable, "-m", "harness", "serve", "--state-dir", str(state)],
         stdin=subprocess.PIPE,
@@ -122,6 +126,7 @@ def main() -> int:
     parser.add_argument("--state-dir", type=Path, help="default: <workspace>/.kerneltui")
     parser.add_argument("--repeat", type=int, default=1, help="judge each version this many times")
     parser.add_argument("--no-confirm", action="store_true", help="no fresh worker or Nsight Compute (quicker)")
+    parser.add_argument("--no-sanitize-best", action="store_true", help="no compute-sanitizer over would-be bests")
     args = parser.parse_args()
     paths = [p.resolve() for p in args.versions] or sorted(args.workspace.glob("*/v*.py"))
     paths = [p for p in paths for _ in range(args.repeat)]
@@ -134,7 +139,7 @@ def main() -> int:
     )
     evaluations = []
     state = args.state_dir or args.workspace / ".kerneltui"
-    for evaluation in judge(paths, args.rungs, state, not args.no_confirm):
+    for evaluation in judge(paths, args.rungs, state, not args.no_confirm, not args.no_sanitize_best):
         evaluations.append(evaluation)
         print(row(evaluation), flush=True)
         if args.json:
