@@ -24,6 +24,7 @@ from tests.conftest import REPO, kerneltui
 WORKSPACE_COMMANDS = [
     ("eval", "v001.py"),
     ("profile", "v001.py"),
+    ("sanitize", "v001.py"),
     ("history",),
     ("approve", "v001.py"),
     ("reject", "v001.py", "--reason", "slow"),

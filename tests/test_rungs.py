@@ -184,7 +184,7 @@ def test_an_unknown_rung_is_a_usage_error_naming_the_known_ones(workspace: Path)
     version = add_version(workspace, "good", "v001.py")
     done = run(["-m", "harness", str(version), "--rungs", "load,flamegraph"])
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    known = "load, compile, correctness, benchmark, roofline, dumps, profile"
+    known = "load, compile, correctness, benchmark, roofline, dumps, sanitize, profile"
     assert done.stderr.strip() == f"error: rungs: unknown rung(s) flamegraph; rungs are {known}"
 
 

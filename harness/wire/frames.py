@@ -17,7 +17,7 @@ from typing import Any, TypeGuard
 
 import torch
 
-from harness.wire import shared_block
+from harness.wire.digest import digest_of
 
 MAGIC = b"KTUI"
 _PREFIX = struct.Struct("!4sQQ")
@@ -284,7 +284,7 @@ def _shared_tensor(block: Any, spec: dict[str, Any]) -> torch.Tensor:
     if offset < 0 or offset + nbytes > block.size:
         raise ChannelError("a tensor said to be in shared memory lies outside it")
     copy = block.view[offset : offset + nbytes].clone()
-    if spec.get("digest") != shared_block.digest(copy):
+    if spec.get("digest") != digest_of(copy):
         raise ChannelError(
             "a tensor in shared memory changed after it was sent (a thread still writing what was reported?)"
         )

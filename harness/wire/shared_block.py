@@ -28,9 +28,10 @@ from typing import Any, Protocol
 
 import torch
 
+from harness.wire.digest import digest_of
+
 ALIGN = 512  # each tensor placed at a multiple of this many bytes in a block
 MIN_BYTES = 1 << 20  # smaller tensors go through the socket: a copy into the block would cost as much
-DIGEST_CHUNK = 1 << 24  # words summed at a time: a 64-bit copy of each chunk, not of the whole tensor
 PROBE_BYTES = 32  # the judge writes this many random bytes at the block's start; the worker reads them back
 _POSIX_FD, _PINNED, _ON_DEVICE, _READ_WRITE = 1, 1, 1, 3
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
@@ -141,28 +142,11 @@ class Placement:
         placed = self.block.view[offset : offset + nbytes]
         placed.copy_(tensor.detach().contiguous().view(-1).view(torch.uint8))
         self.end, self.copied = aligned(offset + nbytes), True
-        return offset, digest(placed)
+        return offset, digest_of(placed)
 
     def done(self) -> None:
         if self.copied:
             _settle(self.block)
-
-
-def digest(data: torch.Tensor) -> str:
-    """A digest of bytes (a 1-D uint8 tensor, on the CPU or a GPU), taken by the sender as it places a tensor and by
-    the receiver on its copy: bytes changed in between (a thread of the version's still writing an output the worker
-    reported) do not match. Two sums over 32-bit words, one weighted by position, in wrapping 64-bit arithmetic:
-    the same on both sides whatever the order of summation."""
-    whole = data.numel() // 4 * 4
-    words = data[:whole].view(torch.int32)
-    total = weighted = torch.zeros((), dtype=torch.int64, device=data.device)
-    for start in range(0, words.numel(), DIGEST_CHUNK):
-        part = words[start : start + DIGEST_CHUNK].to(torch.int64)
-        place = torch.arange(start + 1, start + 1 + part.numel(), dtype=torch.int64, device=data.device)
-        total = total + part.sum()
-        weighted = weighted + (part * place).sum()
-    tail = bytes(data[whole:].cpu().tolist()).hex()
-    return f"{int(total) & (2**64 - 1):x}.{int(weighted) & (2**64 - 1):x}.{tail}"
 
 
 def aligned(offset: int) -> int:

@@ -239,7 +239,7 @@ class Session(PersonsWord):
             raise SessionRefused("judging is off in this session")
         if not path.is_file():
             raise SessionRefused(f"{path} is gone: nothing to profile")
-        self.scheduler.profile(path)
+        self.scheduler.ask(path, "profile")
 
     def sanitize(self, path: Path) -> None:
         """Queues the version to be judged again with compute-sanitizer's tools (the sanitize rung)."""
@@ -247,7 +247,7 @@ class Session(PersonsWord):
             raise SessionRefused("judging is off in this session")
         if not path.is_file():
             raise SessionRefused(f"{path} is gone: nothing to sanitize")
-        self.scheduler.sanitize(path)
+        self.scheduler.ask(path, "sanitize")
 
     @property
     def pending(self) -> int:

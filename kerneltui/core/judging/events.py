@@ -46,13 +46,16 @@ class Enqueue:
     force: bool = False
 
 
+AskedKind = Literal["profile", "sanitize"]
+
+
 @dataclass(frozen=True)
 class Asked:
     """A version judged again as the person or an agent asked: "profile" (Nsight Compute, recorded beside its
     evaluation) or "sanitize" (the ladder and compute-sanitizer's tools, recorded as its evaluation)."""
 
     path: Path
-    kind: Literal["profile", "sanitize"]
+    kind: AskedKind
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from kerneltui.core.judging.custody import Custody, judged_other_bytes
 from kerneltui.core.judging.events import (
     AcceptProblem,
     Asked,
+    AskedKind,
     Deleted,
     Enqueue,
     Ignored,
@@ -95,13 +96,10 @@ class Scheduler(Intake):
         """The person accepts the problem's changed files they were shown (their digest): judged against from now."""
         self.inbox.put(AcceptProblem(problem, digest))
 
-    def profile(self, path: Path) -> None:
-        """Queues a profile of the version (Nsight Compute), recorded beside its evaluation."""
-        self.inbox.put(Asked(path, "profile"))
-
-    def sanitize(self, path: Path) -> None:
-        """Queues the version to be judged again with compute-sanitizer's tools (the sanitize rung)."""
-        self.inbox.put(Asked(path, "sanitize"))
+    def ask(self, path: Path, kind: AskedKind) -> None:
+        """Queues the version to be judged as asked: a profile (Nsight Compute, recorded beside its evaluation) or
+        a sanitize (the ladder and compute-sanitizer's tools)."""
+        self.inbox.put(Asked(path, kind))
 
     def stop(self) -> None:
         if self.thread.is_alive():
@@ -264,7 +262,7 @@ class Scheduler(Intake):
             if row:
                 self.store.set_problem_error(row["problem"], event.error)
         judge.busy = None
-        self._write_feedback(evaluation_id)
+        self._feedback(evaluation_id)
         self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.error}))
         self._maybe_idle()
 
@@ -274,7 +272,7 @@ class Scheduler(Intake):
         beat_best = beat_best_of(row)
         if evaluation.error is None and not evaluation.failed_rung:
             self.store.set_problem_error(evaluation.problem, None)
-        self._write_feedback(evaluation_id)
+        self._feedback(evaluation_id)
         self.notify(
             SchedulerEvent(
                 "finished",
@@ -293,16 +291,10 @@ class Scheduler(Intake):
         )
         self._maybe_idle()
 
-    def _write_feedback(self, evaluation_id: int | None) -> None:
-        """FEEDBACK.md beside the versions, for agents that read files rather than speak a protocol."""
-        if not self.feedback_file or self.store is None or evaluation_id is None:
-            return
-        row = self.store.evaluation(evaluation_id)
-        if row:
-            try:
-                write_feedback(self.store, self.workspace.root / row["problem"])
-            except OSError as exc:  # a read-only or vanished folder: the history has it all anyway
-                self.notify(SchedulerEvent("warning", data={"message": f"feedback file: {exc}"}))
+    def _feedback(self, evaluation_id: int | None) -> None:
+        said = feedback_file_for(self.store, self.workspace.root, evaluation_id) if self.feedback_file else None
+        if said:
+            self.notify(SchedulerEvent("warning", data={"message": said}))
 
     def _maybe_idle(self) -> None:
         if not self.queue and all(j.busy is None for j in self.judges):
@@ -369,6 +361,18 @@ def judge_state(judge: JudgeClient) -> dict[str, Any]:
         "busy": judge.busy_label if judge.busy is not None else None,
         "judged": judge.judged,
     }
+
+
+def feedback_file_for(store: Store | None, root: Path, evaluation_id: int | None) -> str | None:
+    """FEEDBACK.md beside the versions, for agents that read files rather than speak a protocol; what went wrong
+    writing it, if anything (a read-only or vanished folder: the history has it all anyway)."""
+    row = store.evaluation(evaluation_id) if store is not None and evaluation_id is not None else None
+    if row:
+        try:
+            write_feedback(store, root / row["problem"])  # type: ignore[arg-type]
+        except OSError as exc:
+            return f"feedback file: {exc}"
+    return None
 
 
 def beat_best_of(row: dict[str, Any]) -> bool:
