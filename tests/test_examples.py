@@ -22,7 +22,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     state = tmp_path_factory.mktemp("state")
     # one seed a case: the interpreter is slow, and the examples' correctness does not hang on a second draw
     rungs = ["load", "compile", "correctness", "dumps"]
-    results = judge_many(EXAMPLES, rungs=rungs, state_dir=str(state), seeds_per_case=1)
+    results = judge_many(EXAMPLES, rungs=rungs, state_dir=str(state), seeds=1)
     return {k: v for k, v in results.items() if "/" in k}
 
 
