@@ -42,7 +42,7 @@ def pss_bytes(pids: list[int]) -> int:
 
 def start_s(worker: WorkerProcess) -> float:
     ready = worker.wait_ready()
-    return float(ready["monotonic"]) - worker.started
+    return ready.monotonic - worker.started
 
 
 def measure(fork: bool, count: int) -> dict[str, Any]:
