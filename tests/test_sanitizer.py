@@ -40,6 +40,7 @@ RACECHECK_OLD_STYLE = """========= COMPUTE-SANITIZER
 """
 
 CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+CAPTURED = Path(__file__).parent / "fixtures" / "sanitizer"  # the tools' logs on an H100 (compute-sanitizer 2025)
 
 
 def test_memcheck_findings_name_the_kernel_the_line_and_the_address_space() -> None:
@@ -69,6 +70,28 @@ def test_a_clean_run_has_no_finding_and_a_cut_short_one_says_so() -> None:
     assert cut.errors is None and cut.note is not None and "Device not supported" in cut.note
     assert Sanitized([cut]).failure() is None  # not checked is not a pass, and not the version's failure either
     assert Sanitized([cut]).to_json()["notes"] == [f"initcheck: {cut.note}"]
+
+
+def test_logs_the_tools_wrote_on_an_h100_read_as_they_should() -> None:
+    """A Triton add reading 64 elements past its inputs: memcheck's finding names the kernel and line; racecheck
+    over an honest matmul ends with its own summary alone (it was taken for a tool that did not finish)."""
+    past = parse("memcheck", (CAPTURED / "memcheck_read_past_the_inputs.txt").read_text())
+    assert [(f.what, f.kernel, f.where, f.space) for f in past.findings] == [
+        ("Invalid __global__ read of size 4 bytes", "add_kernel", "v001.py:13", "global")
+    ]
+    unwritten = parse("initcheck", (CAPTURED / "initcheck_read_past_the_inputs.txt").read_text())
+    assert unwritten.findings[0].what == "Uninitialized __global__ memory read of size 4 bytes"
+    clean = parse("racecheck", (CAPTURED / "racecheck_clean.txt").read_text())
+    assert clean.errors == 0 and clean.note is None and clean.findings == []
+
+
+def test_initcheck_leaves_the_copies_torch_makes_alone() -> None:
+    """On an honest Triton matmul, initcheck reported cudaMemcpy reading bytes nobody wrote (torch's and Triton's,
+    not the kernel's): its host API checks are off, the kernels' reads still checked."""
+    logged = parse("initcheck", (CAPTURED / "initcheck_host_api_copy.txt").read_text())
+    assert logged.findings and logged.findings[0].what.startswith("Host API memory access error")
+    argv = sanitizer.wrapper("/usr/local/cuda/bin/compute-sanitizer", "initcheck").argv
+    assert argv[argv.index("--check-api-memory-access") + 1] == "no"
 
 
 def test_a_hostile_log_is_bounded() -> None:
