@@ -254,12 +254,15 @@ async def write_to_screen(root: Path, repeats: int) -> list[dict[str, float]]:
 
 
 def tree_memory_mb(root_pid: int) -> dict[str, float]:
-    """RSS and PSS (MiB) summed over a process and all its descendants, and how many workers among them."""
+    """RSS and PSS (MiB) summed over a process and all its descendants, and how many workers among them: processes
+    forked from a worker template (a harness.worker process whose parent is one too; the template itself is not)."""
     parents: dict[int, int] = {}
+    commands: dict[int, bytes] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                commands[int(entry.name)] = (entry / "cmdline").read_bytes()
             except (OSError, IndexError, ValueError):
                 continue
     tree, frontier = {root_pid}, {root_pid}
@@ -270,14 +273,14 @@ def tree_memory_mb(root_pid: int) -> dict[str, float]:
     for pid in tree:
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
         for line in rollup.splitlines():
             key, _, value = line.partition(":")
             if key in ("Rss", "Pss"):
                 total[key.lower()] += int(value.split()[0]) / 1024
-        total["workers"] += b"harness.containment.sandbox" in command or b"harness.worker.main" in command
+        mine, parents_command = commands.get(pid, b""), commands.get(parents.get(pid, 0), b"")
+        total["workers"] += b"harness.worker" in mine and b"harness.worker" in parents_command
     return total
 
 
@@ -341,7 +344,10 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/kerneltui-bench"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--idle-s", type=float, default=10.0, help="spare_idle_s for the memory step")
+    parser.add_argument("--memory-only", action="store_true", help="only step 5")
     args = parser.parse_args()
+    if args.memory_only:
+        return memory_step(args)
     big = args.dir / "big"
     start = time.perf_counter()
     fill(big, args.versions, args.problems)
@@ -374,6 +380,10 @@ def main() -> int:
         )
     added = [r["added_s"] for r in results]
     print(f"kerneltui adds: median {statistics.median(added):.2f} s, max {max(added):.2f} s")
+    return memory_step(args)
+
+
+def memory_step(args: argparse.Namespace) -> int:
     if shutil.which("tmux"):
         for label, idle_s in (
             ("spares kept (spare_idle_s = 0)", 0.0),
