@@ -52,6 +52,7 @@ async def test_demo_replays_two_problems_while_the_person_steers(tmp_path: Path)
     workspace = make_demo_workspace(tmp_path)
     config = Config()
     config.agent.backend, config.agent.pace, config.ladder.judges = "replay", 0.05, 2
+    config.ladder.options = config.ladder.options.updated({"seeds": 1})  # the interpreter is slow: CI's time
     app = KernelTUI(workspace, config, autostart=sorted(EXPECTED))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: len(app.agents) == 2, pilot, timeout=30)
