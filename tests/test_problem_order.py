@@ -19,3 +19,38 @@ def test_problems_are_listed_in_natural_order(tmp_path: Path) -> None:
 
 def test_digits_compare_as_numbers_and_text_as_text() -> None:
     assert sorted(["v10", "v9", "v100", "a", "B2", "b10"], key=natural_key) == ["a", "B2", "b10", "v9", "v10", "v100"]
+
+
+NAMES = [
+    "1_Square_matrix_multiplication_", "12_Matmul_with_diagonal_matrices_", "13_Matmul_for_symmetric_matrices",
+    "14_Matmul_for_upper_triangular_matrices", "19_ReLU", "20_LeakyReLU", "23_Softmax", "100_HingeLoss",
+]  # fmt: skip
+
+
+async def test_slash_on_the_problems_list_filters_it_and_shows_full_names(tmp_path: Path) -> None:
+    """A hundred KernelBench problems showed "12_Matmul_" to "18_Matmul_" as identical rows: `/` on the problems
+    list keeps those whose name holds what is typed (case aside), the pane widened to their full names; empty: all."""
+    from kerneltui.core.config import Config
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.ui.app import KernelTUI
+    from kerneltui.ui.widgets.problems import ProblemTable
+    from tests.test_dashboard import wait_for
+
+    store = Store(tmp_path / ".kerneltui" / "history.db")
+    for name in NAMES:
+        (tmp_path / name).mkdir()
+        store.ensure_problem(name, str(tmp_path / name))
+    store.close()
+    app = KernelTUI(Workspace(tmp_path), Config(), run_scheduler=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        problems = app.query_one("#problems", ProblemTable)
+        await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
+        problems.focus()
+        await pilot.press("slash", *"matmul_FOR", "enter")
+        await wait_for(lambda: problems.names == [NAMES[2], NAMES[3]], pilot)
+        name_column = problems.columns_shown[0]
+        assert name_column[2] >= len(NAMES[3]) and "matmul_FOR" in name_column[1]
+        await wait_for(lambda: app.snapshot.problem == NAMES[2], pilot)  # the shown problem was filtered out
+        await pilot.press("slash", "ctrl+u", "enter")  # empty: every problem again, the pane as it was
+        await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
+        assert problems.columns_shown[0][2] == 9 and problems.filter_text == ""

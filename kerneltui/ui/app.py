@@ -38,7 +38,7 @@ from kerneltui.ui.panes import ScreenView
 from kerneltui.ui.screens.dialogs import HelpScreen, QuitScreen
 from kerneltui.ui.screens.gpus import JudgesScreen
 from kerneltui.ui.screens.leaderboard import LeaderboardScreen
-from kerneltui.ui.steering import Steering
+from kerneltui.ui.steering import SEARCH_PROMPT, Steering
 from kerneltui.ui.widgets.agent import AgentPane
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.diff import DiffPane
@@ -124,7 +124,7 @@ class KernelTUI(DashboardBase):
                         yield AgentPane(id="agent-view")
                     with TabPane("Profile", id="profile"):
                         yield ProfilePane(id="profile-view")
-                yield Input(placeholder="search (a regular expression)", id="search-box")
+                yield Input(placeholder=SEARCH_PROMPT, id="search-box")
         yield Input(placeholder="guidance ▸ press i, type what the agent should try next, Enter sends", id="guidance")
         yield Footer()
 

@@ -22,7 +22,11 @@ from kerneltui.ui.screens.problem_change import ProblemChangeScreen
 from kerneltui.ui.screens.source import SourceScreen
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.diff import DiffPane, targets_of
+from kerneltui.ui.widgets.problems import ProblemTable
 from kerneltui.ui.widgets.versions import VersionTable
+
+SEARCH_PROMPT = "search (a regular expression)"
+FILTER_PROMPT = "filter the problems: a part of their names (empty: all), Enter applies"
 
 
 class Steering:
@@ -32,6 +36,7 @@ class Steering:
     def __init__(self, app: DashboardBase, view: ScreenView) -> None:
         self.app = app
         self.view = view
+        self.filtering = False  # the search box, opened on the problems list, filters it
 
     def selected_version(self) -> dict[str, Any] | None:
         if not self.view.showing_highlighted():
@@ -171,16 +176,28 @@ class Steering:
         self.app.query_one("#detail", TabbedContent).active = tab
 
     def search(self) -> None:
+        box = self.app.query_one("#search-box", Input)
+        problems = self.app.query_one("#problems", ProblemTable)
+        self.filtering = self.app.focused is problems
+        if self.filtering:  # on the problems list: a filter of their names
+            box.placeholder, box.value = FILTER_PROMPT, problems.filter_text
+            box.display = True
+            box.focus()
+            return
+        box.placeholder = SEARCH_PROMPT
         if self.view.active_view() is None:
             self.app.notify("nothing to search in this pane", severity="warning")
             return
-        box = self.app.query_one("#search-box", Input)
         box.display = True
         box.focus()
 
     def search_submitted(self, box: Input, value: str) -> None:
-        view = self.view.active_view()
         box.display = False
+        if self.filtering:
+            self.filtering = False
+            self.filter_problems(value)
+            return
+        view = self.view.active_view()
         if view is None:
             return
         count = view.search(value)
@@ -189,6 +206,22 @@ class Steering:
         if self.app.query_one("#detail", TabbedContent).active == "asm":
             self.app.query_one("#asm-pane", AsmPane).update_bar()
         if not count and value:
+            self.app.bell()
+
+    def filter_problems(self, text: str) -> None:
+        """The problems list narrowed to the names holding `text`; the first of them shown if the problem shown
+        is not among them."""
+        problems = self.app.query_one("#problems", ProblemTable)
+        left = problems.set_filter(text)
+        problems.focus()
+        if not text.strip():
+            self.app.notify(f"problems: all {len(left)}", timeout=3)
+            return
+        self.app.notify(f"problems: {len(left)} of {len(problems.rows_all)} hold {text.strip()!r}", timeout=3)
+        if left and self.app.snapshot.problem not in left:
+            self.app.select_problem(left[0])
+            self.view.load_snapshot()  # the cursor may sit on it already: no highlight says so
+        elif not left:
             self.app.bell()
 
     def profile(self) -> None:

@@ -13,7 +13,7 @@ from kerneltui.ui.widgets.format import STATUS, shown
 
 
 def problem_cells(row: dict[str, Any]) -> tuple[Text, Text, Text]:
-    name = shown(row["name"], style="bold", limit=60)
+    name = shown(row["name"], style="bold", limit=MAX_NAME_WIDTH)
     if row.get("error"):
         name.append(" ⚠", style="red")
     latest = printable(str(row.get("latest_version") or "·"))[:20]
@@ -34,9 +34,20 @@ NARROW_BELOW = 100  # terminal columns
 PANE_WIDTH, NARROW_PANE_WIDTH = 34, 26
 
 
+MAX_NAME_WIDTH = 60
+LATEST_AND_BORDERS = 16  # while filtering: the latest column, the cells' padding and the pane's border
+LEFT_FOR_VERSIONS = 20  # columns the versions table keeps while the problems pane is widened
+
+
 def pane_width(terminal_width: int) -> int:
     """The problems pane's width: narrower below NARROW_BELOW columns, leaving the versions table room."""
     return PANE_WIDTH if terminal_width >= NARROW_BELOW else NARROW_PANE_WIDTH
+
+
+def matching(rows: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The rows whose name holds `text`, case aside (every row for no text)."""
+    wanted = text.strip().casefold()
+    return [r for r in rows if wanted in str(r["name"]).casefold()] if wanted else rows
 
 
 class ProblemTable(DataTable[Text]):
@@ -47,15 +58,27 @@ class ProblemTable(DataTable[Text]):
         self.names: list[str] = []
         self.cells: dict[str, tuple[str, ...]] = {}
         self.rows_shown: list[dict[str, Any]] = []
+        self.rows_all: list[dict[str, Any]] = []  # before the filter
+        self.filter_text = ""  # typed after / on this list: only the problems whose name holds it
+        self.terminal_width = NARROW_BELOW
         self.columns_shown: tuple[tuple[str, str, int], ...] = COLUMNS
 
     def on_mount(self) -> None:
         self._add_columns()
 
     def fit(self, terminal_width: int) -> None:
-        """Sized for the terminal: the pane's width, and its columns (the best % goes below NARROW_BELOW)."""
-        self.styles.width = pane_width(terminal_width)
+        """Sized for the terminal: the pane's width, and its columns (the best % goes below NARROW_BELOW). While a
+        filter is on, the pane widens to the full names it leaves (up to half the terminal)."""
+        self.terminal_width = terminal_width
         columns = COLUMNS if terminal_width >= NARROW_BELOW else NARROW_COLUMNS
+        width = pane_width(terminal_width)
+        if self.filter_text:  # the names in full, beside their latest version: what finding a problem needs
+            longest = max((len(str(r["name"])) for r in matching(self.rows_all, self.filter_text)), default=0)
+            room = terminal_width - LEFT_FOR_VERSIONS - LATEST_AND_BORDERS
+            name_width = max(NARROW_COLUMNS[0][2], min(MAX_NAME_WIDTH, longest, room))
+            columns = (("name", f"problem ~{self.filter_text[:12]}", name_width), NARROW_COLUMNS[1])
+            width = max(width, name_width + LATEST_AND_BORDERS)
+        self.styles.width = width
         if columns == self.columns_shown:
             return
         self.columns_shown = columns
@@ -63,7 +86,14 @@ class ProblemTable(DataTable[Text]):
         self.clear(columns=True)
         self._add_columns()
         self.names = []
-        self.show(self.rows_shown, keep)  # rebuilt there, the cursor back on `keep`
+        self.show(self.rows_all, keep)  # rebuilt there, the cursor back on `keep`
+
+    def set_filter(self, text: str) -> list[str]:
+        """Only the problems whose name holds `text` (none: all), the pane fitted to them; the names left."""
+        self.filter_text = text.strip()
+        self.fit(self.terminal_width)
+        self.show(self.rows_all, self.selected)
+        return list(self.names)
 
     def _add_columns(self) -> None:
         for key, label, width in self.columns_shown:
@@ -76,7 +106,10 @@ class ProblemTable(DataTable[Text]):
         return self.names[self.cursor_row]
 
     def show(self, rows: list[dict[str, Any]], shown: str | None = None) -> None:
-        """The problems' rows; `shown`, the problem the dashboard shows, is where the cursor goes if rebuilt."""
+        """The problems' rows (those the filter leaves); `shown`, the problem the dashboard shows, is where the
+        cursor goes if rebuilt."""
+        self.rows_all = rows
+        rows = matching(rows, self.filter_text)
         self.rows_shown = rows
         names = [r["name"] for r in rows]
         count = len(self.columns_shown)
