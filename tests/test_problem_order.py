@@ -45,12 +45,23 @@ async def test_slash_on_the_problems_list_filters_it_and_shows_full_names(tmp_pa
     async with app.run_test(size=(80, 24)) as pilot:
         problems = app.query_one("#problems", ProblemTable)
         await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
+        assert problems.border_title == f"{len(NAMES)}:"  # no version judged yet: no verdict counted
         problems.focus()
         await pilot.press("slash", *"matmul_FOR", "enter")
         await wait_for(lambda: problems.names == [NAMES[2], NAMES[3]], pilot)
+        assert problems.border_title == f"2 of {len(NAMES)}:"
         name_column = problems.columns_shown[0]
         assert name_column[2] >= len(NAMES[3]) and "matmul_FOR" in name_column[1]
         await wait_for(lambda: app.snapshot.problem == NAMES[2], pilot)  # the shown problem was filtered out
         await pilot.press("slash", "ctrl+u", "enter")  # empty: every problem again, the pane as it was
         await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
         assert problems.columns_shown[0][2] == 9 and problems.filter_text == ""
+
+
+def test_the_problems_title_counts_their_newest_verdicts() -> None:
+    from kerneltui.ui.widgets.problems import counts_title
+
+    rows = [{"latest_status": s} for s in ("pass", "pass", "fail", "error", "unverified", "running", None)]
+    assert counts_title(rows, 7) == "7: 2✓ 2✗ 1? 1◐"
+    assert counts_title(rows, 3) == "3 of 7: 2✓ 2✗ 1? 1◐"
+    assert counts_title([], 0) == ""

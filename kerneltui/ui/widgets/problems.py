@@ -44,6 +44,15 @@ def pane_width(terminal_width: int) -> int:
     return PANE_WIDTH if terminal_width >= NARROW_BELOW else NARROW_PANE_WIDTH
 
 
+def counts_title(rows: list[dict[str, Any]], shown: int) -> str:
+    """The list's title: how many problems (of how many, under a filter), and their newest versions' verdicts by
+    kind (pass, fail, unverified, being judged), those with none left out: "100: 37✓ 12✗ 3◐"."""
+    kinds = {"✓": ("pass",), "✗": ("fail", "error"), "?": ("unverified",), "◐": ("running", "queued")}
+    found = [f"{sum(r.get('latest_status') in statuses for r in rows)}{mark}" for mark, statuses in kinds.items()]
+    head = f"{shown} of {len(rows)}" if shown != len(rows) else f"{len(rows)}"
+    return " ".join([f"{head}:", *[f for f in found if not f.startswith("0")]]) if rows else ""
+
+
 def matching(rows: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
     """The rows whose name holds `text`, case aside (every row for no text)."""
     wanted = text.strip().casefold()
@@ -111,6 +120,7 @@ class ProblemTable(DataTable[Text]):
         self.rows_all = rows
         rows = matching(rows, self.filter_text)
         self.rows_shown = rows
+        self.border_title = counts_title(self.rows_all, len(rows))
         names = [r["name"] for r in rows]
         count = len(self.columns_shown)
         fresh = {r["name"]: problem_cells(r)[:count] for r in rows}
