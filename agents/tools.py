@@ -386,18 +386,18 @@ class Toolbox:
         return head + window(lines, offset, f"{version} {kind}", DUMP_WINDOW_LINES)
 
     def tool_profile(self, version: str) -> str:
-        name = str(version).strip()
-        if name not in self.host.version_names():
-            names = ", ".join(self.host.version_names()) or "none yet"
-            raise ToolError(f"no version {version!r}; versions: {names}")
-        return cut(self.host.profile(name))
+        return cut(self.host.profile(self._known(version)))
 
     def tool_sanitize(self, version: str) -> str:
+        return cut(self.host.sanitize(self._known(version)))
+
+    def _known(self, version: str) -> str:
+        """The version's name, or a ToolError naming those there are."""
         name = str(version).strip()
         if name not in self.host.version_names():
             names = ", ".join(self.host.version_names()) or "none yet"
             raise ToolError(f"no version {version!r}; versions: {names}")
-        return cut(self.host.sanitize(name))
+        return name
 
 
 def index_path(problem: ProblemInfo, context: Path) -> Path:

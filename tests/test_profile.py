@@ -201,7 +201,7 @@ def test_a_profile_asked_of_the_session_is_judged_with_the_profile_rungs(tmp_pat
     try:
         session.start_scheduler(wait_s=120)
         first = finished()
-        session.profile(path)
+        session.ask(path, "profile")
         second = finished()
         assert second.kind == "finished" and second.evaluation_id != first.evaluation_id
         store = Store(session.workspace.db_path, create=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 # Who wrote an output's storage, as the worker's recorder reports it and the judge describes it (besides
 # "kernel:<name>" and "aten::<op>")
@@ -28,6 +28,8 @@ RUNG_ORDER = (
 DEFAULT_RUNGS = ("load", "compile", "correctness", "benchmark", "roofline", "dumps")
 PROFILE_RUNGS = ("load", "compile", "correctness", "profile")  # a profile: checked first, then Nsight Compute
 SANITIZE_RUNGS = (*DEFAULT_RUNGS, "sanitize")  # the version judged again, compute-sanitizer's tools too
+# What a person or an agent may ask of a version: a profile (recorded beside its evaluation) or a sanitize
+AskedKind = Literal["profile", "sanitize"]
 
 
 @dataclass

@@ -15,10 +15,8 @@ a version that tells it runs under one can behave there, so this is no check aga
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -28,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.contract.messages import CallRequest, Failure
+from harness.judge.cuda_tools import cuda_tool, newest_first
 from harness.problem.load import case_label
 from harness.wire import frames as wire
 from harness.wire import scratch as scratch_mod
@@ -66,15 +65,11 @@ _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: \d+ hazard
 def sanitizer_path() -> str | None:
     """KERNELTUI_SANITIZER (a path, or "none" to turn this off), else compute-sanitizer on PATH or in CUDA's
     usual places."""
-    chosen = os.environ.get("KERNELTUI_SANITIZER")
-    if chosen:
-        return None if chosen == "none" else chosen
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    places = [Path("/usr/local/cuda/bin/compute-sanitizer")]
-    places += sorted(Path("/usr/local").glob("cuda-*/bin/compute-sanitizer"), reverse=True)  # the newest first
-    return next((str(p) for p in places if p.exists()), None)
+    installed = [
+        Path("/usr/local/cuda/bin/compute-sanitizer"),
+        *newest_first("/usr/local/cuda-*/bin/compute-sanitizer"),
+    ]
+    return cuda_tool("KERNELTUI_SANITIZER", "compute-sanitizer", installed)
 
 
 def wrapper(path: str, tool: str) -> Wrapper:

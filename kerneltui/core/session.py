@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.acp import AcpAgent
+from harness.contract.results import AskedKind
 from kerneltui.core.agents.external import ExternalAgents, Progress, ToolOutcome
 from kerneltui.core.agents.host import (
     AgentRun,
@@ -233,21 +234,14 @@ class Session(PersonsWord):
             raise SessionRefused(f"{path} is gone: nothing to judge again")
         self.scheduler.enqueue(path, force=True)
 
-    def profile(self, path: Path) -> None:
-        """Queues the version for a profile under Nsight Compute (the profile rung), shown with its rungs."""
+    def ask(self, path: Path, kind: AskedKind) -> None:
+        """Queues the version for a profile under Nsight Compute (shown with its rungs) or to be judged again under
+        compute-sanitizer's tools (the sanitize rung)."""
         if self.scheduler is None:
             raise SessionRefused("judging is off in this session")
         if not path.is_file():
-            raise SessionRefused(f"{path} is gone: nothing to profile")
-        self.scheduler.ask(path, "profile")
-
-    def sanitize(self, path: Path) -> None:
-        """Queues the version to be judged again with compute-sanitizer's tools (the sanitize rung)."""
-        if self.scheduler is None:
-            raise SessionRefused("judging is off in this session")
-        if not path.is_file():
-            raise SessionRefused(f"{path} is gone: nothing to sanitize")
-        self.scheduler.ask(path, "sanitize")
+            raise SessionRefused(f"{path} is gone: nothing to {kind}")
+        self.scheduler.ask(path, kind)
 
     @property
     def pending(self) -> int:
@@ -409,8 +403,5 @@ class SessionJudging:
         if self.session.scheduler is not None:
             self.session.scheduler.enqueue(path)
 
-    def profile(self, path: Path) -> None:
-        self.session.profile(path)
-
-    def sanitize(self, path: Path) -> None:
-        self.session.sanitize(path)
+    def ask(self, path: Path, kind: AskedKind) -> None:
+        self.session.ask(path, kind)

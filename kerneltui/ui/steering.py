@@ -12,6 +12,7 @@ from typing import Any
 from textual.app import SuspendNotSupported
 from textual.widgets import Input, TabbedContent
 
+from harness.contract.results import AskedKind
 from kerneltui.core.judging.custody import pending_change
 from kerneltui.core.session import SessionRefused
 from kerneltui.core.verdicts import approval_doubt
@@ -225,26 +226,21 @@ class Steering:
             self.app.bell()
 
     def profile(self) -> None:
-        row = self.selected_version()
-        if row is None:
-            return
-        try:
-            self.app.session.profile(Path(row["path"]))
-        except SessionRefused as exc:
-            self.app.notify(str(exc), severity="error")
-            return
-        self.app.notify(f"{row['name']} queued for a profile (Nsight Compute; shown with its rungs)", timeout=4)
+        self._ask("profile", "queued for a profile (Nsight Compute; shown with its rungs)")
 
     def sanitize(self) -> None:
+        self._ask("sanitize", "queued to be judged again under compute-sanitizer")
+
+    def _ask(self, kind: AskedKind, queued: str) -> None:
         row = self.selected_version()
         if row is None:
             return
         try:
-            self.app.session.sanitize(Path(row["path"]))
+            self.app.session.ask(Path(row["path"]), kind)
         except SessionRefused as exc:
             self.app.notify(str(exc), severity="error")
             return
-        self.app.notify(f"{row['name']} queued to be judged again under compute-sanitizer", timeout=4, markup=False)
+        self.app.notify(f"{row['name']} {queued}", timeout=4, markup=False)
 
     def rebench(self) -> None:
         row = self.selected_version()

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import collections
 import functools
-import os
 import secrets
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ import torch
 
 from harness.contract.messages import Failure, OutsideRequest
 from harness.contract.results import Flag
+from harness.judge.cuda_tools import cuda_tool, newest_first
 from harness.judge.nsight.report import Metrics, read_report
 from harness.problem.load import case_label
 from harness.wire import frames as wire
@@ -47,15 +46,8 @@ NCU_TIMEOUT_S = 240.0
 
 def ncu_path() -> str | None:
     """KERNELTUI_NCU (a path, or "none" to turn this off), else `ncu` on PATH or in CUDA's usual places."""
-    chosen = os.environ.get("KERNELTUI_NCU")
-    if chosen:
-        return None if chosen == "none" else chosen
-    found = shutil.which("ncu")
-    if found:
-        return found
-    installed = sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"), reverse=True)  # the newest first
-    cuda = Path("/usr/local/cuda/bin/ncu")
-    return str(installed[0]) if installed else str(cuda) if cuda.exists() else None
+    installed = [*newest_first("/opt/nvidia/nsight-compute/*/ncu"), Path("/usr/local/cuda/bin/ncu")]
+    return cuda_tool("KERNELTUI_NCU", "ncu", installed)
 
 
 def wrapper(ncu: str, range_name: str) -> Wrapper:

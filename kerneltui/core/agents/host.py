@@ -24,13 +24,18 @@ from agents.acp import PermissionAsk
 from agents.base import Agent, Budget, Feedback, Judged, ProblemInfo
 from harness.contract import source
 from harness.contract.report import profile_text, rung_line
-from harness.contract.results import Flag
+from harness.contract.results import AskedKind, Flag
 from kerneltui.core.config import AgentConfig
 from kerneltui.core.locations import CHECKOUT
 from kerneltui.core.workspace import VERSION_RE, Workspace
 from kerneltui.history.store import Store, now, parse_flags
 
 FINAL = ("pass", "fail", "unverified", "error")
+# What each kind asked of the judges is called in what the agent reads: (to do it, done, the work)
+ASKED_WORDS: dict[str, tuple[str, str, str]] = {
+    "profile": ("profile", "profiled", "profile"),
+    "sanitize": ("run compute-sanitizer", "judged under compute-sanitizer", "run under compute-sanitizer"),
+}
 POLL_S = 0.2
 HEARTBEAT_S = 10.0
 ERROR_CHARS = 2500
@@ -111,13 +116,11 @@ def judged_from(store: Store, evaluation: dict[str, Any]) -> Judged:
 
 
 class Judging(Protocol):
-    """What an agent's host asks of the judges: judge a version it wrote, profile one."""
+    """What an agent's host asks of the judges: judge a version it wrote, profile or sanitize one."""
 
     def enqueue(self, path: Path) -> None: ...
 
-    def profile(self, path: Path) -> None: ...
-
-    def sanitize(self, path: Path) -> None: ...
+    def ask(self, path: Path, kind: AskedKind) -> None: ...
 
 
 @dataclass
@@ -216,48 +219,50 @@ class StoreHost:
         return None if row is None else self._wait_for(row["version_id"], version)
 
     def profile(self, version: str) -> str:
-        row = next((r for r in self.store.version_rows(self.problem.name) if r["name"] == version), None)
-        if row is None or not row.get("path"):
-            return f"no version {version}"
-        if self.judges is None:
-            return "no judge runs in this session: nothing can profile"
-        before = self.store.latest_profile_id(row["version_id"]) or 0
-        try:
-            self.judges.profile(Path(row["path"]))
-        except Exception as exc:  # refused: its file is gone, judging is off
-            return f"not profiled: {exc}"
-        deadline = time.monotonic() + self.wait_s
-        while time.monotonic() < deadline:
-            found = self.store.latest_profile_id(row["version_id"])
-            if found and found > before:
-                rung = next((r for r in self.store.rungs(found) if r.name == "profile"), None)
-                evaluation = self.store.evaluation(found) or {}
-                return profile_text(rung) if rung else judged_from(self.store, evaluation).summary
-            if self.stop.wait(POLL_S):
-                return f"{version}: the session stopped before its profile finished"
-        return f"{version} was not profiled within {self.wait_s:.0f} s: is a judge running?"
+        return self._asked(version, "profile", self.store.latest_profile_id, self._profile_text)
 
     def sanitize(self, version: str) -> str:
+        return self._asked(version, "sanitize", self._newest_sanitized, self._sanitized_text)
+
+    def _asked(
+        self, version: str, kind: AskedKind, newest: Callable[[int], int | None], text: Callable[[int], str]
+    ) -> str:
+        """Asks the judges for `kind` of the version and waits for an evaluation newer than its `newest` before:
+        its `text`, or why there is none."""
         row = next((r for r in self.store.version_rows(self.problem.name) if r["name"] == version), None)
         if row is None or not row.get("path"):
             return f"no version {version}"
+        what = ASKED_WORDS[kind]
         if self.judges is None:
-            return "no judge runs in this session: nothing can run compute-sanitizer"
-        before = row.get("evaluation_id") or 0
+            return f"no judge runs in this session: nothing can {what[0]}"
+        before = newest(row["version_id"]) or 0
         try:
-            self.judges.sanitize(Path(row["path"]))
+            self.judges.ask(Path(row["path"]), kind)
         except Exception as exc:  # refused: its file is gone, judging is off
-            return f"not sanitized: {exc}"
+            return f"not {what[1]}: {exc}"
         deadline = time.monotonic() + self.wait_s
         while time.monotonic() < deadline:
-            found = self.store.latest_evaluation(version_id=row["version_id"], statuses=FINAL)
-            if found and found["id"] > before and json.loads(found.get("options") or "{}").get("kind") == "sanitize":
-                rung = next((r for r in self.store.rungs(found["id"]) if r.name == "sanitize"), None)
-                summary = judged_from(self.store, found).summary
-                return f"{rung_line(rung)}\n{summary}" if rung else summary
+            found = newest(row["version_id"])
+            if found and found > before:
+                return text(found)
             if self.stop.wait(POLL_S):
-                return f"{version}: the session stopped before compute-sanitizer finished"
-        return f"{version} was not judged under compute-sanitizer within {self.wait_s:.0f} s: is a judge running?"
+                return f"{version}: the session stopped before its {what[2]} finished"
+        return f"{version} was not {what[1]} within {self.wait_s:.0f} s: is a judge running?"
+
+    def _profile_text(self, evaluation_id: int) -> str:
+        rung = next((r for r in self.store.rungs(evaluation_id) if r.name == "profile"), None)
+        evaluation = self.store.evaluation(evaluation_id) or {}
+        return profile_text(rung) if rung else judged_from(self.store, evaluation).summary
+
+    def _newest_sanitized(self, version_id: int) -> int | None:
+        found = self.store.latest_evaluation(version_id=version_id, statuses=FINAL)
+        kind = json.loads(found.get("options") or "{}").get("kind") if found else None
+        return int(found["id"]) if found and kind == "sanitize" else None
+
+    def _sanitized_text(self, evaluation_id: int) -> str:
+        rung = next((r for r in self.store.rungs(evaluation_id) if r.name == "sanitize"), None)
+        summary = judged_from(self.store, self.store.evaluation(evaluation_id) or {}).summary
+        return f"{rung_line(rung)}\n{summary}" if rung else summary
 
     def results(self, version: str) -> Judged | None:
         found = self.store.latest_evaluation(self.problem.name, version)

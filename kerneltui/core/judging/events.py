@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.contract.results import AskedKind
+
 SchedulerEventKind = Literal[
     "queued",  # a version's evaluation waits for a judge
     "started",  # a judge took it
@@ -44,9 +46,6 @@ class Enqueue:
 
     path: Path
     force: bool = False
-
-
-AskedKind = Literal["profile", "sanitize"]
 
 
 @dataclass(frozen=True)
