@@ -35,7 +35,7 @@ class AgentDesk:
             self.app.notify(str(exc), severity="error", timeout=12, markup=False)
             return
         self.app.notify(f"{run.agent.model} started on {problem}", timeout=4, markup=False)
-        self.app._update_status()
+        self.app.update_status()
         self.run_agent_worker(run)
 
     def permission_asked(self, problem: str, title: str) -> None:
@@ -70,7 +70,7 @@ class AgentDesk:
     def agent_finished(self, problem: str, reason: str, failed: bool) -> None:
         text = f"agent on {problem} stopped: {reason}"
         self.app.notify(text, severity="error" if failed else "information", timeout=8, markup=False)
-        self.app._update_status()
+        self.app.update_status()
         self.view.load_snapshot()
 
     def stop_agent(self) -> None:

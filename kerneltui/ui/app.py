@@ -130,7 +130,7 @@ class KernelTUI(DashboardBase):
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one("#problems", ProblemTable).fit(event.size.width)
-        self._update_status(event.size.width)  # the judges' load compacts on a narrow terminal
+        self.update_status(event.size.width)  # the judges' load compacts on a narrow terminal
 
     def on_mount(self) -> None:
         self.query_one("#problems", ProblemTable).fit(self.size.width)
@@ -138,7 +138,7 @@ class KernelTUI(DashboardBase):
             self.set_keymap(self.config.keys)
         self.query_one("#search-box").display = False
         self.query_one("#versions", VersionTable).focus()
-        self._update_status()
+        self.update_status()
         self.start_up()
         self.set_interval(POLL_S, self.view.poll_history)
         if self.note:

@@ -91,7 +91,7 @@ class DashboardBase(App[None]):
     def scheduler(self) -> Scheduler | None:
         return self.session.scheduler
 
-    def _update_status(self, width: int | None = None) -> None:
+    def update_status(self, width: int | None = None) -> None:
         """`width`: the terminal's new width, during a resize (the app's size is the old one until it is done)."""
         waiting = max(0, self.snapshot.pending - self.running)
         if self.deferred_to:
@@ -135,7 +135,7 @@ class DashboardBase(App[None]):
         if name in table.names:
             table.move_cursor(row=table.names.index(name))
 
-    def _alert(self, text: str) -> None:
+    def alert(self, text: str) -> None:
         if self.config.bell:
             self.bell()
         self.notify(text, timeout=6, markup=False)

@@ -72,7 +72,7 @@ class ScreenView:
         table.show(filter_rows(snapshot.versions, self.app.version_filter), changed_problem, snapshot.versions)
         self.app.query_one("#versions-title", Static).update(self._versions_title(snapshot))
         self.show_agent()
-        self.app._update_status()
+        self.app.update_status()
         self.app.call_after_refresh(self.app.start_scheduler)
         selected = table.selected
         if selected is None:
@@ -230,9 +230,9 @@ class ScreenView:
             if event.data.get("beat_best"):
                 how = "raced back to back" if event.data.get("race") else "by median"
                 vs_best = event.data.get("vs_best", 0)
-                app._alert(f"{event.problem} {event.version} beats the best ({how}): {vs_best:.2f}× faster")
+                app.alert(f"{event.problem} {event.version} beats the best ({how}): {vs_best:.2f}× faster")
         elif event.kind == "idle" and not app.agents:  # with an agent at work the queue empties every version
-            app._alert("queue empty: every version is judged")
+            app.alert("queue empty: every version is judged")
         elif event.kind == "warning":
             app.notify(str(event.data.get("message")), severity="warning", timeout=10, markup=False)
         elif event.kind == "deferred":
@@ -242,5 +242,5 @@ class ScreenView:
                 timeout=10,
                 markup=False,
             )
-        app._update_status()  # each judge's load, at once: the snapshot read comes after
+        app.update_status()  # each judge's load, at once: the snapshot read comes after
         self.load_snapshot()
