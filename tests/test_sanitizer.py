@@ -132,3 +132,15 @@ def test_kerneltui_sanitize_judges_the_version_again_and_says_why_it_cannot_here
     rungs = {r["name"]: r for r in evaluation["rungs"]}
     assert rungs["correctness"]["ok"] is True
     assert rungs["sanitize"]["skipped"] == "no GPU: compute-sanitizer checks kernels as they run on one"
+
+
+def test_a_would_be_bests_benchmark_line_says_whether_the_sanitizer_looked() -> None:
+    from harness.contract.report import rung_detail
+    from harness.contract.results import RungResult
+
+    case = {"median_us": 64.0, "p20_us": 63.0, "p80_us": 65.0, "noise_pct": 0.5, "n": 100, "ref_median_us": 64.0}
+    clean = {"tools": {"memcheck": {"errors": 0}}, "findings": 0, "notes": []}
+    missing = {"tools": {}, "findings": 0, "notes": ["compute-sanitizer not found: install the CUDA toolkit"]}
+    for checked, words in ((clean, "sanitizer ✓"), (missing, "sanitizer: not all run (compute-sanitizer not found")):
+        bench = RungResult("benchmark", ok=True, metrics={"cases": [case], "confirmed": {"sanitizer": checked}})
+        assert words in rung_detail(bench)

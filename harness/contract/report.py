@@ -101,6 +101,10 @@ def _benchmark_detail(m: dict[str, Any]) -> str:
         text += f" (geomean over {len(m['cases'])} cases)"
     if m.get("race"):
         text += f"  · {race_text(m['race'])}"
+    sanitized = (m.get("confirmed") or {}).get("sanitizer")
+    if sanitized:  # judged again as a would-be best: whether compute-sanitizer looked, and if not, why
+        notes = sanitized.get("notes") or []
+        text += f"  · sanitizer: not all run ({'; '.join(notes)[:160]})" if notes else "  · sanitizer ✓"
     return text
 
 
