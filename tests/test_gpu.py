@@ -30,6 +30,7 @@ AROUND_THE_TIMING = {
     "rewarms_l2": ("outside-call", "outside its own timed calls"),
     "precomputes_during_rest": ("timed-not-recorded", "copy_kernel"),
     "launders_through_device_copy": ("no-kernel", ""),
+    "host_writes_device_memory": ("no-kernel", "was never written by a kernel"),
 }
 
 
@@ -50,6 +51,14 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     return judge_many(paths, timeout=10, sanitize_best=False)  # compute-sanitizer has its own tests below
 
 
+# CUDA C versions (NVRTC through torch) whose bugs leave their outputs right: the finding each must fail with.
+CUDA_C_BUGS = {
+    "writes_past_its_output": "memcheck: Invalid __global__ write",
+    "races_in_shared_memory": "racecheck:",
+    "misses_a_barrier": "racecheck:",
+}
+
+
 @pytest.fixture(scope="module")
 def sanitized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """An honest version and two with bugs a single correct call hides, judged as a would-be best (the sanitizer
@@ -57,8 +66,10 @@ def sanitized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = make_workspace(tmp_path_factory.mktemp("sanitized") / "ws")
     good, past = add_version(folder, "good"), add_version(folder, "reads_past_its_inputs")
     never = add_version(folder, "reads_memory_never_written")
-    judged = judge_many([good, past], timeout=10)
-    judged.update(judge_many([never], timeout=10, rungs="load,compile,correctness,sanitize"))
+    racing = add_version(folder, "adds_in_racing_order")
+    judged = judge_many([good, past, racing], timeout=10)
+    asked = [never] + [add_version(folder, name) for name in CUDA_C_BUGS]
+    judged.update(judge_many(asked, timeout=10, rungs="load,compile,correctness,sanitize"))
     return judged
 
 
@@ -260,3 +271,24 @@ def test_a_read_of_memory_never_written_fails_the_sanitize_rung(sanitized: dict[
     assert never["failed_rung"] == "sanitize", [(r["name"], r["ok"], r["err"]) for r in never["rungs"]]
     err = rung(never, "sanitize")["err"]
     assert "initcheck: Uninitialized __global__ memory read" in err and "add_kernel" in err, err
+
+
+@pytest.mark.parametrize("version", sorted(CUDA_C_BUGS))
+def test_a_bug_that_leaves_the_outputs_right_fails_with_the_sanitizers_finding(
+    sanitized: dict[str, dict], version: str
+) -> None:
+    evaluation = sanitized[version]
+    correctness = rung(evaluation, "correctness")
+    if correctness["ok"] is not True and "nvrtc" in (correctness["err"] or "").lower():
+        pytest.skip(f"no NVRTC here: {correctness['err'][:200]}")
+    assert correctness["ok"] is True, correctness["err"]
+    assert evaluation["failed_rung"] == "sanitize", [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
+    err = rung(evaluation, "sanitize")["err"]
+    assert CUDA_C_BUGS[version] in err and "add_kernel" in err and ".cu:" in err, err
+
+
+def test_a_kernel_whose_bytes_vary_between_runs_fails_determinism(sanitized: dict[str, dict]) -> None:
+    racing = sanitized["adds_in_racing_order"]
+    assert rung(racing, "correctness")["ok"] is True
+    assert racing["failed_rung"] == "benchmark", [(r["name"], r["ok"], r["err"]) for r in racing["rungs"]]
+    assert "two calls on the same inputs gave other outputs" in rung(racing, "benchmark")["err"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import hashlib
 import inspect
 import sys
@@ -27,6 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.contract.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT
+from harness.worker.fingerprints import fingerprint, host_fingerprint
 from harness.worker.profiled import CREATION, MOVEMENT, Profiled
 from harness.worker.provenance import Accesses, Provenance, Region
 
@@ -102,7 +102,7 @@ class Recorder:
         # A CPU buffer's bytes as its last kernel left them (no op wrote it since): bytes changed when the
         # report is made were written by host code (numpy, a pointer) no hook sees, over the kernel's output.
         self.after_kernel: dict[tuple[str, int], bytes] = {}
-        self.before_launch: dict[tuple[str, int], bytes] = {}  # the CPU buffers a launch got, as they were
+        self.before_launch: dict[tuple[str, int], bytes] = {}  # the buffers a launch got, as they were (digests)
         self.host_regions: list[Region] = []  # those of them host code filled during the call
         self.handed: list[tuple[int, int]] = []  # the spans of every buffer a launch got
         self.dlpacked: list[torch.Tensor] = []
@@ -172,7 +172,7 @@ class Recorder:
             recorder.stores.clear()
             recorder.stores.on = True
             try:
-                with recorder._version_code_seen(fn_self, kwargs) as seen_kwargs:
+                with _version_code_seen(recorder, fn_self, kwargs) as seen_kwargs:
                     if recorder.profiled is None:
                         result = original(fn_self, *args, **seen_kwargs)
                     else:
@@ -186,39 +186,6 @@ class Recorder:
 
         setattr(cls, name, wrapper)
         self.installed[f"{cls.__module__}.{cls.__qualname__}.{name}"] = (cls, name, wrapper)
-
-    @contextlib.contextmanager
-    def _version_code_seen(self, fn: Any, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """The version's own code that a launch runs (a grid callable, Triton's pre-run hooks) recorded as the
-        version's, not set aside with the launch's own data movement: torch computing the answer there went
-        unseen, and a kernel that only read the output was taken for its writer."""
-        grid = kwargs.get("grid")
-        if callable(grid):
-            kwargs = {**kwargs, "grid": self._as_version(grid)}
-        hooks = getattr(fn, "pre_run_hooks", None)
-        own: list[Any] | None = hooks if isinstance(hooks, list) and hooks else None
-        if own is not None:
-            fn.pre_run_hooks = [self._as_version(h) for h in own]
-        try:
-            yield kwargs
-        finally:
-            if own is not None:
-                fn.pre_run_hooks = own
-
-    def _as_version(self, code: Any) -> Any:
-        recorder = self
-
-        def seen(*args: Any, **kwargs: Any) -> Any:
-            recorder.paused -= 1
-            try:
-                if recorder.profiled is None:
-                    return code(*args, **kwargs)
-                with recorder.profiled.as_version():
-                    return code(*args, **kwargs)
-            finally:
-                recorder.paused += 1
-
-        return seen
 
     def intact(self) -> list[str]:
         """Hooks the version replaced or removed, by name (empty: as installed)."""
@@ -235,7 +202,7 @@ class Recorder:
         `held`: the version's module and entry point, whose tensors from before the call are its own (not host
         code's of this call, harness.worker.provenance)."""
         self.reset()
-        self.provenance.start(held, _fingerprint, _key)
+        self.provenance.start(held, host_fingerprint, _key)
         if profile:
             self.profiled = Profiled(torch.cuda.is_available())
             try:
@@ -291,13 +258,31 @@ class Recorder:
                 self._left_by_writer(key, tensor)
 
     def _left_by_writer(self, key: tuple[str, int], tensor: torch.Tensor) -> None:
-        """A CPU buffer's bytes as a recorded writer left them: changed later, host code wrote them."""
-        if tensor.device.type == "cpu":
-            self.provenance.left(key, _fingerprint(tensor))
+        """A buffer's bytes as a recorded writer left them: changed later, host code wrote them."""
+        digest = self._fingerprint(tensor)
+        if digest is not None:
+            self.provenance.left(key, digest)
+
+    def _fingerprint(self, tensor: torch.Tensor) -> bytes | None:
+        return fingerprint(tensor, self._quiet)
+
+    @contextlib.contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """The recorder's own torch ops (a device buffer's copy for its digest): not the version's."""
+        self.paused += 1
+        try:
+            with contextlib.nullcontext() if self.profiled is None else self.profiled.launching():
+                yield
+        finally:
+            self.paused -= 1
 
     def note_handed(self, tensors: list[torch.Tensor]) -> None:
-        """Before a launch: the CPU buffers it gets as they are, and which of them host code filled."""
-        self.before_launch = _cpu_digests(iter(tensors))
+        """Before a launch: the buffers it gets as they are, and which of them host code filled."""
+        self.before_launch = {}
+        for tensor in tensors:
+            key = _key(tensor)
+            if key and key not in self.before_launch and (digest := self._fingerprint(tensor)) is not None:
+                self.before_launch[key] = digest
         keyed = [(key, tensor) for tensor in tensors if (key := _key(tensor))]
         self.host_regions, self.handed = self.provenance.handed(keyed, self.writers, self.before_launch)
 
@@ -331,7 +316,7 @@ class Recorder:
             if not key:
                 continue
             if tensor.device.type == "cpu":  # a launch there has finished when it returns
-                after = _fingerprint(tensor)
+                after = host_fingerprint(tensor)
                 if self.before_launch.get(key) == after and not self.stores.wrote(tensor):
                     continue  # not stored to, not a byte changed: the kernel only read it (or never ran)
                 self.after_kernel[key] = after
@@ -339,12 +324,28 @@ class Recorder:
                 seen = self.stores
                 copied = bool(seen.loads) and self.provenance.copied(tensor, self.host_regions, seen, self.handed)
             else:  # a device's launch: which buffers it read and wrote, only its code says
+                if self._left_as_host_made_it(key, tensor):
+                    continue
                 copied = self.provenance.outweighed(tensor, self.writers.get(key, set()), self.host_regions)
             if copied:
                 kept = {w for w in self.writers.get(key, set()) if not w.startswith("kernel:")} - {ALLOCATED}
                 self.writers[key] = kept | {HOST_COPIED + label.replace("kernel:", "kernel ", 1)}
                 continue
             self.writers[key] = self.writers.get(key, set()) - {ALLOCATED} | {label}
+
+    def _left_as_host_made_it(self, key: tuple[str, int], tensor: torch.Tensor) -> bool:
+        """A device buffer host code filled before the launch, its bytes the same after it: the launch only read
+        it. (One a recorded writer left that is the same after: the kernel may have stored the same bytes, and
+        is taken for its writer, as stores are not seen on a device.) Otherwise its digest is kept as left."""
+        after = self._fingerprint(tensor)
+        if after is None:
+            return False
+        host_made = any(_key(region.tensor) == key for region in self.host_regions)
+        if host_made and self.before_launch.get(key) == after:
+            return True
+        self.after_kernel[key] = after
+        self.provenance.left(key, after)
+        return False
 
     # --- the report ------------------------------------------------------------------------------
 
@@ -357,7 +358,7 @@ class Recorder:
         if key is None:
             return {ALLOCATED}
         left = self.after_kernel.get(key)
-        if left is not None and _fingerprint(tensor) != left:
+        if left is not None and self._fingerprint(tensor) not in (left, None):
             return {HOST_AFTER_KERNEL}
         if key not in self.writers and key in self.provenance.held:
             return {ALLOCATED}  # the version's own from before the call (a constant, a weight): no host code's
@@ -374,6 +375,39 @@ class Recorder:
             "tampered": self.intact(),
             **({"profiled": self.profile_report} if self.profile_report is not None else {}),
         }
+
+
+@contextlib.contextmanager
+def _version_code_seen(recorder: Recorder, fn: Any, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The version's own code that a launch runs (a grid callable, Triton's pre-run hooks) recorded as the
+    version's, not set aside with the launch's own data movement: torch computing the answer there went
+    unseen, and a kernel that only read the output was taken for its writer."""
+    grid = kwargs.get("grid")
+    if callable(grid):
+        kwargs = {**kwargs, "grid": _as_version(recorder, grid)}
+    hooks = getattr(fn, "pre_run_hooks", None)
+    own: list[Any] | None = hooks if isinstance(hooks, list) and hooks else None
+    if own is not None:
+        fn.pre_run_hooks = [_as_version(recorder, h) for h in own]
+    try:
+        yield kwargs
+    finally:
+        if own is not None:
+            fn.pre_run_hooks = own
+
+
+def _as_version(recorder: Recorder, code: Any) -> Any:
+    def seen(*args: Any, **kwargs: Any) -> Any:
+        recorder.paused -= 1
+        try:
+            if recorder.profiled is None:
+                return code(*args, **kwargs)
+            with recorder.profiled.as_version():
+                return code(*args, **kwargs)
+        finally:
+            recorder.paused += 1
+
+    return seen
 
 
 def _record_new_threads(recorder: Recorder) -> None:
@@ -401,24 +435,6 @@ def _record_new_threads(recorder: Recorder) -> None:
                 wrapper = hooked(original)
                 setattr(module, name, wrapper)
                 recorder.installed[f"{module.__name__}.{name}"] = (module, name, wrapper)
-
-
-def _cpu_digests(tensors: Iterator[torch.Tensor]) -> dict[tuple[str, int], bytes]:
-    digests = {}
-    for tensor in tensors:
-        key = _key(tensor)
-        if key and tensor.device.type == "cpu" and key not in digests:
-            digests[key] = _fingerprint(tensor)
-    return digests
-
-
-def _fingerprint(tensor: torch.Tensor) -> bytes:
-    """A digest of the bytes of the tensor's whole storage, read in place (no torch op: none is recorded)."""
-    storage = tensor.untyped_storage()
-    size = storage.nbytes()
-    if size == 0:
-        return b""
-    return hashlib.blake2b(memoryview((ctypes.c_char * size).from_address(storage.data_ptr())), digest_size=16).digest()
 
 
 def _writes_arg(schema: Any, args: Any, tensor: torch.Tensor) -> bool:
