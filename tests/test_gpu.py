@@ -171,6 +171,13 @@ def test_timings_faked_within_the_judges_slack_are_caught_from_outside(judged: d
     assert good["nsight_us"] and good["nsight_kernels"] == {"add_kernel": 1.0}, good
 
 
+def test_a_version_torch_compile_traces_is_judged(tmp_path: Path) -> None:
+    # the recorder's digest of a device buffer, reached by the trace, failed GPU MODE's sort solution
+    path = add_version(make_workspace(tmp_path / "ws"), "compiled_by_torch")
+    compiled = judge_many([path], timeout=120, rungs="load,compile,correctness")["compiled_by_torch"]
+    assert compiled["status"] == "pass", [(r["name"], r["ok"], r["err"]) for r in compiled["rungs"]]
+
+
 def test_device_recovers_for_the_next_version(judged: dict[str, dict]) -> None:
     assert judged["good_again"]["status"] == "pass"
 
@@ -261,6 +268,9 @@ def test_a_read_past_the_inputs_fails_before_it_becomes_the_best(sanitized: dict
     assert rung(past, "correctness")["ok"] is True
     assert past["failed_rung"] == "benchmark", [(r["name"], r["ok"], r["err"]) for r in past["rungs"]]
     err = rung(past, "benchmark")["err"]
+    if "an illegal memory access" in err:  # at the bench size the read past may reach unmapped memory (an H200)
+        assert err.startswith("n=16777216") and "reads_past_its_inputs.py:" in err, err
+        return
     assert "memcheck: Invalid __global__ read" in err and "add_kernel" in err, err
     assert "reads_past_its_inputs.py:" in err, err
 

@@ -264,7 +264,9 @@ class Recorder:
             self.provenance.left(key, digest)
 
     def _fingerprint(self, tensor: torch.Tensor) -> bytes | None:
-        return fingerprint(tensor, self._quiet)
+        """None while torch.compile traces the call (a sort under reduce-overhead failed when the trace reached a
+        device buffer's copy): a traced op has no bytes yet."""
+        return None if torch.compiler.is_compiling() else fingerprint(tensor, self._quiet)
 
     @contextlib.contextmanager
     def _quiet(self) -> Iterator[None]:
