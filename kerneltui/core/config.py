@@ -25,6 +25,15 @@ spare_idle_s = 120                          # no version this long: the judge en
 [ui]
 bell = true                                 # ring when a version beats the best or the queue empties
 
+[notify]                                    # told when it matters, away from the dashboard
+terminal = true                             # tmux's message inside tmux, else OSC 9/777 where the terminal takes it
+command = "curl -s -d @- ntfy.sh/my-gpu"    # gets each notice as JSON on stdin (kind, title, body, problem...)
+best = true                                 # and each kind on or off: a version beats the best,
+flagged = true                              # a passing version is flagged,
+waiting = true                              # an agent waits for you (a permission, a budget, its run ended),
+queue_empty = true                          # every version is judged,
+agent_failed = true                         # an agent stopped on an error
+
 [agent]
 backend = "claude"                          # claude, acp (an agent from [acp]), or replay (a recorded session)
 acp = "claude-code"                         # which [acp] agent s starts (or a command line)
@@ -78,9 +87,10 @@ from agents.base import DEFAULT_MODEL
 from harness.contract.options import PER_RUN, Options, by_key, config_values
 from kerneltui.core.config_error import ConfigError
 from kerneltui.core.locations import config_file
+from kerneltui.core.notify import NotifyConfig
 
 # The file's tables; any other top-level key is ignored (a config shared with a newer kerneltui still loads).
-FILE_TABLES = ("keys", "ladder", "agent", "ui", "acp", "tmux")
+FILE_TABLES = ("keys", "ladder", "agent", "ui", "notify", "acp", "tmux")
 KEYS_HINT = 'maps binding ids to key names, e.g. approve = "A"'
 ACP_HINT = 'maps agent names to command lines, e.g. gemini = "gemini --acp"'
 TMUX_HINT = 'maps problem names (or default) to tmux panes, e.g. softmax = "agents:0.1"'
@@ -253,6 +263,7 @@ class Config(BaseModel):
     ladder: LadderConfig = Field(default_factory=LadderConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     ui: UiConfig = Field(default_factory=UiConfig)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
     acp_agents: dict[str, NonBlank] = Field(default_factory=lambda: dict(ACP_AGENTS), alias="acp", description=ACP_HINT)
     tmux_panes: dict[str, NonBlank] = Field(default_factory=dict, alias="tmux", description=TMUX_HINT)
     path: SkipJsonSchema[Path | None] = Field(default=None, exclude=True)  # the file read, not a key of it

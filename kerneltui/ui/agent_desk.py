@@ -8,6 +8,7 @@ from typing import Any
 from textual.widgets import TabbedContent
 
 from kerneltui.core.agents.host import AgentRun
+from kerneltui.core.notify import Notice
 from kerneltui.core.session import SessionRefused
 from kerneltui.ui.base import DashboardBase
 from kerneltui.ui.panes import ScreenView
@@ -39,13 +40,8 @@ class AgentDesk:
         self.run_agent_worker(run)
 
     def permission_asked(self, problem: str, title: str) -> None:
-        if self.app.config.bell:
-            self.app.bell()
-        self.app.notify(
-            f"agent on {problem} asks: {title}  (Agent pane: y allow once · a always · n deny)",
-            timeout=15,
-            markup=False,
-        )
+        asks = f"{title}  (Agent pane: y allow once · a always · n deny)"
+        self.app.tell(Notice("waiting", f"agent on {problem} asks", asks, problem=problem))
         self.view.load_snapshot()
 
     def pending_ask(self) -> Any:
@@ -68,8 +64,8 @@ class AgentDesk:
         self.app.run_worker(work, thread=True, group="agents", exit_on_error=False)
 
     def agent_finished(self, problem: str, reason: str, failed: bool) -> None:
-        text = f"agent on {problem} stopped: {reason}"
-        self.app.notify(text, severity="error" if failed else "information", timeout=8, markup=False)
+        notice = Notice("agent-failed" if failed else "waiting", f"agent on {problem} stopped", reason, problem=problem)
+        self.app.tell(notice, "error" if failed else "information")
         self.app.update_status()
         self.view.load_snapshot()
 

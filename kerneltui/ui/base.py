@@ -13,6 +13,7 @@ from textual.notifications import SeverityLevel
 from kerneltui.core.agents.host import AgentRun
 from kerneltui.core.config import Config
 from kerneltui.core.judging.scheduler import Scheduler
+from kerneltui.core.notify import Notice, Notifier
 from kerneltui.core.session import Detail, Session
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.messages import Snapshot
@@ -135,7 +136,29 @@ class DashboardBase(App[None]):
         if name in table.names:
             table.move_cursor(row=table.names.index(name))
 
-    def alert(self, text: str) -> None:
+    @functools.cached_property
+    def notifier(self) -> Notifier:
+        return Notifier(self.config.notify, self.write_terminal, self.ring, self.notifier_failed)
+
+    def tell(self, notice: Notice, severity: SeverityLevel = "information") -> None:
+        """A notice in the dashboard, and where `[notify]` sends it (the terminal, a command)."""
+        self.notify(f"{notice.title}: {notice.body}", severity=severity, timeout=8 if severity != "error" else 12)
+        self.notifier.send(notice)
+
+    def ring(self) -> None:
         if self.config.bell:
             self.bell()
-        self.notify(text, timeout=6, markup=False)
+
+    def write_terminal(self, sequence: str) -> None:
+        """An escape sequence (a desktop notification) written among Textual's own output, on the app's thread."""
+        driver = self._driver
+        if driver is not None:
+            driver.write(sequence)
+            driver.flush()
+
+    def notifier_failed(self, said: str) -> None:
+        """The `[notify]` command failed (said from its thread)."""
+        try:
+            self.call_from_thread(self.notify, said, severity="warning", timeout=10)
+        except RuntimeError:  # the app has ended
+            pass

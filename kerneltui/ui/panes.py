@@ -10,6 +10,7 @@ from textual.widgets import Static, TabbedContent
 from textual.worker import get_current_worker
 
 from kerneltui.core.judging.events import SchedulerEvent
+from kerneltui.core.notify import Notice
 from kerneltui.ui.base import DashboardBase
 from kerneltui.ui.messages import Detail, DetailLoaded, Snapshot, SnapshotLoaded
 from kerneltui.ui.widgets.agent import AgentPane, agent_lines
@@ -217,6 +218,19 @@ class ScreenView:
         }
         return self.app.query_one(views[tab], TextView) if tab in views else None
 
+    def tell_finished(self, event: SchedulerEvent) -> None:
+        """A new best, or a passing version flagged: said in the dashboard and where [notify] sends it."""
+        problem, version = event.problem, event.version
+        name = f"{problem} {version}"
+        if event.data.get("beat_best"):
+            how = "raced back to back" if event.data.get("race") else "by median"
+            faster = f"{event.data.get('vs_best') or 0:.2f}× faster ({how})"
+            self.app.tell(Notice("best", f"{name} beats the best", faster, problem, version))
+        flags = event.data.get("flags") or []
+        if event.data.get("status") == "pass" and flags:
+            said = ", ".join(map(str, flags))
+            self.app.tell(Notice("flagged", f"{name} passes, flagged", said, problem, version), "warning")
+
     def scheduler_said(self, event: SchedulerEvent) -> None:
         """The queue's and the judges' news: the device, what runs, a new best or an empty queue said, then the
         status line at once and the history read again."""
@@ -227,12 +241,9 @@ class ScreenView:
             app.running += 1
         elif event.kind in ("finished", "failed"):
             app.running = max(0, app.running - 1)
-            if event.data.get("beat_best"):
-                how = "raced back to back" if event.data.get("race") else "by median"
-                vs_best = event.data.get("vs_best", 0)
-                app.alert(f"{event.problem} {event.version} beats the best ({how}): {vs_best:.2f}× faster")
+            self.tell_finished(event)
         elif event.kind == "idle" and not app.agents:  # with an agent at work the queue empties every version
-            app.alert("queue empty: every version is judged")
+            app.tell(Notice("queue-empty", "queue empty", "every version is judged"))
         elif event.kind == "warning":
             app.notify(str(event.data.get("message")), severity="warning", timeout=10, markup=False)
         elif event.kind == "deferred":

@@ -282,6 +282,7 @@ class Scheduler(Intake):
                 {
                     "status": evaluation.status,
                     "beat_best": beat_best,
+                    "flags": [flag.name for flag in evaluation.flags],
                     "vs_best": row.get("vs_best"),
                     "race": row.get("race"),
                     "median_us": row.get("median_us"),
