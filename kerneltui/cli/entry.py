@@ -41,6 +41,7 @@ ADD_COMMANDS: tuple[Callable[[Subparsers], object], ...] = (
     workspace.add_history,
     verdicts.add_verdicts,
     verdicts.add_guide,
+    verdicts.add_comment,
     agent.add_agent,
     mcp.add_mcp,
     context.add_parser,

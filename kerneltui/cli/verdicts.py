@@ -1,5 +1,5 @@
-"""`kerneltui approve|reject VERSION` and `kerneltui guide PROBLEM TEXT`: the person's word on a version, or to a
-problem's agent, as the dashboard's keys and guidance box give it."""
+"""`kerneltui approve|reject VERSION`, `kerneltui guide PROBLEM TEXT` and `kerneltui comment VERSION --lines A-B
+TEXT`: the person's word on a version, or to a problem's agent, as the dashboard's keys and guidance box give it."""
 
 from __future__ import annotations
 
@@ -85,6 +85,29 @@ def cmd_guide(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_comment(args: argparse.Namespace) -> int:
+    from kerneltui.core.comments import CommentError, comment_on, parse_range
+
+    workspace, problem, name = for_version(Path(args.version))
+    path = Path(args.version).resolve()
+    try:
+        first, last = parse_range(args.lines)
+        lines = path.read_text(errors="replace").splitlines()
+        comment = comment_on(name, path.name, lines, first, last, " ".join(args.text))
+    except CommentError as exc:
+        raise WorkspaceError(str(exc)) from None
+    from kerneltui.core.config import load
+    from kerneltui.core.session import Session
+
+    session = Session(workspace, load(args.config), say_on_terminal, run_scheduler=False)
+    try:
+        session.record_guidance(problem, comment.guidance(), args.who)
+    finally:
+        session.close()
+    print(f"{problem} {name}: comment on {path.name}:{first}-{last} recorded as guidance")
+    return EXIT_OK
+
+
 def add_verdicts(commands: Subparsers) -> None:
     """`approve` and `reject`: the same options, but a rejection needs its reason."""
     for verb, helptext in (
@@ -110,3 +133,16 @@ def add_guide(commands: Subparsers) -> None:
     guide.add_argument("--who", default=getpass.getuser())
     add_config(guide)
     guide.set_defaults(func=cmd_guide)
+
+
+def add_comment(commands: Subparsers) -> None:
+    comment = commands.add_parser(
+        "comment", help="comment on lines of a version: guidance quoting them, as the dashboard's c does"
+    )
+    comment.add_argument("version", help=VERSION_HELP)
+    comment.add_argument("--lines", required=True, help="a line (12) or a range (12-18), counted from 1")
+    comment.add_argument("text", nargs="+")
+    comment.add_argument("--who", default=getpass.getuser())
+    add_config(comment)
+    add_workspace(comment, IGNORED_WORKSPACE_HELP)
+    comment.set_defaults(func=cmd_comment)
