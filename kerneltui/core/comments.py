@@ -35,7 +35,7 @@ class LineComment:
 
 
 def parse_range(text: str) -> tuple[int, int]:
-    """"12" or "12-18" (1-based) as (first, last)."""
+    """ "12" or "12-18" (1-based) as (first, last)."""
     found = re.fullmatch(r"\s*(\d+)\s*(?:[-:]\s*(\d+))?\s*", text)
     if not found:
         raise CommentError(f"--lines {text!r}: a line (12) or a range (12-18)")
@@ -45,10 +45,10 @@ def parse_range(text: str) -> tuple[int, int]:
     return first, last
 
 
-def comment_on(version: str, where: str, text_lines: list[str], first: int, last: int, text: str) -> LineComment:
-    """A comment on lines first..last (1-based) of text_lines."""
+def comment_on(version: str, where: str, lines: list[str], first: int, last: int, text: str) -> LineComment:
+    """A comment on lines first..last (1-based) of `lines`."""
     if not text.strip():
         raise CommentError("the comment is empty")
-    if last > len(text_lines):
-        raise CommentError(f"{where} has {len(text_lines)} lines: {first}-{last} is past its end")
-    return LineComment(version, where, first, last, tuple(text_lines[first - 1 : last]), text)
+    if last > len(lines):
+        raise CommentError(f"{where} has {len(lines)} lines: {first}-{last} is past its end")
+    return LineComment(version, where, first, last, tuple(lines[first - 1 : last]), text)

@@ -24,6 +24,7 @@ from kerneltui.ui.agent_desk import AgentDesk
 from kerneltui.ui.base import DashboardBase, while_running
 from kerneltui.ui.commands import KernelCommands
 from kerneltui.ui.keys import BINDINGS
+from kerneltui.ui.line_comments import GUIDANCE_PROMPT, LineComments
 from kerneltui.ui.messages import (
     AgentFinished,
     Detail,
@@ -98,7 +99,8 @@ class KernelTUI(DashboardBase):
         self.rungs_width = 116
         self.rungs_expanded = False
         self.view = ScreenView(self)
-        self.steering = Steering(self, self.view)
+        self.comments = LineComments(self)
+        self.steering = Steering(self, self.view, self.comments)
         self.agent_desk = AgentDesk(self, self.view)
 
     # --- layout --------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ class KernelTUI(DashboardBase):
                     with TabPane("Profile", id="profile"):
                         yield ProfilePane(id="profile-view")
                 yield Input(placeholder=SEARCH_PROMPT, id="search-box")
-        yield Input(placeholder="guidance ▸ press i, type what the agent should try next, Enter sends", id="guidance")
+        yield Input(placeholder=GUIDANCE_PROMPT, id="guidance")
         yield Footer()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -252,6 +254,7 @@ class KernelTUI(DashboardBase):
     action_accept_problem = handed_to("steering", "accept_problem")
     action_profile = handed_to("steering", "profile")
     action_sanitize = handed_to("steering", "sanitize")
+    action_comment = handed_to("comments", "comment")
     action_start_agent = handed_to("agent_desk", "start_agent_here")
     action_stop_agent = handed_to("agent_desk", "stop_agent")
 

@@ -17,6 +17,7 @@ from kerneltui.core.judging.custody import pending_change
 from kerneltui.core.session import SessionRefused
 from kerneltui.core.verdicts import approval_doubt
 from kerneltui.ui.base import DashboardBase
+from kerneltui.ui.line_comments import LineComments
 from kerneltui.ui.panes import ScreenView
 from kerneltui.ui.screens.dialogs import ConfirmScreen, RejectScreen
 from kerneltui.ui.screens.problem_change import ProblemChangeScreen
@@ -34,9 +35,10 @@ class Steering:
     """The keys that act on the highlighted version or problem, for the app it is part of (its actions hand
     them here); `view` says what is highlighted and reads the history again after a change."""
 
-    def __init__(self, app: DashboardBase, view: ScreenView) -> None:
+    def __init__(self, app: DashboardBase, view: ScreenView, comments: LineComments) -> None:
         self.app = app
         self.view = view
+        self.comments = comments
         self.filtering = False  # the search box, opened on the problems list, filters it
 
     def selected_version(self) -> dict[str, Any] | None:
@@ -70,8 +72,15 @@ class Steering:
         if self.app.detail is None or self.app.detail.version.get("name") != row["name"]:
             self.app.notify("its source is still loading: press v again", timeout=3)
             return
-        title = f" {row['name']}  {row.get('path') or ''}   (as judged; Esc closes, e opens it in $EDITOR)"
-        self.app.push_screen(SourceScreen(title, self.app.detail.source))
+        title = f" {row['name']}  {row.get('path') or ''}   (as judged; ↑/↓ shift+↑/↓ then C comments; Esc closes)"
+        source = self.app.detail.source
+        where = Path(str(row.get("path") or f"{row['name']}.py")).name
+
+        def closed(chosen: tuple[int, int] | None) -> None:
+            if chosen is not None:
+                self.comments.wait(str(row["name"]), where, source.splitlines(), chosen)
+
+        self.app.push_screen(SourceScreen(title, source), closed)
 
     def edit(self) -> None:
         """The selected version's file in $EDITOR (or $VISUAL), the dashboard suspended meanwhile."""
@@ -134,10 +143,11 @@ class Steering:
         self.view.load_snapshot()
 
     def guide(self) -> None:
+        self.comments.drop()
         self.app.query_one("#guidance", Input).focus()
 
     def guidance_submitted(self, box: Input, value: str) -> None:
-        text = value.strip()
+        text = self.comments.finish(value.strip()) if value.strip() else ""
         problem = self.app.snapshot.problem
         if not text or not self.view.showing_highlighted():
             return

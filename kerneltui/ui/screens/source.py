@@ -25,8 +25,10 @@ def source_lines(source: str) -> list[Text]:
     return numbered_lines or [Text("(empty)", style="dim")]
 
 
-class SourceScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,v,q", "close", "close")]
+class SourceScreen(ModalScreen[tuple[int, int] | None]):
+    """Dismissed with the lines chosen (0-based, inclusive) when C asks to comment on them."""
+
+    BINDINGS = [Binding("escape,v,q", "close", "close"), Binding("C", "comment", "comment on the chosen lines")]
     DEFAULT_CSS = """
     SourceScreen { align: center middle; }
     SourceScreen > #source-title { dock: top; height: 1; background: $panel; padding: 0 1; }
@@ -48,3 +50,10 @@ class SourceScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_comment(self) -> None:
+        chosen = self.query_one(TextView).selected()
+        if chosen is None:
+            self.notify("choose lines first: ↑/↓, shift+↑/↓ for a range; then C", timeout=5)
+            return
+        self.dismiss(chosen)

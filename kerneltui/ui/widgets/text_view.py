@@ -25,6 +25,7 @@ from kerneltui.ui.widgets.format import shown_lines, text_lines
 
 MATCH_STYLE = Style(bgcolor="yellow", color="black")
 CURRENT_MATCH_STYLE = Style(bgcolor="dark_orange", color="black", bold=True)
+SELECTED_STYLE = Style(bgcolor="grey35")
 
 
 class MatchMoved(Message):
@@ -46,6 +47,10 @@ class TextView(ScrollView, can_focus=True):
         Binding("k", "scroll_up", show=False),
         Binding("g", "scroll_home", show=False),
         Binding("G", "scroll_end", show=False),
+        Binding("down", "move_cursor(1)", "line below", show=False),
+        Binding("up", "move_cursor(-1)", "line above", show=False),
+        Binding("shift+down", "move_cursor(1, True)", "select down", show=False),
+        Binding("shift+up", "move_cursor(-1, True)", "select up", show=False),
     ]
 
     query_text: reactive[str] = reactive("", init=False)
@@ -57,12 +62,16 @@ class TextView(ScrollView, can_focus=True):
         self.matches_by_line: dict[int, list[tuple[int, int, int]]] = {}
         self.current = -1
         self._width = 0
+        self.chosen_line: int | None = None  # a line chosen with the arrows (a comment is on it), and the other end
+        self.chosen_from: int | None = None  # of a range chosen with shift
 
     def set_lines(self, lines: list[Text], keep_scroll: bool = False) -> None:
         lines = shown_lines(lines)
         for line in lines:
             if "\t" in line.plain:
                 line.expand_tabs(8)
+        if not keep_scroll or len(lines) != len(self.lines):
+            self.chosen_line = self.chosen_from = None
         self.lines = lines
         self._width = max((line.cell_len for line in lines), default=0)
         self.virtual_size = Size(self._width, len(lines))
@@ -130,6 +139,31 @@ class TextView(ScrollView, can_focus=True):
         self.refresh()
         self.post_message(MatchMoved(self))
 
+    # --- a line or a range chosen -------------------------------------------------------------------
+
+    def action_move_cursor(self, step: int, extend: bool = False) -> None:
+        """The arrows move a chosen line (from the top line shown), shift with them chooses a range."""
+        if not self.lines:
+            return
+        if self.chosen_line is None:
+            self.chosen_line, self.chosen_from = min(int(self.scroll_offset.y), len(self.lines) - 1), None
+        else:
+            if extend and self.chosen_from is None:
+                self.chosen_from = self.chosen_line
+            elif not extend:
+                self.chosen_from = None
+            self.chosen_line = max(0, min(len(self.lines) - 1, self.chosen_line + step))
+        self.scroll_to_region(Region(0, self.chosen_line, 1, 1), animate=False)
+        self._render_cached.cache_clear()
+        self.refresh()
+
+    def selected(self) -> tuple[int, int] | None:
+        """The chosen lines (0-based, inclusive), None where none is."""
+        if self.chosen_line is None:
+            return None
+        other = self.chosen_line if self.chosen_from is None else self.chosen_from
+        return min(other, self.chosen_line), max(other, self.chosen_line)
+
     # --- rendering -----------------------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
@@ -145,6 +179,10 @@ class TextView(ScrollView, can_focus=True):
     def _render_cached(self, index: int) -> Strip:
         text = self.lines[index]
         spans = self.matches_by_line.get(index, [])
+        chosen = self.selected()
+        if chosen and chosen[0] <= index <= chosen[1]:
+            text = text.copy()
+            text.stylize(SELECTED_STYLE)
         if spans:
             text = text.copy()
             for start, end, i in spans:
