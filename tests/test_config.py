@@ -133,7 +133,7 @@ def test_acp_agents_add_to_the_shipped_ones_and_panes_are_stripped(tmp_path: Pat
 
 def test_the_schema_describes_the_file(tmp_path: Path) -> None:
     schema = config_mod.json_schema()
-    assert set(schema["properties"]) == {"keys", "ladder", "agent", "ui", "acp", "tmux"}
+    assert set(schema["properties"]) == {"keys", "ladder", "agent", "ui", "notify", "acp", "tmux"}
     ladder = schema["$defs"]["LadderConfig"]["properties"]
     for key in by_key():
         assert (key in ladder) == (key not in PER_RUN), key

@@ -42,6 +42,7 @@ ADD_COMMANDS: tuple[Callable[[Subparsers], object], ...] = (
     verdicts.add_verdicts,
     verdicts.add_guide,
     verdicts.add_comment,
+    verdicts.add_rewind,
     agent.add_agent,
     mcp.add_mcp,
     context.add_parser,

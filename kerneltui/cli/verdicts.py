@@ -108,6 +108,26 @@ def cmd_comment(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rewind(args: argparse.Namespace) -> int:
+    workspace = resolve(args.workspace)
+    workspace.problem_dir(args.problem)
+    from kerneltui.core.config import load
+    from kerneltui.core.session import Session
+
+    session = Session(workspace, load(args.config), say_on_terminal, run_scheduler=False)
+    try:
+        store = session.open_writer()
+        row = next((r for r in store.version_rows(args.problem) if r["name"] == args.version), None)
+        if row is None:
+            raise WorkspaceError(f"{args.problem} has no version {args.version} in its history")
+        source = store.version_source(row["version_id"]) or Path(str(row["path"])).read_text(errors="replace")
+        said = session.record_rewind(args.problem, row, source, args.who)
+    finally:
+        session.close()
+    print(said)
+    return EXIT_OK
+
+
 def add_verdicts(commands: Subparsers) -> None:
     """`approve` and `reject`: the same options, but a rejection needs its reason."""
     for verb, helptext in (
@@ -146,3 +166,15 @@ def add_comment(commands: Subparsers) -> None:
     add_config(comment)
     add_workspace(comment, IGNORED_WORKSPACE_HELP)
     comment.set_defaults(func=cmd_comment)
+
+
+def add_rewind(commands: Subparsers) -> None:
+    rewind = commands.add_parser(
+        "rewind", help="tell a problem's agent to continue from an earlier version (its next one is diffed against it)"
+    )
+    rewind.add_argument("problem")
+    rewind.add_argument("version", help="a version's name, e.g. v004")
+    add_workspace(rewind, None)
+    rewind.add_argument("--who", default=getpass.getuser())
+    add_config(rewind)
+    rewind.set_defaults(func=cmd_rewind)

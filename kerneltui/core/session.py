@@ -370,10 +370,15 @@ class Session(PersonsWord):
 def compare_targets(
     store: Store, row: dict[str, Any], problem: str, rows: list[dict[str, Any]], marked: int | None = None
 ) -> dict[str, dict[str, Any] | None]:
-    """What a version is compared with: the one before it, the best on its own GPU, the last approved, what its
-    file held before it was rewritten, and the version the person marked (one of this problem's)."""
+    """What a version is compared with: the one before it (or the one its agent was rewound to since), the best on
+    its own GPU, the last approved, what its file held before it was rewritten, and the version the person marked
+    (one of this problem's)."""
     names = [r["name"] for r in rows]
     previous = rows[names.index(row["name"]) + 1] if row["name"] in names[:-1] else None
+    after = previous.get("version_created") if previous else None
+    rewound = store.rewound_between(problem, after, row.get("version_created"))
+    if rewound:  # the agent was told to continue from an earlier version since: that one is this one's previous
+        previous = next((r for r in rows if r["version_id"] == rewound["version_id"]), previous)
     best = store.best_passing(problem, row.get("device_name"))
     best_row = next((r for r in rows if best and r["version_id"] == best["version_id"]), None)
     approved = store.last_approved(problem)

@@ -220,6 +220,14 @@ class Reads(VersionReads):
             [evaluation_id],
         )
 
+    def rewound_between(self, problem: str, after: str | None, until: str | None) -> dict[str, Any] | None:
+        """The last rewind of the problem's agent after one time and up to another (ISO strings; None: open)."""
+        rows = self.rows(
+            "SELECT * FROM rewinds WHERE problem = ? AND created > ? AND created <= ? ORDER BY id DESC LIMIT 1",
+            [problem, after or "", until or "9999"],
+        )
+        return rows[0] if rows else None
+
     def guidance(self, problem: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         if problem:
             return self.rows("SELECT * FROM guidance WHERE problem = ? ORDER BY id DESC LIMIT ?", [problem, limit])

@@ -313,6 +313,16 @@ def custody_and_pruning(store: Tables) -> None:
     )
 
 
+def rewinds(store: Tables) -> None:
+    """6: rewinds (the person told a problem's agent to continue from an earlier version)."""
+    create(
+        store,
+        "rewinds",
+        {"id": int, "problem": str, "version_id": int, "version": str, "who": str, "created": str},
+        indexes=(["problem", "id"],),
+    )
+
+
 # A change to the layout is a new step with the next number, never an edit of one: a history applies each step
 # past its version once, so an edited step would never reach the histories that had it already.
 MIGRATIONS: tuple[tuple[int, Callable[[Tables], None]], ...] = (
@@ -321,6 +331,7 @@ MIGRATIONS: tuple[tuple[int, Callable[[Tables], None]], ...] = (
     (3, race),
     (4, bench),
     (5, custody_and_pruning),
+    (6, rewinds),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -111,6 +111,10 @@ class Writes(Connection):
             or 0
         )
 
+    def add_rewind(self, problem: str, version_id: int, version: str, who: str) -> int:
+        row = {"problem": problem, "version_id": version_id, "version": version, "who": who, "created": now()}
+        return int(self.table("rewinds").insert(row).last_pk or 0)
+
     def add_guidance(self, problem: str, text: str, who: str) -> int:
         return int(
             self.table("guidance")

@@ -255,6 +255,7 @@ class KernelTUI(DashboardBase):
     action_profile = handed_to("steering", "profile")
     action_sanitize = handed_to("steering", "sanitize")
     action_comment = handed_to("comments", "comment")
+    action_rewind = handed_to("steering", "rewind")
     action_start_agent = handed_to("agent_desk", "start_agent_here")
     action_stop_agent = handed_to("agent_desk", "stop_agent")
 

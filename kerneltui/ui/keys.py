@@ -6,6 +6,7 @@ from textual.binding import Binding, BindingType
 
 TABS = ("rungs", "diff", "trends", "asm", "agent", "profile")
 COMMENT_TIP = "comment on the lines chosen with ↑/↓ (shift: a range) in the Diff or Asm pane: guidance quoting them"
+REWIND_TIP = "rewind: the agent continues from the selected version (its next one is diffed against it)"
 ASM_KEYS = (("comma", ","), ("full_stop", "."), ("t", "t"), ("c", "c"))
 ACCEPT_TIP = "the problem's files changed on disk: see the diff, accept them to judge against them"
 
@@ -18,6 +19,7 @@ BINDINGS: list[BindingType] = [
     Binding("u", "undo_verdict", "undo", id="undo_verdict", show=False, tooltip="withdraw the last verdict"),
     Binding("i", "guide", "guide", id="guide", tooltip="type guidance for the agent"),
     Binding("C", "comment", "comment", id="comment", show=False, tooltip=COMMENT_TIP),
+    Binding("z", "rewind", "rewind", id="rewind", show=False, tooltip=REWIND_TIP),
     Binding("d", "diff", "diff", id="diff", tooltip="diff against previous / best / approved / earlier / marked"),
     Binding("m", "mark", "mark", id="mark", show=False, tooltip="mark the selected version: diff others against it"),
     Binding("v", "source", "source", id="source", show=False, tooltip="the selected version's source"),

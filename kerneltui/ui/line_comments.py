@@ -55,7 +55,8 @@ class LineComments:
     def drop(self) -> None:
         """Guidance asked for with i: no lines wait for it."""
         self.waiting = None
-        self.app.query_one("#guidance", Input).placeholder = GUIDANCE_PROMPT
+        if self.app.is_running:  # guidance typed as the app quits is still recorded
+            self.app.query_one("#guidance", Input).placeholder = GUIDANCE_PROMPT
 
     def finish(self, text: str) -> str:
         """The guidance typed, with the lines waiting for it quoted before it (none waiting: as typed)."""

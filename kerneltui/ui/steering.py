@@ -142,6 +142,15 @@ class Steering:
         self.app.notify(text if what == "verdict" else f"guidance sent: {text}", timeout=4, markup=False)
         self.view.load_snapshot()
 
+    def rewind(self) -> None:
+        """The problem's agent told to continue from the selected version (its source quoted)."""
+        row, detail = self.selected_version(), self.app.detail
+        if row is None or detail is None or detail.version.get("name") != row["name"]:
+            return
+        problem = self.app.snapshot.problem or ""
+        record = functools.partial(self.app.session.record_rewind, problem, dict(row), detail.source)
+        self.app.run_worker(record, thread=True, group="write", exit_on_error=False)
+
     def guide(self) -> None:
         self.comments.drop()
         self.app.query_one("#guidance", Input).focus()

@@ -69,6 +69,17 @@ class PersonsWord:
             self.on_event(Recorded("guidance", text))
             self._person_spoke(store, self.workspace.root / problem, text, guidance_id)
 
+    def record_rewind(self, problem: str, version: dict[str, Any], source: str, who: str | None = None) -> str:
+        """The problem's agent told to continue from `version` (a version row: version_id, name, path), its source
+        quoted; recorded, so its next version is compared with that one. What was said."""
+        with self.open_writer().held() as store:
+            if store is None:
+                return ""
+            store.ensure_problem(problem, str(self.workspace.root / problem))
+            store.add_rewind(problem, int(version["version_id"]), str(version["name"]), who or self.who)
+        self.record_guidance(problem, rewind_guidance(version, source), who)
+        return f"{problem}: the agent continues from {version['name']}"
+
     def _person_spoke(
         self, store: Store, folder: Path, text: str | None = None, guidance_id: int | None = None
     ) -> None:
@@ -81,3 +92,18 @@ class PersonsWord:
         if said:
             warning = said.startswith("warning: ")
             self.on_event(Recorded("warning" if warning else "delivery", said.removeprefix("warning: ")))
+
+
+MAX_REWIND_SOURCE = 400  # lines of the version quoted in the guidance
+
+
+def rewind_guidance(version: dict[str, Any], source: str) -> str:
+    lines = source.splitlines()
+    cut = f"\n... ({len(lines) - MAX_REWIND_SOURCE} more lines in the file)" if len(lines) > MAX_REWIND_SOURCE else ""
+    name, path = version["name"], Path(str(version.get("path") or f"{version['name']}.py")).name
+    return (
+        f"Rewind: continue from {name} ({path}), not from your latest version. Take its source as your base "
+        f"for the next version and leave what came after it.\n--- {path} ---\n"
+        + "\n".join(lines[:MAX_REWIND_SOURCE])
+        + cut
+    )
