@@ -131,7 +131,7 @@ def test_the_first_kerneltuis_history_is_upgraded_and_read(tmp_path: Path) -> No
     finally:
         store.close()
     assert layout(path) == layout(new_history(tmp_path))
-    assert [number for number, _ in applied(path)] == [2, 3, 4, 5]  # 1 it had
+    assert [number for number, _ in applied(path)] == [2, 3, 4, 5, 6]  # 1 it had
     assert stored_version(path) == SCHEMA_VERSION
 
 
@@ -165,7 +165,7 @@ def test_a_migration_is_applied_once_each_in_order(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(schema, "MIGRATIONS", counted_migrations(calls))
     Store.open(path).store.close()
     Store.open(path).store.close()
-    assert calls == [2, 3, 4, 5]
+    assert calls == [2, 3, 4, 5, 6]
 
 
 def test_a_failed_migration_leaves_the_history_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,7 +194,7 @@ def test_changes_that_came_without_a_version_of_their_own_are_added(tmp_path: Pa
     conn.close()
     Store.open(path).store.close()
     assert layout(path) == layout(new_history(tmp_path))
-    assert [number for number, _ in applied(path)] == [5]
+    assert [number for number, _ in applied(path)] == [5, 6]
 
 
 def test_a_newer_kerneltuis_history_is_refused_and_kept(tmp_path: Path) -> None:
