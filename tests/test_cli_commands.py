@@ -29,6 +29,8 @@ WORKSPACE_COMMANDS = [
     ("approve", "v001.py"),
     ("reject", "v001.py", "--reason", "slow"),
     ("guide", "vadd", "use", "8", "warps"),
+    ("comment", "v001.py", "--lines", "3-4", "mask", "it"),
+    ("rewind", "vadd", "v001"),
     ("agent", "vadd"),
     ("mcp",),
     ("context", "index"),
