@@ -173,6 +173,8 @@ class Session(PersonsWord):
         if problem is None:
             return HistoryView(problems=problems, pending=store.pending_count())
         session, events = store.latest_agent(problem)
+        if session is not None:
+            session = {**session, "figures": store.session_figures(session)}
         return HistoryView(
             problems=problems,
             versions=store.version_rows(problem),

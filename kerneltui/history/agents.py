@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import statistics
+from datetime import UTC, datetime
 from typing import Any
 
 from kerneltui.history.connection import Connection, now
@@ -63,6 +65,31 @@ class AgentLog(Connection):
         """One more version written in this session, counted in SQL: an MCP server may write into it too."""
         self.conn.execute("UPDATE agent_sessions SET versions = versions + 1 WHERE id = ?", [session_id])
 
+    def session_figures(self, session: dict[str, Any]) -> dict[str, Any]:
+        """What an agent's session took: minutes, versions written while it ran, the first that passed and after
+        how long, and the median seconds from a new file to its first verdict."""
+        started, ended = session.get("started"), session.get("ended")
+        rows = self.rows(
+            """
+            SELECT v.name, v.created AS written, e.status, e.finished
+            FROM versions v JOIN evaluations e ON e.id = (
+                SELECT MIN(id) FROM evaluations WHERE version_id = v.id
+                  AND json_extract(options, '$.kind') IS NOT 'profile' AND status NOT IN ('queued', 'running'))
+            WHERE v.problem = ? AND v.created >= ? AND v.created <= ?
+            ORDER BY v.created
+            """,
+            [session.get("problem"), started or "", ended or "9999"],
+        )
+        waits = [s for r in rows if (s := seconds_between(r["written"], r["finished"])) is not None]
+        first = next((r for r in rows if r["status"] == "pass"), None)
+        return {
+            "minutes": (seconds_between(started, ended or now()) or 0.0) / 60,
+            "judged": len(rows),
+            "first_pass": first["name"] if first else None,
+            "first_pass_minutes": (seconds_between(started, first["finished"]) or 0.0) / 60 if first else None,
+            "verdict_median_s": statistics.median(waits) if waits else None,
+        }
+
     def agent_session(self, session_id: int) -> dict[str, Any] | None:
         return self.first_row("SELECT * FROM agent_sessions WHERE id = ?", [session_id])
 
@@ -77,3 +104,14 @@ class AgentLog(Connection):
 
     def mark_guidance_delivered(self, guidance_id: int, where: str) -> None:
         self.conn.execute("UPDATE guidance SET delivered = ? WHERE id = ?", [f"{now()} {where}", guidance_id])
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        first, last = datetime.fromisoformat(start), datetime.fromisoformat(end)
+    except ValueError:
+        return None
+    first, last = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (first, last))
+    return max(0.0, (last - first).total_seconds())

@@ -44,6 +44,29 @@ def session_header(session: dict[str, Any], events: list[dict[str, Any]], runnin
     return line
 
 
+def session_figures_line(session: dict[str, Any]) -> Text:
+    """Tokens, minutes, versions judged, the first pass and when, the median new file to verdict."""
+    figures = session.get("figures") or {}
+    said = []
+    if session.get("input_tokens") is not None or session.get("output_tokens") is not None:
+        said.append(f"{tokens(session.get('input_tokens'))} in · {tokens(session.get('output_tokens'))} out tokens")
+    said.append(f"{figures.get('minutes', 0.0):.0f} min")
+    said.append(f"{figures.get('judged', 0)} judged")
+    if figures.get("first_pass"):
+        said.append(f"first pass {figures['first_pass']} after {figures['first_pass_minutes']:.1f} min")
+    else:
+        said.append("no pass yet")
+    if figures.get("verdict_median_s") is not None:
+        said.append(f"new file → verdict {figures['verdict_median_s']:.1f} s (median)")
+    return Text(" " + " · ".join(said), style="dim")
+
+
+def tokens(count: int | None) -> str:
+    if count is None:
+        return "?"
+    return f"{count / 1000:.1f}k" if count >= 1000 else str(count)
+
+
 def event_lines(event: dict[str, Any], width: int) -> list[Text]:
     kind, text, data = event["kind"], event.get("text") or "", event.get("data") or {}
     clock = (event.get("created") or "")[11:19]
@@ -190,7 +213,7 @@ def agent_lines(
             Text(""),
         ]
     else:
-        lines = [session_header(session, events, running_here), Text("")]
+        lines = [session_header(session, events, running_here), session_figures_line(session), Text("")]
         for event in events:
             lines += event_lines(event, width)
         if ask is not None:
