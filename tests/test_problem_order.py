@@ -65,3 +65,28 @@ def test_the_problems_title_counts_their_newest_verdicts() -> None:
     assert counts_title(rows, 7) == "7: 2✓ 2✗ 1? 1◐"
     assert counts_title(rows, 3) == "3 of 7: 2✓ 2✗ 1? 1◐"
     assert counts_title([], 0) == ""
+
+
+async def test_a_wide_terminal_shows_the_names_in_full_and_a_resize_fits_them_again(tmp_path: Path) -> None:
+    from kerneltui.core.config import Config
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.ui.app import KernelTUI
+    from kerneltui.ui.widgets.problems import ProblemTable
+    from tests.test_dashboard import wait_for
+
+    store = Store(tmp_path / ".kerneltui" / "history.db")
+    for name in NAMES:
+        (tmp_path / name).mkdir()
+        store.ensure_problem(name, str(tmp_path / name))
+    store.close()
+    longest = max(len(n) for n in NAMES)
+    app = KernelTUI(Workspace(tmp_path), Config(), run_scheduler=False)
+    async with app.run_test(size=(220, 40)) as pilot:
+        problems = app.query_one("#problems", ProblemTable)
+        await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
+        await wait_for(lambda: problems.columns_shown[0][2] == longest, pilot)
+        assert problems.get_cell(NAMES[3], "name").plain == NAMES[3]
+        await pilot.resize_terminal(160, 40)  # no room to spare: the narrow column again
+        await wait_for(lambda: problems.columns_shown[0][2] == 10, pilot)
+        await pilot.resize_terminal(190, 40)  # twenty columns to spare: the names grow by as many
+        await wait_for(lambda: problems.columns_shown[0][2] == 30, pilot)

@@ -35,6 +35,7 @@ PANE_WIDTH, NARROW_PANE_WIDTH = 34, 26
 
 
 MAX_NAME_WIDTH = 60
+WIDE_FROM = 170  # terminal columns: past these, the names widen into what is left (the versions table has enough)
 LATEST_AND_BORDERS = 16  # while filtering: the latest column, the cells' padding and the pane's border
 LEFT_FOR_VERSIONS = 20  # columns the versions table keeps while the problems pane is widened
 
@@ -81,6 +82,10 @@ class ProblemTable(DataTable[Text]):
         self.terminal_width = terminal_width
         columns = COLUMNS if terminal_width >= NARROW_BELOW else NARROW_COLUMNS
         width = pane_width(terminal_width)
+        wide = self.wide_name_width(terminal_width)
+        if terminal_width > WIDE_FROM and wide > columns[0][2] and not self.filter_text:  # names in full as far as a wide terminal has room
+            columns = (("name", "problem", wide), *columns[1:])
+            width += wide - COLUMNS[0][2]
         if self.filter_text:  # the names in full, beside their latest version: what finding a problem needs
             longest = max((len(str(r["name"])) for r in matching(self.rows_all, self.filter_text)), default=0)
             room = terminal_width - LEFT_FOR_VERSIONS - LATEST_AND_BORDERS
@@ -96,6 +101,13 @@ class ProblemTable(DataTable[Text]):
         self._add_columns()
         self.names = []
         self.show(self.rows_all, keep)  # rebuilt there, the cursor back on `keep`
+
+    def wide_name_width(self, terminal_width: int) -> int:
+        """The name column on a terminal wider than WIDE_FROM: the longest name, up to the columns past it."""
+        if terminal_width <= WIDE_FROM:
+            return COLUMNS[0][2]
+        longest = max((len(str(r["name"])) for r in self.rows_all), default=0)
+        return max(COLUMNS[0][2], min(MAX_NAME_WIDTH, longest, COLUMNS[0][2] + terminal_width - WIDE_FROM))
 
     def set_filter(self, text: str) -> list[str]:
         """Only the problems whose name holds `text` (none: all), the pane fitted to them; the names left."""
@@ -117,7 +129,11 @@ class ProblemTable(DataTable[Text]):
     def show(self, rows: list[dict[str, Any]], shown: str | None = None) -> None:
         """The problems' rows (those the filter leaves); `shown`, the problem the dashboard shows, is where the
         cursor goes if rebuilt."""
+        grew = self.wide_name_width(self.terminal_width)
         self.rows_all = rows
+        if self.wide_name_width(self.terminal_width) != grew and not self.filter_text:
+            self.fit(self.terminal_width)  # a longer name came: the column is fitted again (and shown there)
+            return
         rows = matching(rows, self.filter_text)
         self.rows_shown = rows
         self.border_title = counts_title(self.rows_all, len(rows))
