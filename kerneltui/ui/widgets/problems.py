@@ -83,7 +83,8 @@ class ProblemTable(DataTable[Text]):
         columns = COLUMNS if terminal_width >= NARROW_BELOW else NARROW_COLUMNS
         width = pane_width(terminal_width)
         wide = self.wide_name_width(terminal_width)
-        if terminal_width > WIDE_FROM and wide > columns[0][2] and not self.filter_text:  # names in full as far as a wide terminal has room
+        # names in full as far as a wide terminal has room
+        if terminal_width > WIDE_FROM and wide > columns[0][2] and not self.filter_text:
             columns = (("name", "problem", wide), *columns[1:])
             width += wide - COLUMNS[0][2]
         if self.filter_text:  # the names in full, beside their latest version: what finding a problem needs
