@@ -224,3 +224,18 @@ def test_the_agents_prompt_offers_modelnew_on_a_kernelbench_problem(imported: Pa
     assert "`ModelNew`" in prompt
     native = task_prompt(problem_info(Workspace(FIXTURES.parent.parent / "kernels"), "softmax", None))
     assert "ModelNew" not in native
+
+
+def test_a_correctness_case_too_big_for_the_interpreter_is_warned_of(tmp_path: Path) -> None:
+    """KernelBench's own sizes (a 4096 x 393216 ReLU) make a correctness case the Triton interpreter takes hours on:
+    an import with no --set says so; with --set, or at small sizes, it says nothing."""
+    big = tmp_path / "big_relu.py"
+    big.write_text((KB / "leaky_relu.py").read_text().replace("batch_size = 8", "batch_size = 2048"))  # 8M elements
+    done = kerneltui("import", "kernelbench", str(big), "--into", str(tmp_path / "ws"))
+    assert done.returncode == 0, done.stderr
+    assert "8,388,608 input elements" in done.stderr and "--set smaller sizes" in done.stderr, done.stderr
+    into = str(tmp_path / "ws")
+    done = kerneltui("import", "kernelbench", str(big), "--into", into, "--force", "--set", "batch_size=8")
+    assert done.returncode == 0 and "interpreter" not in done.stderr, done.stderr
+    small = kerneltui("import", "kernelbench", str(KB / "leaky_relu.py"), "--into", str(tmp_path / "ws2"))
+    assert small.returncode == 0 and "interpreter" not in small.stderr, small.stderr

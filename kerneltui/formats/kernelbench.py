@@ -233,12 +233,22 @@ def import_file(
         (stage / copy_name).write_text(text)
         (stage / "problem.py").write_text(problem_text(path, text, copy_name, constants, small, own))
         try:
-            check_problem(stage, path.name, bounds or Bounds(), shown_as=folder)
+            checked = check_problem(stage, path.name, bounds or Bounds(), shown_as=folder)
         except WorkspaceError as exc:
             if own or not any(word in str(exc) for word in ("ran past", "memory", "killed")):
                 raise
             raise WorkspaceError(f"{exc}; its forward pass ran at the file's own sizes: --set smaller ones") from None
+    biggest = max(checked.get("case_elements") or [0])
+    if not own and biggest > INTERPRETER_ELEMENTS:
+        print(
+            f"warning: {path.name}: its correctness case has {biggest:,} input elements at the file's own sizes: with "
+            "no GPU, Triton's interpreter takes minutes or more on it (--set smaller sizes, e.g. --set batch_size=16)",
+            file=sys.stderr,
+        )
     return folder
+
+
+INTERPRETER_ELEMENTS = 1 << 22  # input elements past which a correctness case is slow in Triton's interpreter
 
 
 def problem_text(
@@ -298,15 +308,15 @@ def _model_summary(text: str) -> str:
     return ""
 
 
-def check_problem(folder: Path, what: str, bounds: Bounds, shown_as: Path | None = None) -> None:
+def check_problem(folder: Path, what: str, bounds: Bounds, shown_as: Path | None = None) -> dict[str, Any]:
     """The problem loads; every case's inputs and weights build (shape-only, on the meta device), cost works,
     and the forward pass runs on each correctness case (on the CPU): a broken file is said now, not in the
     middle of a version's judgement. Run contained (formats.contained), as it runs the file's code. Needs torch
     here; without it, the check is left to the first evaluation."""
     if importlib.util.find_spec("torch") is None:
         print(f"note: no torch in this Python: {folder.name} is not checked until it is judged", file=sys.stderr)
-        return
-    run_problem_code(folder, "kernelbench", what, bounds, shown_as=shown_as)
+        return {}
+    return run_problem_code(folder, "kernelbench", what, bounds, shown_as=shown_as)
 
 
 # --- export ------------------------------------------------------------------------------------------------

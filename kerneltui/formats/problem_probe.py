@@ -55,15 +55,29 @@ def kernelbench(folder: Path) -> dict[str, Any]:
     import torch
 
     problem = _load(folder)
+    elements = []  # each correctness case's floating-point input elements (the interpreter's work grows with them)
     for case in problem.cases:
-        problem.make_inputs(dict(case), 0, torch.device("meta"))
+        made = problem.make_inputs(dict(case), 0, torch.device("meta"))
+        elements.append(sum(t.numel() for t in _tensors(made) if t.is_floating_point()))
     for case in problem.bench_cases:
         problem.make_inputs(dict(case), 0, torch.device("meta"))
         problem.cost_of(case)
     with torch.no_grad():
         for case in problem.cases:
             problem.reference(*problem.make_inputs(dict(case), 0, torch.device("cpu")))
-    return {}
+    return {"case_elements": elements}
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
 
 
 def gpumode(folder: Path) -> dict[str, Any]:
