@@ -340,7 +340,8 @@ def test_output_buffers_found_where_the_reference_writes_or_named_by_hand(tmp_pa
     reference.write_text(text.replace("    c.copy_(a + b)\n    return c\n", "    return a + b\n", 1))  # neither
     neither = import_problem(source, tmp_path / "ws", name="v2", files_root=source.parent)
     assert load_problem(neither).output_buffers == ()
-    assert "data holds tensors of its shape (0 or 1 or 2)" in (neither / "README.md").read_text()
+    said = (neither / "README.md").read_text()  # a and b are read by the reference: inputs, never suggested
+    assert "data holds tensors of its shape (2)" in said and "--output-buffer 2 " in said, said
     by_hand = import_problem(source, tmp_path / "ws", name="v3", buffers=[parse_buffer("2")], files_root=source.parent)
     assert load_problem(by_hand).output_buffers == ((0, 2),)
     assert parse_buffer("1.out") == (0, 1, "out")

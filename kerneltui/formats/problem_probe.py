@@ -112,6 +112,7 @@ def output_buffers(problem: Any) -> tuple[list[tuple[int | str, ...]], str | Non
             found.append((0, *path))
     shapes = {tuple(t.shape) for t in outputs if isinstance(t, torch.Tensor)}
     alike = [path for path, leaf in _leaves(data, ()) if tuple(leaf.shape) in shapes] if not found else []
+    alike = [p for p in alike if not _read_by_reference(problem, device, p, tuple(outputs))]  # inputs, no buffers
     if alike and len(list(_leaves(data, ()))) > 1:  # a buffer the reference leaves alone, perhaps: asked, not guessed
         named = " or ".join(".".join(str(step) for step in path) for path in alike)
         return found, (
@@ -120,6 +121,25 @@ def output_buffers(problem: Any) -> tuple[list[tuple[int | str, ...]], str | Non
             f"with --output-buffer {named.split(' or ')[-1]} (or the one it is)"
         )
     return found, None
+
+
+def _read_by_reference(problem: Any, device: Any, path: tuple[int | str, ...], expected: tuple[Any, ...]) -> bool:
+    """Whether ref_kernel's output changes when the tensor at `path` of fresh inputs holds other values: one it
+    reads is an input, no buffer for the output."""
+    import torch
+
+    (data,) = problem.make_inputs(dict(problem.cases[0]), 1, device)
+    leaf = dict(_leaves(data, ()))[path]
+    leaf.copy_(torch.full_like(leaf, 3))
+    output = problem.reference(data)
+    outputs = output if isinstance(output, (tuple, list)) else (output,)
+    if len(outputs) != len(expected):
+        return True
+    return not all(
+        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+        and torch.equal(_bytes(a), _bytes(b))
+        for a, b in zip(outputs, expected, strict=True)
+    )  # fmt: skip
 
 
 def _bytes(tensor: Any) -> Any:
