@@ -66,3 +66,16 @@ def _set(tf32: bool) -> Iterator[None]:
     finally:
         torch.set_float32_matmul_precision(before[0])
         matmul.allow_tf32, cudnn.allow_tf32 = before[1], before[2]
+
+
+def tf32_hint(ops: Any, precision: str, on_gpu: bool) -> str:
+    """Words for an fp32 version that failed while torch ran a convolution for it on a GPU: cuDNN rounds it to TF32
+    by torch's default (GPU MODE's own conv2d solution failed so, 1777 outputs off, against the fp32 reference)."""
+    convs = sorted(str(op) for op in ops if "conv" in str(op))
+    if not on_gpu or precision == "tf32" or not convs:
+        return ""
+    return (
+        f" (the version ran {convs[0]} through cuDNN, which rounds float32 to TF32 unless "
+        "torch.backends.cudnn.allow_tf32 is False, as torch leaves it; the reference runs at full fp32: turn TF32 off "
+        'in the version, or set reference_precision = "tf32" in problem.py to hold versions to TF32)'
+    )

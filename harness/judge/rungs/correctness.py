@@ -15,6 +15,7 @@ from harness.judge import determinism, narrow, vacuous
 from harness.judge.confirm import vary
 from harness.judge.lacks import lacking
 from harness.judge.outputs import buffers_of, clone_inputs, judge_outputs, mutated_inputs, returned, unread_inputs
+from harness.problem import precision
 from harness.problem.load import case_label
 from harness.problem.rung import rung
 from harness.wire import frames as wire
@@ -175,11 +176,22 @@ def check_case(
     if mutated and not err:  # written: allowed where the reference's answer does not read it (an output buffer)
         free = unread_inputs(run.problem, pristine, expected)
         err = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers + free)
+    if err:
+        on_gpu = judge.device.type == "cuda"
+        err += precision.tf32_hint(_ops_of(reply.recorded), run.problem.reference_precision, on_gpu)
     outcome.update(ok=err is None, err=err, **metrics)
     if probe:
         outcome["stand_ins"] = vacuous.passing_stand_ins(run, pristine, expected)
     single = not isinstance(expected, (tuple, list)) and isinstance(outputs, (tuple, list)) and len(outputs) == 1
     return outcome, pristine, outputs[0] if single else outputs  # the worker sends a tuple either way
+
+
+def _ops_of(recorded: Any) -> list[str]:
+    """The torch ops a recorded call's report names (the dispatch mode's and the profiler's): a worker's word."""
+    recorded = recorded if isinstance(recorded, dict) else {}
+    profiled = recorded.get("profiled") if isinstance(recorded.get("profiled"), dict) else {}
+    found = [recorded.get("ops"), profiled.get("ops")]
+    return [str(op)[:80] for ops in found if isinstance(ops, dict) for op in list(ops)[:256]]
 
 
 def _worst(results: list[dict[str, Any]]) -> dict[str, Any]:
