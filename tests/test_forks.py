@@ -142,3 +142,23 @@ def test_a_fork_loop_killed_by_the_watch_leaves_nothing_holding_its_socket() -> 
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = done.stdout.strip().splitlines()
     assert len(outcomes) == 4 and all(line.startswith("killed: it") for line in outcomes), outcomes
+
+
+def test_the_harness_is_compiled_once_where_bytecode_may_be_written(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Workers write no bytecode: a module only they import was compiled from source at each worker's start."""
+    import sys
+
+    from harness.workers import env
+
+    package = tmp_path / "harness"
+    (package / "worker").mkdir(parents=True)
+    (package / "worker" / "main.py").write_text("X = 1\n")
+    monkeypatch.setattr(env, "PACKAGE_DIR", package)
+    monkeypatch.setattr(env, "_COMPILED", [])
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # the person's PYTHONDONTWRITEBYTECODE: kept
+    env.compiled_once()
+    assert not list(package.rglob("*.pyc"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    env.compiled_once()
+    env.compiled_once()  # once a process
+    assert [p.parent.name for p in package.rglob("*.pyc")] == ["__pycache__"]
