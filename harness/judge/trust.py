@@ -120,7 +120,10 @@ class Observed:
         text = f"torch computes under test what the kernels should: {top}"
         hidden = sorted(op for op in used if self.profiled_ops[op] > self.ops[op])
         if hidden:
-            text += f" ({', '.join(hidden[:3])} out of the op recorder's sight: it was set aside during the call)"
+            text += (
+                f" ({', '.join(hidden[:3])} out of the op recorder's sight, seen by torch's profiler alone: run by"
+                " compiled code such as torch.compile's, or with the recorder set aside)"
+            )
         return text
 
     def _mismatch(self, ran: list[dict[str, Any]], dumped: set[str] | None) -> str | None:
