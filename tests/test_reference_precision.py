@@ -71,13 +71,11 @@ def test_the_evaluation_records_what_outputs_were_held_to(tmp_path: Path) -> Non
 def test_a_failing_version_that_ran_a_cudnn_convolution_is_told_of_tf32() -> None:
     """GPU MODE's own conv2d solution (F.conv2d under torch's default) failed against the fp32 reference on an H200
     with 1777 outputs off and nothing saying why."""
-    from harness.judge.rungs.correctness import _ops_of
     from harness.problem.precision import tf32_hint
 
-    recorded = {"ops": {"aten::add": 1}, "profiled": {"ops": {"aten::cudnn_convolution": 1}}}
-    hint = tf32_hint(_ops_of(recorded), "highest", on_gpu=True)
+    ops = ["aten::add", "aten::cudnn_convolution"]
+    hint = tf32_hint(ops, "highest", on_gpu=True)
     assert "aten::cudnn_convolution through cuDNN" in hint and 'reference_precision = "tf32"' in hint
-    assert tf32_hint(_ops_of(recorded), "tf32", on_gpu=True) == ""  # held to TF32 already
-    assert tf32_hint(_ops_of(recorded), "highest", on_gpu=False) == ""  # no cuDNN on the CPU
-    assert tf32_hint(_ops_of({"ops": {"aten::mm": 2}}), "highest", on_gpu=True) == ""  # cuBLAS: TF32 off by default
-    assert _ops_of(None) == [] and _ops_of({"ops": ["x"], "profiled": "junk"}) == []  # a worker's word, checked
+    assert tf32_hint(ops, "tf32", on_gpu=True) == ""  # held to TF32 already
+    assert tf32_hint(ops, "highest", on_gpu=False) == ""  # no cuDNN on the CPU
+    assert tf32_hint(["aten::mm"], "highest", on_gpu=True) == ""  # cuBLAS: TF32 off by torch's default

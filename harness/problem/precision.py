@@ -68,10 +68,10 @@ def _set(tf32: bool) -> Iterator[None]:
         matmul.allow_tf32, cudnn.allow_tf32 = before[1], before[2]
 
 
-def tf32_hint(ops: Any, precision: str, on_gpu: bool) -> str:
+def tf32_hint(ops: list[str], precision: str, on_gpu: bool) -> str:
     """Words for an fp32 version that failed while torch ran a convolution for it on a GPU: cuDNN rounds it to TF32
     by torch's default (GPU MODE's own conv2d solution failed so, 1777 outputs off, against the fp32 reference)."""
-    convs = sorted(str(op) for op in ops if "conv" in str(op))
+    convs = sorted(op for op in ops if "conv" in op)
     if not on_gpu or precision == "tf32" or not convs:
         return ""
     return (

@@ -58,7 +58,7 @@ def kernelbench(folder: Path) -> dict[str, Any]:
     elements = []  # each correctness case's floating-point input elements (the interpreter's work grows with them)
     for case in problem.cases:
         made = problem.make_inputs(dict(case), 0, torch.device("meta"))
-        elements.append(sum(t.numel() for t in _tensors(made) if t.is_floating_point()))
+        elements.append(sum(t.numel() for _, t in _leaves(made, ()) if t.is_floating_point()))
     for case in problem.bench_cases:
         problem.make_inputs(dict(case), 0, torch.device("meta"))
         problem.cost_of(case)
@@ -66,18 +66,6 @@ def kernelbench(folder: Path) -> dict[str, Any]:
         for case in problem.cases:
             problem.reference(*problem.make_inputs(dict(case), 0, torch.device("cpu")))
     return {"case_elements": elements}
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
 
 
 def gpumode(folder: Path) -> dict[str, Any]:

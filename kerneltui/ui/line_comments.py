@@ -33,8 +33,9 @@ class LineComments:
             self.app.notify(CHOOSE_FIRST, timeout=6)
             return
         if tab == "diff":
-            view: TextView = self.app.query_one("#diff-view", DiffPane)
-            where = f"the diff against {self.app.query_one('#diff-view', DiffPane).target}"
+            diff = self.app.query_one("#diff-view", DiffPane)
+            view: TextView = diff
+            where = f"the diff against {diff.target}"
         else:
             asm = self.app.query_one("#asm-pane", AsmPane)
             view, where = asm.view, f"its {asm.kind.upper()}"

@@ -178,20 +178,13 @@ def check_case(
         err = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers + free)
     if err:
         on_gpu = judge.device.type == "cuda"
-        err += precision.tf32_hint(_ops_of(reply.recorded), run.problem.reference_precision, on_gpu)
+        ops = run.observed.ops | run.observed.profiled_ops  # as the judge read them from this and earlier calls
+        err += precision.tf32_hint(list(ops), run.problem.reference_precision, on_gpu)
     outcome.update(ok=err is None, err=err, **metrics)
     if probe:
         outcome["stand_ins"] = vacuous.passing_stand_ins(run, pristine, expected)
     single = not isinstance(expected, (tuple, list)) and isinstance(outputs, (tuple, list)) and len(outputs) == 1
     return outcome, pristine, outputs[0] if single else outputs  # the worker sends a tuple either way
-
-
-def _ops_of(recorded: Any) -> list[str]:
-    """The torch ops a recorded call's report names (the dispatch mode's and the profiler's): a worker's word."""
-    recorded = recorded if isinstance(recorded, dict) else {}
-    profiled = recorded.get("profiled") if isinstance(recorded.get("profiled"), dict) else {}
-    found = [recorded.get("ops"), profiled.get("ops")]
-    return [str(op)[:80] for ops in found if isinstance(ops, dict) for op in list(ops)[:256]]
 
 
 def _worst(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
+
+from kerneltui.history.agents import seconds_between
 
 DEFAULT_PS = (0.0, 1.0, 2.0)
 
@@ -127,12 +128,8 @@ def entry_figures(entry: dict[str, Any], evaluations: list[dict[str, Any]]) -> E
 
 
 def minutes_between(start: str | None, end: str | None) -> float | None:
-    if not start or not end:
-        return None
-    try:
-        return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds() / 60)
-    except ValueError:
-        return None
+    seconds = seconds_between(start, end)
+    return None if seconds is None else seconds / 60
 
 
 def fast_p(entries: list[EntryFigures], p: float) -> float | None:
