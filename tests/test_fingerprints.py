@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import torch
 
-from harness.worker.fingerprints import copied_fingerprint, fingerprint, host_fingerprint
+from harness.worker.fingerprints import Fingerprints, copied_fingerprint, host_fingerprint
 
 
 def test_a_copied_digest_is_the_in_place_one_and_sees_one_byte_change() -> None:
@@ -27,4 +27,4 @@ def test_a_copied_digest_is_the_in_place_one_and_sees_one_byte_change() -> None:
 
 
 def test_no_digest_where_the_bytes_cannot_be_read() -> None:
-    assert fingerprint(torch.empty(4, device="meta"), contextlib.nullcontext) is None
+    assert Fingerprints(contextlib.nullcontext).of(torch.empty(4, device="meta")) is None

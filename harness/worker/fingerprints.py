@@ -17,17 +17,28 @@ from typing import Any
 
 import torch
 
-DEVICE_MAX_BYTES = 16 << 20  # a copy of each written or launched-on buffer up to this, per recorded op
+DEVICE_MAX_BYTES = 16 << 20  # a copy of each written or launched-on buffer up to this
+CALL_BUDGET_BYTES = 256 << 20  # and of this much in all, in one recorded call
 Quiet = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
-def fingerprint(tensor: torch.Tensor, quiet: Quiet) -> bytes | None:
-    """A digest of the bytes of the tensor's whole storage; None where none is taken (see the module's note)."""
-    if tensor.device.type == "cpu":
-        return host_fingerprint(tensor)
-    if tensor.device.type != "cuda" or tensor.untyped_storage().nbytes() > DEVICE_MAX_BYTES:
-        return None
-    return copied_fingerprint(tensor, quiet)
+class Fingerprints:
+    """The digests of one recorded call: device copies within CALL_BUDGET_BYTES in all, so a call of many ops on
+    large buffers is not slowed by a copy of each (past the budget, no digest: as for a larger buffer)."""
+
+    def __init__(self, quiet: Quiet) -> None:
+        self.quiet = quiet
+        self.left = CALL_BUDGET_BYTES
+
+    def of(self, tensor: torch.Tensor) -> bytes | None:
+        """A digest of the bytes of the tensor's whole storage; None where none is taken (see the module's note)."""
+        if tensor.device.type == "cpu":
+            return host_fingerprint(tensor)
+        size = tensor.untyped_storage().nbytes()
+        if tensor.device.type != "cuda" or size > DEVICE_MAX_BYTES or size > self.left:
+            return None
+        self.left -= size
+        return copied_fingerprint(tensor, self.quiet)
 
 
 def host_fingerprint(tensor: torch.Tensor) -> bytes:

@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.contract.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT
-from harness.worker.fingerprints import fingerprint, host_fingerprint
+from harness.worker.fingerprints import Fingerprints, host_fingerprint
 from harness.worker.profiled import CREATION, MOVEMENT, Profiled
 from harness.worker.provenance import Accesses, Provenance, Region
 
@@ -109,6 +109,7 @@ class Recorder:
         self.popped = False
         self.profiled: Profiled | None = None
         self.profile_report: dict[str, Any] | None = None
+        self.fingerprints = Fingerprints(self._quiet)
 
     # --- hooks -------------------------------------------------------------------------------
 
@@ -264,9 +265,8 @@ class Recorder:
             self.provenance.left(key, digest)
 
     def _fingerprint(self, tensor: torch.Tensor) -> bytes | None:
-        """None while torch.compile traces the call (a sort under reduce-overhead failed when the trace reached a
-        device buffer's copy): a traced op has no bytes yet."""
-        return None if torch.compiler.is_compiling() else fingerprint(tensor, self._quiet)
+        """None while torch.compile traces the call (its trace reaching a device copy failed GPU MODE's sort)."""
+        return None if torch.compiler.is_compiling() else self.fingerprints.of(tensor)
 
     @contextlib.contextmanager
     def _quiet(self) -> Iterator[None]:
