@@ -32,7 +32,10 @@ from harness.workers.process import WorkerFailure, Wrapper
 if TYPE_CHECKING:
     from harness.judge.context import JudgeContext, VersionRun
 
-SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "SpeedOfLight_RooflineChart")
+SECTIONS = (
+    "SpeedOfLight", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis", "Occupancy", "LaunchStats",
+    "WarpStateStats", "SchedulerStats", "SourceCounters", "SpeedOfLight_RooflineChart",
+)  # fmt: skip
 # Our name -> (Nsight Compute's metric, the unit we keep it in)
 METRICS: Metrics = {
     "time_us": ("gpu__time_duration.sum", "us"),
