@@ -62,7 +62,8 @@ def measure(fork: bool, count: int) -> dict[str, Any]:
         for worker in spares:
             worker.wait_ready()
         table = containment.processes()
-        roots = [w.proc.pid for w in spares] + [t.proc.pid for t in pool.templates.running.values()]
+        template = pool.templates.running
+        roots = [w.proc.pid for w in spares] + ([template.proc.pid] if template else [])
         tree = sorted({pid for root in roots for pid in containment.tree(root, table)})
         memory = pss_bytes(tree)
         for worker in spares:

@@ -80,6 +80,16 @@ def test_the_next_evaluation_still_works(judged: tuple[dict[str, dict], Path]) -
     assert rung(good, "correctness")["metrics"]["max_abs"] == 0.0
 
 
+def test_one_template_serves_interpreted_and_compiling_workers(tmp_path: Path) -> None:
+    """The template imports Triton to compile, so Triton's own @jit helpers are compiler-made in every fork: an
+    interpreted kernel calling them raised "outside of the scope of a kernel" until they ran interpreted."""
+    path = add_version(make_workspace(tmp_path / "ws"), "uses_triton_helpers")
+    judged = judge_many([path], rungs=["load", "compile", "correctness"])["uses_triton_helpers"]
+    assert judged["status"] == "pass", json.dumps(judged["rungs"])[:2000]
+    assert rung(judged, "compile")["ok"] is True
+    assert rung(judged, "correctness")["metrics"]["max_abs"] == 0.0
+
+
 def test_rungs_after_a_skipped_rung_are_skipped_when_the_skip_was_a_failure(
     judged: tuple[dict[str, dict], Path],
 ) -> None:

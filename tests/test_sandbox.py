@@ -108,8 +108,8 @@ containment.Watcher.INTERVAL_S = 0.0005
 pool = workers.WorkerPool(workers.Spawn(fork=False), reap=True)
 started = [pool._spawn("run") for _ in range(120)]
 # a worker template is such a child too
-templates = [forks.Templates(lambda interpret: StandIn("run", None, interpret), pool.watcher) for _ in range(120)]
-started += [t.get(True) for t in templates]
+templates = [forks.Templates(lambda: StandIn("run", None, True), pool.watcher) for _ in range(120)]
+started += [t.get() for t in templates]
 time.sleep(0.2)
 print("killed", sum(w.proc.poll() is not None for w in started))
 for w in started:

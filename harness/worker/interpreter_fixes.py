@@ -6,7 +6,8 @@ machine with no GPU (triton issue #11584). Here every such operation widens bf16
 float32, computes, and rounds back to bf16 (nearest even), as the GPU does. Only operands whose
 Triton dtype is bf16 are touched; everything else runs the interpreter's own code.
 
-Proton's region marks (in-kernel timing) become no-ops: the interpreter cannot run them.
+Proton's region marks (in-kernel timing) become no-ops: the interpreter cannot run them. Triton's own @jit
+helpers, made at import by a template that imported Triton to compile, run interpreted.
 
 `tl.dot` on fp32 operands runs at TF32 on the GPU unless input_precision says otherwise; the interpreter
 computed it in full fp32, so a version whose error holds only at fp32 passed with no GPU. Its operands now
@@ -51,6 +52,7 @@ def install() -> bool:
         from triton.runtime import interpreter as interp
     except ImportError:
         return False
+    _jit_functions_interpreted()
     builder = getattr(interp, "InterpreterBuilder", None)
     handle_cls = getattr(interp, "TensorHandle", None)
     reduce_ops = getattr(interp, "ReduceOps", None)
@@ -111,6 +113,25 @@ def install() -> bool:
         _patch_reductions(reduce_ops, tl)
     _proton_marks_as_no_ops()
     return True
+
+
+def _jit_functions_interpreted() -> None:
+    """Triton's own @jit helpers (tl.standard's sum, max, softmax, cdiv; tl.random) are made at import, as
+    JITFunction where the worker's template imported Triton to compile: called from an interpreted kernel they
+    raise "outside of the scope of a kernel". Each is run as the InterpretedFunction an import under the
+    interpreter would have made of it, so one template serves interpreted and compiling workers alike."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    interpreted: dict[int, tuple[Any, InterpretedFunction]] = {}
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        held = interpreted.get(id(self))
+        if held is None or held[0] is not self:
+            held = interpreted[id(self)] = (self, InterpretedFunction(self.fn))
+        return held[1](*args, **kwargs)
+
+    JITFunction.__call__ = call
 
 
 def _proton_marks_as_no_ops() -> None:

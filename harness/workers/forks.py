@@ -203,32 +203,33 @@ class ForkedProcess:
 
 
 class Templates:
-    """A pool's templates, one for each way Triton is imported (for its interpreter, or to compile), each
-    started on first need and again where it died; known to the pool's watcher (not an escaped process)."""
+    """A pool's template, started on first need and again where it died; known to the pool's watcher (not an
+    escaped process). One serves every worker: Triton is imported to compile, and a worker that interprets
+    runs Triton's own @jit helpers interpreted (harness.worker.interpreter_fixes)."""
 
-    def __init__(self, start: Callable[[bool], Template], watcher: containment.Watcher) -> None:
+    def __init__(self, start: Callable[[], Template], watcher: containment.Watcher) -> None:
         self.start = start
         self.watcher = watcher
-        self.running: dict[bool, Template] = {}
+        self.running: Template | None = None
         self.lock = threading.Lock()
 
-    def get(self, interpret: bool) -> Template:
+    def get(self) -> Template:
         with self.lock:
-            template = self.running.get(interpret)
+            template = self.running
             if template is not None and template.alive():
                 return template
             if template is not None:
                 self._end(template)
             with self.watcher.lock:  # known before a tick of the watcher can see it
-                template = self.running[interpret] = self.start(interpret)
+                template = self.running = self.start()
                 self.watcher.keep(template.proc.pid)
             return template
 
     def close(self) -> None:
         with self.lock:
-            ended, self.running = list(self.running.values()), {}
-        for template in ended:
-            self._end(template)
+            ended, self.running = self.running, None
+        if ended is not None:
+            self._end(ended)
 
     def _end(self, template: Template) -> None:
         template.close()

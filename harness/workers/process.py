@@ -458,10 +458,10 @@ def make_cover(root: Path) -> Path:
     return cover
 
 
-def start_template(spawn: Spawn, interpret: bool) -> forks.Template:
-    """A worker template (harness.worker.template) for this pool's workers, contained as they are (bubblewrap where
-    there is one); its workers confine themselves further once forked. `interpret`: Triton imported for its
-    interpreter (its library's own @jit functions are made one way or the other at import)."""
+def start_template(spawn: Spawn) -> forks.Template:
+    """The worker template (harness.worker.template) for this pool's workers, contained as they are (bubblewrap where
+    there is one); its workers confine themselves further once forked. Triton is imported to compile: a fork that
+    interprets sets TRITON_INTERPRET before the version makes its kernels."""
     root = Path(tempfile.mkdtemp(prefix="kerneltui-template-"))
     pkg = root / "pkg"
     env = passed_env()
@@ -473,8 +473,6 @@ def start_template(spawn: Spawn, interpret: bool) -> forks.Template:
         TMPDIR=str(root / "slots"),
     )
     env.pop("TRITON_INTERPRET", None)
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
     offer = containment.probe() if spawn.confine else None
     argv = [spawn.python]
     if offer and offer.bwrap:
@@ -520,7 +518,7 @@ class WorkerPool:
         self.watcher = containment.Watcher(reap=reap)
         self.held: tuple[str, WorkerProcess] | None = None  # see hold()
         self.taken: set[WorkerProcess] = set()  # out of the pool until released: quiet() stops these
-        self.templates = forks.Templates(lambda interpret: start_template(self.spawn, interpret), self.watcher)
+        self.templates = forks.Templates(lambda: start_template(self.spawn), self.watcher)
 
     def modes(self, rungs: Iterable[str] | None = None) -> list[str]:
         """The workers a version judged with `rungs` (None: any) takes. GPU: one runs everything. No GPU: one
@@ -537,9 +535,8 @@ class WorkerPool:
     def prestart(self, rungs: Iterable[str] | None = None) -> None:
         """Starts the workers a version judged with `rungs` will take (None: every mode); a mode asked for later
         is started then, and kept spare from then on."""
-        if self.spawn.fork:  # the templates start now; their spares are forked once they are ready, off this thread
-            for mode in self.modes(rungs):
-                self.templates.get(mode == "run" and not self.cuda)
+        if self.spawn.fork:  # the template starts now; its spares are forked once they are ready, off this thread
+            self.templates.get()
             threading.Thread(target=self._fill_spares, args=(self.modes(rungs),), daemon=True).start()
         else:
             self._fill_spares(self.modes(rungs))
@@ -634,8 +631,7 @@ class WorkerPool:
                 worker = WorkerProcess(mode, self.spawn, interpret=mode == "run")
                 self.watcher.add(worker.watch)
             return worker
-        interpret = mode == "run" and not self.cuda
-        template = self.templates.get(interpret)
+        template = self.templates.get()
         worker = WorkerProcess(mode, self.spawn, interpret=mode == "run", template=template)
         self.watcher.add(worker.watch)  # the template's child, not this process's: no tick takes it for escaped
         return worker
