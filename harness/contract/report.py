@@ -5,26 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from harness.contract.profile_digest import digest_lines
 from harness.contract.results import Evaluation, RungResult
+from harness.contract.units import duration_us, sig
 
 MARKS = {True: "✓", False: "✗", None: "·"}
-
-
-def sig(value: Any, digits: int = 2) -> str:
-    """1.2e-05 style for errors; '·' for missing."""
-    if value is None:
-        return "·"
-    return f"{float(value):.{digits}g}" if abs(float(value)) >= 1e-3 or value == 0 else f"{float(value):.{digits - 1}e}"
-
-
-def duration_us(us: float | None) -> str:
-    if us is None:
-        return "·"
-    if us >= 1e6:
-        return f"{us / 1e6:.3g} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} µs"
 
 
 def rung_detail(rung: RungResult) -> str:
@@ -206,13 +191,17 @@ def _sanitize_detail(m: dict[str, Any]) -> str:
     return " · ".join(marks) + f"  {m.get('findings', 0)} finding(s){notes}"
 
 
-def profile_text(rung: RungResult) -> str:
-    """The profile rung as an agent reads it: the call, then each kernel's figures, then the report's path."""
+def profile_text(rung: RungResult, best: tuple[str, RungResult | None] | None = None) -> str:
+    """The profile rung as an agent reads it: the digest (against `best`, the best version's name and profile,
+    where given), each kernel where there are several, then the report's path and the in-kernel regions."""
     if rung.ok is not True:
         return f"not profiled: {rung.skipped or rung.err or 'no figures'}"
     m = rung.metrics
-    lines = [f"profile: {_profile_detail(m)}"]
-    lines += [f"  {_kernel_text(k)}" for k in m.get("kernels") or []]
+    lines = [f"profile: {_profile_detail(m)}", *digest_against(m, best)]
+    kernels = m.get("kernels") or []
+    if len(kernels) > 1:
+        lines.append("kernels:")
+        lines += [f"  {_kernel_text(k)}" for k in kernels[:MAX_KERNEL_LINES]]
     if m.get("report"):
         lines.append(f"report (Nsight Compute's own UI opens it): {m.get('report')}")
     if m.get("regions"):
@@ -221,6 +210,19 @@ def profile_text(rung: RungResult) -> str:
     elif m.get("regions_note"):
         lines.append(f"in-kernel regions: {m['regions_note']}")
     return "\n".join(lines)
+
+
+MAX_KERNEL_LINES = 8
+
+
+def digest_against(m: dict[str, Any], best: tuple[str, RungResult | None] | None) -> list[str]:
+    """The profile's digest, against the best's profile where there is a best: "not profiled" where it has none."""
+    if best is None:
+        return digest_lines(m)
+    name, profile = best
+    if profile is None or profile.ok is not True or "whole" not in profile.metrics:
+        return [*digest_lines(m), f"against {name} (the best): not profiled; profile it to see what changed"]
+    return digest_lines(m, profile.metrics, f"{name} (the best)")
 
 
 def _kernel_text(k: dict[str, Any]) -> str:

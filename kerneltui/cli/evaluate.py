@@ -11,10 +11,10 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.contract import options as ladder_options
-from harness.contract.report import rung_line, trust_lines
+from harness.contract.report import digest_against, rung_line, trust_lines
 from harness.contract.results import PROFILE_RUNGS, RungResult
 from harness.contract.source import VersionTooLarge
 from kerneltui.cli.options import (
@@ -31,6 +31,9 @@ from kerneltui.cli.options import (
     add_workspace,
 )
 from kerneltui.core.workspace import WorkspaceError, for_version
+
+if TYPE_CHECKING:
+    from kerneltui.history.store import Store
 
 
 def cmd_eval(args: argparse.Namespace, kind: str | None = None, also: tuple[str, ...] = ()) -> int:
@@ -55,10 +58,13 @@ def cmd_eval(args: argparse.Namespace, kind: str | None = None, also: tuple[str,
         if not args.json:
             print(rung_line(rung), flush=True)
 
+    digest: list[str] = []
     try:
         outcome = runner.evaluate(
             store, workspace, Path(args.version), options, config.ladder.python, show, kind, config.ladder
         )
+        if kind == "profile" and outcome.evaluation is not None:
+            digest = profile_digest(store, outcome.evaluation.rungs, outcome.evaluation_id)
     except VersionTooLarge as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -74,15 +80,26 @@ def cmd_eval(args: argparse.Namespace, kind: str | None = None, also: tuple[str,
         return EXIT_FAILED
     ev = outcome.evaluation
     if args.json:
-        print(json.dumps(eval_json(ev.to_json(), outcome.evaluation_id), default=str))
+        data = eval_json(ev.to_json(), outcome.evaluation_id)
+        print(json.dumps({**data, "digest": digest} if kind == "profile" else data, default=str))
     else:
-        for line in trust_lines(ev):
+        for line in [*digest, *trust_lines(ev)]:
             print(line)
         print(
             f"{ev.problem} {ev.version}: {ev.status} ({ev.device.get('name')}; {ev.seconds:.1f} s; "
             f"recorded as evaluation {outcome.evaluation_id} in {workspace.db_path})"
         )
     return EXIT_OK if ev.ok else EXIT_FAILED
+
+
+def profile_digest(store: Store, rungs: list[RungResult], evaluation_id: int) -> list[str]:
+    """The profile's digest, against the best's profile on the same GPU where there is one."""
+    profile = next((r for r in rungs if r.name == "profile"), None)
+    if profile is None or profile.ok is not True:
+        return []
+    row = store.evaluation(evaluation_id) or {}
+    best = store.best_profile(str(row.get("problem")), int(row.get("version_id") or 0), row.get("device_name"))
+    return digest_against(profile.metrics, best)
 
 
 def eval_json(data: dict[str, Any], evaluation_id: int) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.contract.report import duration_us, sig
+from harness.contract.units import duration_us, sig
 from kerneltui.cli.options import EXIT_OK, Subparsers, add_json, add_workspace
 from kerneltui.core.workspace import Workspace, resolve
 from kerneltui.history.store import Store

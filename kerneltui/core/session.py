@@ -85,6 +85,7 @@ class Detail:
     resources: list[dict[str, Any]] = field(default_factory=list)  # registers and spills per version
     rung_lines: list[Any] = field(default_factory=list)  # drawn by a front end, off its UI thread
     diffs: dict[str, list[Any]] = field(default_factory=dict)
+    best_profile: tuple[str, Any] | None = None  # the best's name and profile rung, beside this one's profile
 
 
 class SessionRefused(Exception):
@@ -199,6 +200,8 @@ class Session(PersonsWord):
         profiled = store.latest_profile(row["version_id"])  # `kerneltui profile`, recorded beside it
         if profiled and not any(r.name == "profile" for r in detail.rungs):
             detail.rungs.append(profiled)
+        if any(r.name == "profile" and r.ok is True for r in detail.rungs):
+            detail.best_profile = store.best_profile(problem, row["version_id"], row.get("device_name"))
         detail.trends = store.trend_rows(problem) if problem else []
         # drawn only when there are no timings: not read (every compile rung's JSON) on each cursor move otherwise
         detail.resources = resource_rows(store, problem) if problem and not detail.trends else []

@@ -286,7 +286,7 @@ class Reads(VersionReads):
 
     def best_passing_text(self, problem: str) -> str | None:
         """'v002 (52 µs, 91% of roofline)': the fastest passing version, as agents and people read it."""
-        from harness.contract.report import duration_us
+        from harness.contract.units import duration_us
 
         best = self.best_passing(problem)
         if best is None:
@@ -344,6 +344,16 @@ class Reads(VersionReads):
         found = self.latest_profile_id(version_id)
         rungs = self.rungs(found) if found else []
         return next((r for r in rungs if r.name == "profile"), None)
+
+    def best_profile(
+        self, problem: str, version_id: int, device_name: str | None
+    ) -> tuple[str, RungResult | None] | None:
+        """The best version on `device_name` and its newest profile (None where it has none), to set a profile of
+        another version beside; None where the version is the best itself or there is no best."""
+        best = self.best_passing(problem, device_name)
+        if best is None or best["version_id"] == version_id:
+            return None
+        return str(best["version"]), self.latest_profile(int(best["version_id"]))
 
     def latest_profile_id(self, version_id: int) -> int | None:
         """The newest finished profile evaluation of this version."""

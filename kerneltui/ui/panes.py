@@ -167,7 +167,7 @@ class ScreenView:
             profile.show(None, [])
         else:
             rungs.set_lines(detail.rung_lines, keep_scroll=same)
-            profile.show(detail.version, detail.rungs)
+            profile.show(detail.version, detail.rungs, detail.best_profile)
         self.show_diff()
         self.app.stale_panes = {"trends", "asm"}
         self.refresh_active_pane()

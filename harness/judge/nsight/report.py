@@ -21,24 +21,42 @@ PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 Metrics = dict[str, tuple[str, str]]
 
 
-def read_report(path: Path, ncu: str, metrics: Metrics) -> list[dict[str, Any]]:
-    """Each profiled kernel's {"name": ..., our name: figure or None}, in launch order. Raises where the report
-    cannot be read here (no ncu_report beside `ncu`, the reader failed)."""
+def read_report(
+    path: Path, ncu: str, metrics: Metrics, families: dict[str, str] | None = None, rules: bool = False
+) -> list[dict[str, Any]]:
+    """Each profiled kernel's {"name": ..., our name: figure or None}, in launch order. `families`: our name ->
+    a metric name prefix, each kernel's metrics of that prefix kept as {rest of the name: value} under our name;
+    `rules`: its rule results under "rules" as Nsight Compute gives them. Raises where the report cannot be read
+    here (no ncu_report beside `ncu`, the reader failed)."""
     extras = report_module_dir(ncu)
     if extras is None:
         raise FileNotFoundError(f"no extras/python/ncu_report.py beside {ncu} or in its Nsight Compute installs")
-    names = [name for name, _ in metrics.values()]
+    families = families or {}
+    names = [name for name, _ in metrics.values()] + [f"{prefix}*" for prefix in families.values()]
     script = PACKAGE_DIR / "judge" / "nsight" / "ncu_read.py"
     done = subprocess.run(
-        [sys.executable, str(script), str(path), str(extras), *names],
+        [sys.executable, str(script), str(path), str(extras), *(["--rules"] if rules else []), *names],
         capture_output=True, text=True, timeout=READ_TIMEOUT_S,
     )  # fmt: skip
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         raise RuntimeError(f"ncu_report failed: {tail[0][:200]}")
-    kernels = json.loads(done.stdout)
-    return [{"name": k["name"], **{ours: in_our_unit(k["metrics"].get(name), unit) for ours, (name, unit) in
-             metrics.items()}} for k in kernels]  # fmt: skip
+    return [_in_our_terms(k, metrics, families, rules) for k in json.loads(done.stdout)]
+
+
+def _in_our_terms(kernel: dict[str, Any], metrics: Metrics, families: dict[str, str], rules: bool) -> dict[str, Any]:
+    found = kernel["metrics"]
+    ours: dict[str, Any] = {"name": kernel["name"]}
+    ours.update({name: in_our_unit(found.get(metric), unit) for name, (metric, unit) in metrics.items()})
+    for family, prefix in families.items():
+        ours[family] = {
+            metric[len(prefix) :]: float(figure[0])
+            for metric, figure in found.items()
+            if metric.startswith(prefix) and figure is not None
+        }
+    if rules:
+        ours["rules"] = [r for r in kernel.get("rules") or [] if isinstance(r, dict)]
+    return ours
 
 
 def report_module_dir(ncu: str, opt: Path = Path("/opt/nvidia/nsight-compute")) -> Path | None:

@@ -21,6 +21,7 @@ import torch
 from harness.contract.messages import Failure, RegionsRequest
 from harness.contract.results import RungResult
 from harness.judge.nsight import timing as nsight
+from harness.judge.nsight.findings import findings
 from harness.judge.nsight.report import Metrics, read_report
 from harness.problem.load import case_label
 from harness.problem.rung import rung
@@ -49,7 +50,22 @@ METRICS: Metrics = {
     "block": ("launch__block_size", ""),
     "grid": ("launch__grid_size", ""),
     "smem_bytes": ("launch__shared_mem_per_block", "byte"),
+    "waves": ("launch__waves_per_multiprocessor", ""),
+    "dram_pct": ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "l2_pct": ("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "l1_pct": ("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),
+    "issue_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active", "%"),
+    "limit_blocks": ("launch__occupancy_limit_blocks", ""),
+    "limit_registers": ("launch__occupancy_limit_registers", ""),
+    "limit_shared_mem": ("launch__occupancy_limit_shared_mem", ""),
+    "limit_warps": ("launch__occupancy_limit_warps", ""),
 }
+# Our name -> a metric prefix: every stall reason, cycles per issued instruction (WarpStateStats), and the
+# sampled warp states (SourceCounters) where those are missing
+FAMILIES = {"stalls": "smsp__average_warps_issue_stalled_", "stall_samples": "smsp__pcsamp_warps_issue_stalled_"}
+STALL_SUFFIX = "_per_issue_active.ratio"
+TOP_STALLS = 6
+KERNELS_WITH_FINDINGS = 4  # the longest; the rest keep their figures
 MAX_REPORT_BYTES = 256 << 20
 MAX_KERNELS = 32
 NO_PERMISSION = (
@@ -82,7 +98,7 @@ def _nsight_figures(
     if report is None:
         return None, why or "Nsight Compute wrote no report"
     try:
-        kernels = read_report(report, ncu, METRICS)[:MAX_KERNELS]
+        kernels = [digested(k) for k in read_report(report, ncu, METRICS, FAMILIES, rules=True)[:MAX_KERNELS]]
     except Exception as exc:  # the report could not be read here: keep it, say so
         return None, f"{report} could not be read: {type(exc).__name__}: {str(exc)[:200]}"
     if not kernels:
@@ -143,9 +159,35 @@ def wrapper(ncu: str, range_name: str) -> Wrapper:
     return Wrapper(argv=argv, reads=(str(real.parent),))
 
 
+def digested(kernel: dict[str, Any]) -> dict[str, Any]:
+    """A kernel as read, its stall reasons cut to the top few and its rule results made findings."""
+    kernel = dict(kernel)
+    stalls = {
+        reason.removesuffix(STALL_SUFFIX): value
+        for reason, value in (kernel.pop("stalls", None) or {}).items()
+        if reason.endswith(STALL_SUFFIX) and "not_issued" not in reason and not reason.startswith("selected")
+    }
+    samples = {
+        reason: value
+        for reason, value in (kernel.pop("stall_samples", None) or {}).items()
+        if "." not in reason and "not_issued" not in reason and not reason.startswith("selected")
+    }
+    kernel["stalls"] = _top(stalls)
+    kernel["stall_samples"] = _top(samples) if not stalls else {}
+    kernel["findings"] = findings(kernel.pop("rules", None) or [])
+    return kernel
+
+
+def _top(figures: dict[str, float]) -> dict[str, float]:
+    ranked = sorted(((k, v) for k, v in figures.items() if v > 0), key=lambda item: -item[1])
+    return dict(ranked[:TOP_STALLS])
+
+
 def summarize(kernels: list[dict[str, Any]], report: Path, case: dict[str, Any]) -> dict[str, Any]:
     """Per kernel as read, and the call's whole: time and DRAM bytes summed, rates over that time, the
-    percentages and occupancy of the kernel that took longest."""
+    percentages and occupancy of the kernel that took longest. Findings are kept for the longest few kernels."""
+    longest = sorted(kernels, key=lambda k: -(k.get("time_us") or 0.0))[:KERNELS_WITH_FINDINGS]
+    kernels = [k if any(k is kept for kept in longest) else {**k, "findings": []} for k in kernels]
     total_us = sum(k.get("time_us") or 0.0 for k in kernels)
     dram = sum(k.get("dram_bytes") or 0.0 for k in kernels)
     main = max(kernels, key=lambda k: k.get("time_us") or 0.0)
@@ -156,5 +198,6 @@ def summarize(kernels: list[dict[str, Any]], report: Path, case: dict[str, Any])
         **{k: main.get(k) for k in ("sm_pct", "memory_pct", "occupancy_pct", "theoretical_occupancy_pct")},
         "registers": main.get("registers"),
         "main_kernel": main["name"],
+        "main_index": next(i for i, k in enumerate(kernels) if k is main),
     }
     return {"case": case_label(case), "kernels": kernels, "whole": whole, "report": str(report)}

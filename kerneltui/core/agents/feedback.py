@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.problem_files import FEEDBACK_FILE
-from harness.contract.report import duration_us, sig
+from harness.contract.units import duration_us, sig
 from kerneltui.history.store import Store
 
 RECENT = 8

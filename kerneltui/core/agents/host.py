@@ -252,7 +252,10 @@ class StoreHost:
     def _profile_text(self, evaluation_id: int) -> str:
         rung = next((r for r in self.store.rungs(evaluation_id) if r.name == "profile"), None)
         evaluation = self.store.evaluation(evaluation_id) or {}
-        return profile_text(rung) if rung else judged_from(self.store, evaluation).summary
+        if rung is None:
+            return judged_from(self.store, evaluation).summary
+        best = self.store.best_profile(self.problem.name, int(evaluation["version_id"]), evaluation.get("device_name"))
+        return profile_text(rung, best)
 
     def _newest_sanitized(self, version_id: int) -> int | None:
         found = self.store.latest_evaluation(version_id=version_id, statuses=FINAL)

@@ -9,9 +9,9 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Span, Text
 
-from harness.contract.report import duration_us, sig
 from harness.contract.results import RUNG_ORDER, Flag
 from harness.contract.text import UNSAFE, cut, cut_said, printable, written_out
+from harness.contract.units import duration_us, sig
 
 STATUS = {
     "pass": ("✓ pass", "green"),

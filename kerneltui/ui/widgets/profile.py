@@ -1,4 +1,5 @@
-"""The selected version's Nsight Compute profile (the profile rung, asked for with `p`): the call as a whole,
+"""The selected version's Nsight Compute profile (the profile rung, asked for with `p`): the call as a whole, its
+digest (speed of light, occupancy, stalls, Nsight Compute's findings, and what changed from the best's profile),
 then each kernel's throughput, occupancy and launch, where the .ncu-rep report lies, and the in-kernel regions
 proton timed where the version marks them."""
 
@@ -8,8 +9,9 @@ from typing import Any
 
 from rich.text import Text
 
-from harness.contract.report import duration_us, region_text
+from harness.contract.report import digest_against, region_text
 from harness.contract.results import RungResult
+from harness.contract.units import duration_us
 from kerneltui.ui.widgets.text_view import TextView
 
 # (key in a kernel's figures, column header, width, format)
@@ -28,7 +30,9 @@ COLUMNS: tuple[tuple[str, str, int, str], ...] = (
 )
 
 
-def profile_lines(version: dict[str, Any] | None, profile: RungResult | None) -> list[Text]:
+def profile_lines(
+    version: dict[str, Any] | None, profile: RungResult | None, best: tuple[str, RungResult | None] | None = None
+) -> list[Text]:
     if version is None:
         return [Text("no version selected", style="dim")]
     name = version["name"]
@@ -38,14 +42,14 @@ def profile_lines(version: dict[str, Any] | None, profile: RungResult | None) ->
         why = profile.skipped or profile.err or "no figures"
         return [Text(f"{name}: not profiled: {why}", style="red" if profile.ok is False else "dim")]
     m = profile.metrics
-    return [*_nsight_lines(name, m), *_region_lines(m)]
+    return [*_nsight_lines(name, m, best), *_region_lines(m)]
 
 
-def _nsight_lines(name: str, m: dict[str, Any]) -> list[Text]:
+def _nsight_lines(name: str, m: dict[str, Any], best: tuple[str, RungResult | None] | None) -> list[Text]:
     if "whole" not in m:
         return [Text(f"{name}: no Nsight Compute figures: {m.get('ncu_note')}", style="dim")]
     whole = m["whole"]
-    lines = [_whole_line(name, m, whole), Text("")]
+    lines = [_whole_line(name, m, whole), *[_digest_line(line) for line in digest_against(m, best)], Text("")]
     header = Text(f"{'kernel':<28}", style="bold")
     for _, title, width, _ in COLUMNS:
         header.append(f"{title:>{width}}", style="bold")
@@ -54,6 +58,17 @@ def _nsight_lines(name: str, m: dict[str, Any]) -> list[Text]:
         lines.append(_kernel_line(kernel, kernel.get("name") == whole.get("main_kernel")))
     lines += [Text(""), Text(f"report {m.get('report')}  (open it with: ncu-ui {m.get('report')})", style="dim")]
     return lines
+
+
+def _digest_line(line: str) -> Text:
+    """Headings (what comes before the first colon of an unindented line) in bold, findings' estimates in yellow."""
+    if line.startswith("  "):
+        text = Text(line)
+        if line.lstrip().startswith("est."):
+            text.stylize("yellow", 0, len(line) - len(line.lstrip()) + 16)
+        return text
+    head, colon, rest = line.partition(":")
+    return Text.assemble((head + colon, "bold"), rest) if colon else Text(line)
 
 
 def _region_lines(m: dict[str, Any]) -> list[Text]:
@@ -94,6 +109,8 @@ def _kernel_line(kernel: dict[str, Any], main: bool) -> Text:
 
 
 class ProfilePane(TextView):
-    def show(self, version: dict[str, Any] | None, rungs: list[RungResult]) -> None:
+    def show(
+        self, version: dict[str, Any] | None, rungs: list[RungResult], best: tuple[str, RungResult | None] | None = None
+    ) -> None:
         profile = next((r for r in rungs if r.name == "profile"), None)
-        self.set_lines(profile_lines(version, profile))
+        self.set_lines(profile_lines(version, profile, best))
