@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.base import Budget, Feedback, Host, Judged, best_roofline, budget_reason, render_feedback
+from agents.base import Budget, Feedback, Host, Judged, best_roofline, go_on, render_feedback, spent_reason
 from agents.known import known_for
 from agents.prompt import task_prompt
 from agents.tools import ToolError, confine, confine_write
@@ -236,7 +236,7 @@ class AcpAgent:
                 return self._stopped(host, reason)
             if stop:
                 return self._stopped(host, stop)
-            prompt, stop = await self._next_prompt(host, budget, judged)
+            prompt, stop, budget = await self._next_prompt(host, budget, judged)
             if stop:
                 return self._stopped(host, stop)
 
@@ -279,18 +279,23 @@ class AcpAgent:
         except Exception:
             turn.cancel()
 
-    async def _next_prompt(self, host: Host, budget: Budget, judged: list[Judged]) -> tuple[str, str | None]:
+    async def _next_prompt(self, host: Host, budget: Budget, judged: list[Judged]) -> tuple[str, str | None, Budget]:
         """Waits until there are results or words from the person to send; or a reason to stop. When the agent
-        ended its turn with nothing left to judge, it says once that it waits for the person."""
+        ended its turn with nothing left to judge, it says once that it waits for the person. A spent budget
+        pauses it here until the person grants more (the budget it goes on with, returned) or stops it."""
         idle_since: float | None = None
         while True:
             new = host.finished()
             judged += new
-            reason = budget_reason(budget, host.session_versions(), 0.0, best_roofline(judged))
+            versions, best = host.session_versions(), best_roofline(judged)
+            if spent_reason(budget, versions, 0.0):  # it pauses: waited for off the event loop
+                budget, reason = await asyncio.to_thread(go_on, host, budget, versions, 0.0, best)
+            else:
+                budget, reason = go_on(host, budget, versions, 0.0, best)
             if reason:
-                return "", reason
+                return "", reason, budget
             if self._cancel.is_set() or host.stop_requested():
-                return "", "stopped by the person"
+                return "", "stopped by the person", budget
             # Taken only now: guidance taken is marked delivered, so it must reach an agent that goes on.
             feedback: list[Feedback] = host.feedback()
             parts = [results_text(new)] if new else []
@@ -298,7 +303,7 @@ class AcpAgent:
                 host.record("feedback", render_feedback(feedback), count=len(feedback))
                 parts.append("The person says:\n" + render_feedback(feedback))
             if parts:
-                return "\n\n".join(parts), None
+                return "\n\n".join(parts), None, budget
             if host.judging():
                 idle_since = None
             elif idle_since is None:

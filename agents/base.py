@@ -40,6 +40,14 @@ class Budget:
     max_cost_usd: float | None = None
     target_roofline_pct: float | None = None
 
+    def extended(self, versions: int | None, cost_usd: float | None) -> Budget:
+        """This budget with more granted: `versions` more versions, `cost_usd` more dollars (None: as it was)."""
+        return Budget(
+            self.max_versions + versions if self.max_versions is not None and versions else self.max_versions,
+            self.max_cost_usd + cost_usd if self.max_cost_usd is not None and cost_usd else self.max_cost_usd,
+            self.target_roofline_pct,
+        )
+
 
 @dataclass
 class Feedback:
@@ -108,6 +116,11 @@ class Host(Protocol):
 
     def stop_requested(self) -> bool: ...
 
+    def wait_for_more(self, reason: str, budget: Budget) -> Budget | None:
+        """The budget is spent (`reason`): the agent waits, paused, until the person grants more (the budget it goes
+        on with) or stops it (None)."""
+        ...
+
     def judging(self) -> int:
         """Versions of this problem queued or being judged now."""
         ...
@@ -136,12 +149,37 @@ def best_roofline(judged: list[Judged]) -> float | None:
     return max((j.roofline_pct for j in judged if j.status == "pass" and j.roofline_pct), default=None)
 
 
-def budget_reason(budget: Budget, versions: int, cost_usd: float, best_pct: float | None) -> str | None:
-    """Why the budget says stop, or None."""
+def spent_reason(budget: Budget, versions: int, cost_usd: float) -> str | None:
+    """Which budget is spent (versions or cost), or None."""
     if budget.max_versions is not None and versions >= budget.max_versions:
         return f"wrote {versions} version{'s' * (versions != 1)} (the budget)"
     if budget.max_cost_usd is not None and cost_usd >= budget.max_cost_usd:
         return f"spent ${cost_usd:.2f} (budget ${budget.max_cost_usd:.2f})"
+    return None
+
+
+def target_reason(budget: Budget, best_pct: float | None) -> str | None:
     if budget.target_roofline_pct is not None and best_pct is not None and best_pct >= budget.target_roofline_pct:
         return f"reached {best_pct:.0f}% of roofline (target {budget.target_roofline_pct:.0f}%)"
     return None
+
+
+def budget_reason(budget: Budget, versions: int, cost_usd: float, best_pct: float | None) -> str | None:
+    """Why the budget says stop, or None."""
+    return spent_reason(budget, versions, cost_usd) or target_reason(budget, best_pct)
+
+
+def go_on(host: Host, budget: Budget, versions: int, cost_usd: float, best_pct: float | None) -> tuple[Budget, str]:
+    """(the budget to go on with, "") or (it, why to stop): a target reached stops the agent; a budget spent
+    pauses it until the person grants more (then it goes on with that) or stops it."""
+    while True:
+        reached = target_reason(budget, best_pct)
+        if reached:
+            return budget, reached
+        spent = spent_reason(budget, versions, cost_usd)
+        if not spent:
+            return budget, ""
+        more = host.wait_for_more(spent, budget)
+        if more is None:
+            return budget, f"{spent}; stopped while paused"
+        budget = more

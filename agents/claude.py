@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import DEFAULT_MODEL, Budget, Host, best_roofline, budget_reason, render_feedback
+from agents.base import DEFAULT_MODEL, Budget, Host, best_roofline, go_on, render_feedback
 from agents.prompt import SYSTEM, task_prompt
 from agents.tools import TOOL_SPECS, Toolbox
 
@@ -134,7 +134,7 @@ class ClaudeAgent:
         reason = ""
         while not reason:
             best = best_roofline(toolbox.written)
-            reason = self._stop_reason(host, budget, len(toolbox.written), usage.cost(price) or 0.0, best)
+            budget, reason = self._stop_reason(host, budget, len(toolbox.written), usage.cost(price) or 0.0, best)
             if reason:
                 break
             turn += 1
@@ -165,9 +165,8 @@ class ClaudeAgent:
                     host.record("text", block.text)
             calls = [block for block in message.content if block.type == "tool_use"]
             results = [self._use_tool(toolbox, host, call, budget) for call in calls]
-            reason = self._stop_reason(
-                host, budget, len(toolbox.written), usage.cost(price) or 0.0, best_roofline(toolbox.written)
-            )
+            best = best_roofline(toolbox.written)
+            budget, reason = self._stop_reason(host, budget, len(toolbox.written), usage.cost(price) or 0.0, best)
             if reason:
                 break  # before taking guidance: what is taken is marked delivered, and no turn would carry it
             feedback = host.feedback()
@@ -185,10 +184,14 @@ class ClaudeAgent:
         host.record("stop", reason, versions=len(toolbox.written), total_cost_usd=usage.cost(price), turns=turn)
         return reason
 
-    def _stop_reason(self, host: Host, budget: Budget, versions: int, cost: float, best: float | None) -> str:
+    def _stop_reason(
+        self, host: Host, budget: Budget, versions: int, cost: float, best: float | None
+    ) -> tuple[Budget, str]:
+        """(the budget to go on with, "") or (it, why to stop); a spent budget pauses the agent here, before its
+        next turn, until the person grants more or stops it."""
         if self._cancel.is_set() or host.stop_requested():
-            return "stopped by the person"
-        return budget_reason(budget, versions, cost, best) or ""
+            return budget, "stopped by the person"
+        return go_on(host, budget, versions, cost, best)
 
     def _use_tool(self, toolbox: Toolbox, host: Host, call: Any, budget: Budget) -> dict[str, Any]:
         args = call.input if isinstance(call.input, dict) else {}

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.base import Budget, Host, best_roofline, budget_reason, render_feedback
+from agents.base import Budget, Host, best_roofline, go_on, render_feedback
 from agents.tools import Toolbox
 from harness.contract import source
 
@@ -110,7 +110,9 @@ class ReplayAgent:
         reason = "the recording is finished"
         for turn, step in enumerate(self.recording.steps, 1):
             best = best_roofline(toolbox.written)
-            stop = self._stopped(host) or budget_reason(budget, len(toolbox.written), 0.0, best)
+            stop = self._stopped(host)
+            if not stop:
+                budget, stop = go_on(host, budget, len(toolbox.written), 0.0, best)
             if stop or self._cancel.wait(max(0.0, step.after_s * self.pace)) or host.stop_requested():
                 reason = stop or "stopped by the person"
                 break

@@ -7,13 +7,18 @@ as the SDK sent it, and the person's guidance and rejection are sent with the re
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import VERDICT_LADDER, VERSIONS, kerneltui, make_workspace, run
+from tests.conftest import REPO, VERDICT_LADDER, VERSIONS, kerneltui, make_workspace, run
 from tests.messages_api import MessagesAPI, Reply, error, text, tool_use
 
 GOOD = (VERSIONS / "good.py").read_text()
@@ -157,27 +162,84 @@ def test_without_credentials_the_agent_says_what_to_set(tmp_path: Path) -> None:
     assert not list(folder.glob("v*.py"))
 
 
+def paused_times(workspace: Path) -> int:
+    try:
+        return rows(workspace, "SELECT COUNT(*) FROM agent_events WHERE kind = 'paused'")[0][0]
+    except sqlite3.OperationalError:  # the history is not made yet
+        return 0
+
+
+def wait_until(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.2)
+
+
 @pytest.mark.slow
-def test_budgets_stop_the_agent(tmp_path: Path) -> None:
+def test_a_spent_budget_pauses_the_agent_until_the_person_grants_more(tmp_path: Path) -> None:
+    """A budget spent used to end the agent; it pauses it: guidance waits with it, `kerneltui grant` from another
+    shell lets it go on with the budget again, and a stop while paused ends it saying why."""
     folder = make_workspace(tmp_path / "ws")
+    workspace = folder.parent
     config = tmp_path / "config.toml"
-    config.write_text("[agent]\nretry_wait = 0.1\nstream = false\n" + VERDICT_LADDER)  # plain JSON replies this time
+    config.write_text("[agent]\nretry_wait = 0.1\nstream = false\n" + VERDICT_LADDER)  # plain JSON replies
 
     def script(number: int, body: dict[str, Any]) -> Reply:
-        assert not body.get("stream")
-        if number == 1:  # guidance that arrives as the budget runs out waits for the next agent
-            assert kerneltui("guide", "vadd", "try 8 warps", "--workspace", str(folder.parent)).returncode == 0
+        if number == 1:  # guidance that arrives as the budget runs out waits, paused, with the agent
+            assert kerneltui("guide", "vadd", "try 8 warps", "--workspace", str(workspace)).returncode == 0
+        elif number == 2:
+            assert "try 8 warps" in user_text(body["messages"][-1])
+        else:
+            raise AssertionError("a request while the agent was paused")
         return Reply([tool_use(f"t{number}", "write_version", code=GOOD, notes="add")], "tool_use")
 
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test-key", "XDG_CONFIG_HOME": str(tmp_path)}
     with MessagesAPI(script) as api:
-        done = agent_cli(folder.parent, api, config, "--max-versions", "1")
-    assert done.returncode == 0 and "stopped: wrote 1 version (the budget)" in done.stdout
-    assert len(api.requests) == 1
-    assert rows(folder.parent, "SELECT text, delivered FROM guidance") == [("try 8 warps", None)]
-    with MessagesAPI(script) as api:  # one turn costs $0.0285 at opus prices
-        done = agent_cli(folder.parent, api, config, "--max-cost", "0.01")
-    assert done.returncode == 0 and "stopped: spent $0.03 (budget $0.01)" in done.stdout, done.stdout
-    assert len(api.requests) == 1
+        env["ANTHROPIC_BASE_URL"] = api.url
+        args = ["agent", "vadd", "--workspace", str(workspace), "--config", str(config), "--max-versions", "1"]
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "kerneltui", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            wait_until(lambda: paused_times(workspace) == 1, 300, "the agent to pause")
+            assert rows(workspace, "SELECT text, delivered FROM guidance") == [("try 8 warps", None)]
+            assert len(api.requests) == 1
+            granted = kerneltui("grant", "vadd", "--versions", "1", "--workspace", str(workspace))
+            assert granted.returncode == 0 and "granted 1 more version to the agent on vadd" in granted.stdout
+            wait_until(lambda: paused_times(workspace) == 2, 300, "the agent to go on and pause again")
+            agent.send_signal(signal.SIGINT)
+            said, _ = agent.communicate(timeout=120)
+        finally:
+            agent.kill()
+    assert not api.failures, api.failures
+    assert len(api.requests) == 2
+    assert "paused until you grant more (+ on the dashboard, or kerneltui grant vadd)" in said, said
+    assert "stopped: wrote 2 versions (the budget); stopped while paused" in said, said
+    again = kerneltui("grant", "vadd", "--workspace", str(workspace))
+    assert again.returncode == 1 and "no agent on vadd is paused" in again.stderr
+
+
+def test_a_budget_spent_waits_for_a_grant_and_a_target_reached_stops() -> None:
+    from agents.base import Budget, go_on
+
+    class Person:  # the host's side of a pause: grants once, then stops the agent
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def wait_for_more(self, reason: str, budget: Budget) -> Budget | None:
+            self.asked.append(reason)
+            return budget.extended(2, 1.0) if len(self.asked) == 1 else None
+
+    person = Person()
+    budget = Budget(max_versions=3, max_cost_usd=0.5, target_roofline_pct=80)
+    assert go_on(person, budget, 2, 0.1, None) == (budget, "")  # type: ignore[arg-type]
+    more, why = go_on(person, budget, 3, 0.1, None)  # type: ignore[arg-type]
+    assert why == "" and more == Budget(5, 1.5, 80) and person.asked == ["wrote 3 versions (the budget)"]
+    _, why = go_on(person, more, 4, 2.0, None)  # type: ignore[arg-type]
+    assert why == "spent $2.00 (budget $1.50); stopped while paused"
+    assert go_on(person, more, 9, 9.0, 85.0)[1] == "reached 85% of roofline (target 80%)"  # type: ignore[arg-type]
+    assert len(person.asked) == 2
 
 
 def test_budget_reasons() -> None:

@@ -488,6 +488,38 @@ async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace
     assert "could not start" in reason
 
 
+@pytest.mark.slow
+async def test_an_agent_paused_on_its_budget_goes_on_with_plus(tmp_path: Path) -> None:
+    """A spent budget pauses the agent (said in the dashboard and where [notify] sends it); + grants the budget
+    again and it goes on; x stops it while paused."""
+    from agents.replay import builtin_recordings
+
+    folder = make_workspace(tmp_path / "ws")
+    config = Config(ladder=LadderConfig(options=Options(timeout=30, rungs=("load",))))
+    config.agent.backend, config.agent.recording = "replay", str(builtin_recordings()["vecadd"])
+    config.agent.pace, config.agent.max_versions = 0.0, 1
+    app = KernelTUI(Workspace(folder.parent), config)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.snapshot.problem == "vadd", pilot)
+        await pilot.press("plus")
+        await wait_for(lambda: notified(app, "no agent of this dashboard is working on this problem"), pilot)
+        await pilot.press("s")
+        await wait_for(lambda: notified(app, "agent on vadd paused"), pilot, timeout=180)
+        assert notified(app, "wrote 1 version (the budget)") and sorted(p.name for p in folder.glob("v*.py")) == [
+            "v001.py"
+        ]
+        await pilot.press("plus")
+        await wait_for(lambda: notified(app, "granted 1 more version to the agent on vadd"), pilot)
+        await wait_for(lambda: (folder / "v002.py").exists(), pilot, timeout=180)
+        await wait_for(lambda: notified(app, "wrote 2 versions (the budget)"), pilot, timeout=180)
+        await pilot.press("x")
+        await wait_for(lambda: notified(app, "agent on vadd stopped"), pilot, timeout=60)
+        assert not (folder / "v003.py").exists()
+    with db(folder.parent) as conn:
+        reason = conn.execute("SELECT stop_reason FROM agent_sessions ORDER BY id DESC LIMIT 1").fetchone()[0]
+    assert reason == "wrote 2 versions (the budget); stopped while paused"
+
+
 async def test_a_deleted_version_is_struck_through_and_kept(history: Workspace) -> None:
     app = KernelTUI(history, Config(ladder=LadderConfig(debounce=0.2, options=Options(timeout=10))), run_judges=False)
     async with app.run_test(size=SIZE) as pilot:

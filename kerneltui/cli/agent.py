@@ -102,6 +102,40 @@ def stop_agent_within(session: Any, run: Any, finished: Any, seconds: float) -> 
         print(f"■ stopped: {reason}", file=sys.stderr)
 
 
+def cmd_grant(args: argparse.Namespace) -> int:
+    """More budget for the problem's agent paused on a spent one, wherever it runs (its host reads the history)."""
+    from kerneltui.cli.workspace import open_store
+    from kerneltui.core.agents.host import grant_budget, granted_text
+    from kerneltui.core.config import load_for
+
+    workspace = resolve(args.workspace)
+    workspace.problem_dir(args.problem)
+    grant = grant_budget(load_for(args).agent)
+    grant.update({k: v for k, v in (("versions", args.versions), ("cost_usd", args.cost_usd)) if v is not None})
+    store = open_store(workspace)
+    try:
+        session = store.open_agent_session(args.problem)
+        if session is None or not store.is_paused(int(session["id"])):
+            print(f"error: no agent on {args.problem} is paused on a spent budget", file=sys.stderr)
+            return EXIT_FAILED
+        text = f"granted {granted_text(grant)}"
+        store.add_agent_event(int(session["id"]), args.problem, "grant", text, grant)
+    finally:
+        store.close()
+    print(f"{text} to the agent on {args.problem} (session {session['id']}): it goes on")
+    return EXIT_OK
+
+
+def add_grant(commands: Subparsers) -> None:
+    grant = commands.add_parser("grant", help="more budget for a problem's agent paused on a spent one")
+    grant.add_argument("problem")
+    add_workspace(grant, None)
+    grant.add_argument("--versions", type=int, help="this many more versions (default: the config's max_versions)")
+    grant.add_argument("--cost", type=float, dest="cost_usd", help="this many more USD (default: max_cost_usd)")
+    add_config(grant)
+    grant.set_defaults(func=cmd_grant)
+
+
 def add_agent(commands: Subparsers) -> None:
     agent = commands.add_parser("agent", help="run an agent on a problem, headless (guidance from `kerneltui guide`)")
     agent.add_argument("problem")

@@ -44,6 +44,7 @@ ADD_COMMANDS: tuple[Callable[[Subparsers], object], ...] = (
     verdicts.add_comment,
     verdicts.add_rewind,
     agent.add_agent,
+    agent.add_grant,
     mcp.add_mcp,
     context.add_parser,
     imports.add_parser,

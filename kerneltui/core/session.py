@@ -25,6 +25,8 @@ from kerneltui.core.agents.host import (
     Echo,
     budget_from,
     find_context,
+    grant_budget,
+    granted_text,
     make_agent,
     run_agent,
 )
@@ -53,7 +55,15 @@ class PermissionWaiting:
     ask: Any
 
 
-SessionEvent = SchedulerEvent | Recorded | AgentEnded | PermissionWaiting
+@dataclass(frozen=True)
+class AgentPaused:
+    """An agent's budget is spent: it waits for the person to grant more (`grant_more`) or to stop it."""
+
+    problem: str
+    reason: str
+
+
+SessionEvent = SchedulerEvent | Recorded | AgentEnded | PermissionWaiting | AgentPaused
 
 
 @dataclass
@@ -274,6 +284,7 @@ class Session(PersonsWord):
         except AgentSetupError as exc:
             raise SessionRefused(str(exc)) from None
         run = AgentRun(made, problem, budget=budget_from(chosen), hidden=hidden)
+        run.on_pause = lambda reason: self.on_event(AgentPaused(problem, reason))
         self.agents[problem] = run
         return run
 
@@ -306,6 +317,21 @@ class Session(PersonsWord):
             raise SessionRefused("no agent of this dashboard is working on this problem")
         run.request_stop()
         return run
+
+    def grant_more(self, problem: str) -> str:
+        """Grants the problem's paused agent its budget again (the config's versions and cost, more); what was
+        granted. SessionRefused where no agent of this dashboard waits on a spent budget."""
+        run = self.agents.get(problem)
+        if run is None or run.session_id is None:
+            raise SessionRefused("no agent of this dashboard is working on this problem")
+        granted = grant_budget(self.config.agent)
+        with self.open_writer().held() as store:
+            if store is None:
+                raise SessionRefused("the history cannot be written now: try again")
+            if not store.is_paused(run.session_id):
+                raise SessionRefused("the agent is not paused: its budget is not spent")
+            store.add_agent_event(run.session_id, problem, "grant", f"granted {granted_text(granted)}", granted)
+        return granted_text(granted)
 
     def abandon_agent(self, run: AgentRun, reason: str) -> None:
         """Records the session of an agent that did not stop when asked as ended (its thread is left to die with

@@ -23,6 +23,30 @@ class AgentLog(Connection):
         event = {"session_id": session_id, "problem": problem, "kind": kind, "text": text, "created": now()}
         return int(self.table("agent_events").insert({**event, "data": json.dumps(data, default=str)}).last_pk or 0)
 
+    def grant_after(self, session_id: int, event_id: int) -> dict[str, Any] | None:
+        """The first budget the person granted this session after event `event_id` (its data: versions,
+        cost_usd), if any."""
+        row = self.first_row(
+            "SELECT * FROM agent_events WHERE session_id = ? AND kind = 'grant' AND id > ? ORDER BY id LIMIT 1",
+            [session_id, event_id],
+        )
+        return json.loads(row["data"] or "{}") if row else None
+
+    def is_paused(self, session_id: int) -> bool:
+        """Whether the session's agent paused on a spent budget and nothing was granted since."""
+        found = self.conn.execute(
+            "SELECT kind FROM agent_events WHERE session_id = ? AND kind IN ('paused', 'grant') "
+            "ORDER BY id DESC LIMIT 1",
+            [session_id],
+        ).fetchone()
+        return bool(found and found[0] == "paused")
+
+    def open_agent_session(self, problem: str) -> dict[str, Any] | None:
+        """The problem's newest agent session that has not ended."""
+        return self.first_row(
+            "SELECT * FROM agent_sessions WHERE problem = ? AND ended IS NULL ORDER BY id DESC LIMIT 1", [problem]
+        )
+
     def take_guidance(self, problem: str, session_id: int) -> list[dict[str, Any]]:
         """Guidance not yet delivered to any agent, marked delivered to this session."""
         with self.transaction():

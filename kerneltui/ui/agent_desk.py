@@ -69,6 +69,24 @@ class AgentDesk:
         self.app.update_status()
         self.view.load_snapshot()
 
+    def agent_paused(self, problem: str, reason: str) -> None:
+        said = f"{reason}  (+ grants its budget again · x stops it)"
+        self.app.tell(Notice("waiting", f"agent on {problem} paused", said, problem=problem), "warning")
+        self.view.load_snapshot()
+
+    def grant_more(self) -> None:
+        """+: the paused agent on the problem shown gets its budget again and goes on."""
+        if not self.view.showing_highlighted():
+            return
+        problem = self.app.snapshot.problem or ""
+        try:
+            granted = self.app.session.grant_more(problem)
+        except SessionRefused as exc:
+            self.app.notify(str(exc), severity="warning", markup=False)
+            return
+        self.app.notify(f"granted {granted} to the agent on {problem}", timeout=4, markup=False)
+        self.view.load_snapshot()
+
     def stop_agent(self) -> None:
         if not self.view.showing_highlighted():
             return

@@ -18,7 +18,7 @@ from textual.worker import Worker, WorkerState
 
 from kerneltui.core.config import Config
 from kerneltui.core.judging.scheduler import SchedulerEvent
-from kerneltui.core.session import AgentEnded, PermissionWaiting, Recorded, Session, SessionEvent
+from kerneltui.core.session import AgentEnded, AgentPaused, PermissionWaiting, Recorded, Session, SessionEvent
 from kerneltui.core.workspace import Workspace
 from kerneltui.ui.agent_desk import AgentDesk
 from kerneltui.ui.base import DashboardBase, while_running
@@ -27,6 +27,7 @@ from kerneltui.ui.keys import BINDINGS
 from kerneltui.ui.line_comments import GUIDANCE_PROMPT, LineComments
 from kerneltui.ui.messages import (
     AgentFinished,
+    AgentPausedMessage,
     Detail,
     DetailLoaded,
     PermissionAsked,
@@ -182,6 +183,8 @@ class KernelTUI(DashboardBase):
             self.post_message(AgentFinished(event.problem, event.reason, event.failed))
         elif isinstance(event, PermissionWaiting):
             self.post_message(PermissionAsked(event.problem, event.ask))
+        elif isinstance(event, AgentPaused):
+            self.post_message(AgentPausedMessage(event.problem, event.reason))
 
     # --- what the scheduler says ----------------------------------------------------------------
 
@@ -232,6 +235,10 @@ class KernelTUI(DashboardBase):
         self.agent_desk.permission_asked(message.problem, message.ask.title)
 
     @while_running
+    def on_agent_paused_message(self, message: AgentPausedMessage) -> None:
+        self.agent_desk.agent_paused(message.problem, message.reason)
+
+    @while_running
     def on_agent_finished(self, message: AgentFinished) -> None:
         self.agent_desk.agent_finished(message.problem, message.reason, message.failed)
 
@@ -258,6 +265,7 @@ class KernelTUI(DashboardBase):
     action_rewind = handed_to("steering", "rewind")
     action_start_agent = handed_to("agent_desk", "start_agent_here")
     action_stop_agent = handed_to("agent_desk", "stop_agent")
+    action_grant_more = handed_to("agent_desk", "grant_more")
 
     def action_tab(self, tab: str) -> None:
         self.steering.tab(tab)

@@ -42,6 +42,7 @@ class KernelCommands(Provider):
             ("Send guidance…", act("guide"), key("guide")),
             ("Start an agent on this problem", act("start_agent"), key("start_agent")),
             ("Stop this problem's agent", act("stop_agent"), key("stop_agent")),
+            ("Grant the paused agent its budget again", act("grant_more"), key("grant_more")),
             ("Diff: cycle previous / best / approved", act("diff"), key("diff")),
             ("Search the pane on show", act("search"), key("search")),
             ("Judges: each GPU's load", act("judges"), key("gpus")),  # the app's own actions

@@ -70,6 +70,14 @@ BINDINGS: list[BindingType] = [
     ),
     Binding("s", "start_agent", "start agent", id="start_agent", tooltip="start an agent on the selected problem"),
     Binding("x", "stop_agent", "stop", id="stop_agent", tooltip="stop the selected problem's agent"),
+    Binding(
+        "plus",
+        "grant_more",
+        "go on",
+        id="grant_more",
+        show=False,
+        tooltip="the selected problem's agent, paused on a spent budget: grant it the budget again",
+    ),
     # Answers to an ACP agent's permission request, live only while one waits on the Agent pane.
     *[
         Binding(

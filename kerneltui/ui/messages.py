@@ -70,6 +70,15 @@ class AgentFinished(Message):
         self.failed = failed
 
 
+class AgentPausedMessage(Message):
+    """An agent's budget is spent and it waits for the person (posted from its thread)."""
+
+    def __init__(self, problem: str, reason: str) -> None:
+        super().__init__()
+        self.problem = problem
+        self.reason = reason
+
+
 class PermissionAsked(Message):
     """An ACP agent asks the person for permission (posted from the agent's thread)."""
 

@@ -38,6 +38,7 @@ ASKED_WORDS: dict[str, tuple[str, str, str]] = {
 }
 POLL_S = 0.2
 HEARTBEAT_S = 10.0
+GRANT_POLL_S = 0.5  # a paused agent looks for a grant this often (the history: a grant may come from any shell)
 ERROR_CHARS = 2500
 INPUT_TOKENS = ("input_tokens", "cache_write_tokens", "cache_read_tokens")
 NUMBERING = threading.Lock()  # two agents in one process never take the same version number
@@ -136,6 +137,7 @@ class StoreHost:
     echo: Echo | None = None
     wait_s: float = 6 * 3600.0
     progress: Callable[[float, str], None] | None = None  # (seconds waited, how it goes) while awaiting a verdict
+    on_pause: Callable[[str], None] | None = None  # the budget is spent: the person is told why
     last_verdict: int = 0
     versions_written: int = 0
     errors: int = 0
@@ -315,6 +317,23 @@ class StoreHost:
     def stop_requested(self) -> bool:
         return self.stop.is_set()
 
+    def wait_for_more(self, reason: str, budget: Budget) -> Budget | None:
+        """Paused: the session says why and waits for a grant recorded in the history (the dashboard's +, or
+        `kerneltui grant PROBLEM` from any shell) or a stop."""
+        said = f"{reason}: paused until you grant more ({grant_words(self.problem.name)}) or stop it"
+        paused = self.store.add_agent_event(self.session_id, self.problem.name, "paused", said, {"reason": reason})
+        if self.echo:
+            self.echo("paused", said, {"reason": reason})
+        if self.on_pause:
+            self.on_pause(reason)
+        while not self.stop.wait(GRANT_POLL_S):
+            grant = self.store.grant_after(self.session_id, paused)
+            if grant is not None:
+                more = budget.extended(grant.get("versions"), grant.get("cost_usd"))
+                self.record("resumed", f"granted {granted_text(grant)}: going on", **grant)
+                return more
+        return None
+
     def judging(self) -> int:
         return self.store.pending_count(self.problem.name)
 
@@ -334,6 +353,7 @@ class AgentRun:
     failed: bool = False  # an API error or a crash ended it, not a budget, a target or a person
     budget: Budget | None = None  # None: the config's
     hidden: tuple[Path, ...] = ()  # workspace folders its tools may not open
+    on_pause: Callable[[str], None] | None = None  # its budget is spent: it waits for the person
 
     def request_stop(self) -> None:
         self.stop.set()
@@ -358,7 +378,7 @@ def run_agent(
         reason = "the agent's thread was cut short"  # what stays recorded if something escapes below
         try:
             info = problem_info(workspace, run.problem, context, run.hidden)
-            host = StoreHost(workspace, info, store, session_id, judges, run.stop, echo)
+            host = StoreHost(workspace, info, store, session_id, judges, run.stop, echo, on_pause=run.on_pause)
             reason = run.agent.run(host, budget)
         except Exception as exc:  # an agent bug (or a problem folder gone) ends its session, never the dashboard
             reason = f"the agent {'crashed' if host else 'could not start'}: {type(exc).__name__}: {exc}"
@@ -459,6 +479,25 @@ def make_acp_agent(
         startup_timeout_s=config.startup_timeout_s,
         silence_timeout_s=config.silence_timeout_s,
     )
+
+
+def grant_words(problem: str) -> str:
+    return f"+ on the dashboard, or kerneltui grant {problem}"
+
+
+def granted_text(grant: dict[str, Any]) -> str:
+    """'10 more versions and $5.00 more' from a grant's data."""
+    parts = []
+    if grant.get("versions"):
+        parts.append(f"{grant['versions']} more version{'s' * (grant['versions'] != 1)}")
+    if grant.get("cost_usd"):
+        parts.append(f"${grant['cost_usd']:.2f} more")
+    return " and ".join(parts) or "nothing more"
+
+
+def grant_budget(config: AgentConfig) -> dict[str, Any]:
+    """What one grant gives a paused agent: the config's budget again ({"versions": n, "cost_usd": x})."""
+    return {k: v for k, v in (("versions", config.max_versions), ("cost_usd", config.max_cost_usd)) if v}
 
 
 def budget_from(config: AgentConfig) -> Budget:
