@@ -77,6 +77,7 @@ class Host(Protocol):
     """What kerneltui gives an agent. Methods may be called from the agent's own thread."""
 
     problem: ProblemInfo
+    pauses_on_budget: bool  # False: a spent budget stops the agent (an unattended run, a benchmark)
 
     def write_version(self, code: str, notes: str, author: str) -> Judged:
         """Writes the next vNNN.py, waits for the ladder, returns its verdict."""
@@ -171,14 +172,14 @@ def budget_reason(budget: Budget, versions: int, cost_usd: float, best_pct: floa
 
 def go_on(host: Host, budget: Budget, versions: int, cost_usd: float, best_pct: float | None) -> tuple[Budget, str]:
     """(the budget to go on with, "") or (it, why to stop): a target reached stops the agent; a budget spent
-    pauses it until the person grants more (then it goes on with that) or stops it."""
+    pauses it until the person grants more (then it goes on with that) or stops it, where the host pauses."""
     while True:
         reached = target_reason(budget, best_pct)
         if reached:
             return budget, reached
         spent = spent_reason(budget, versions, cost_usd)
-        if not spent:
-            return budget, ""
+        if not spent or not host.pauses_on_budget:
+            return budget, spent or ""
         more = host.wait_for_more(spent, budget)
         if more is None:
             return budget, f"{spent}; stopped while paused"

@@ -61,6 +61,8 @@ def test_headless_acp_agent_writes_versions_and_hears_results_and_guidance(tmp_p
         "allow",
         "--max-versions",
         "3",
+        "--on-budget",
+        "stop",
         "--config",
         str(config),
     ]
@@ -226,7 +228,9 @@ def test_an_agent_that_asks_to_authenticate_gets_the_key_it_names(tmp_path: Path
     """kerneltui never sent ACP authenticate: codex-acp refused session/new with "Authentication required"
     though its key was set."""
     workspace = make_workspace(tmp_path / "ws").parent
-    done = headless(workspace, {"ACP_SCRIPT_AUTH": "1", "SCRIPTED_API_KEY": "k"}, "--max-versions", "1")
+    done = headless(
+        workspace, {"ACP_SCRIPT_AUTH": "1", "SCRIPTED_API_KEY": "k"}, "--max-versions", "1", "--on-budget", "stop"
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert said(workspace, "auth") == ["authenticated: Use SCRIPTED_API_KEY"]
     assert rows(workspace, "SELECT version, status FROM evaluations")[:1] == [("v001", "pass")]
@@ -236,7 +240,7 @@ def test_an_agent_that_asks_to_authenticate_gets_the_key_it_names(tmp_path: Path
 def test_an_agent_that_needs_a_login_says_its_ways_in(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path / "ws").parent
     env = {"ACP_SCRIPT_AUTH": "1", "SCRIPTED_API_KEY": ""}
-    done = headless(workspace, env, "--max-versions", "1")
+    done = headless(workspace, env, "--max-versions", "1", "--on-budget", "stop")
     out = done.stdout + done.stderr
     assert "asks to authenticate and no API key it accepts is set" in out, out[-3000:]
     assert "Log in (run `scripted login` first)" in out

@@ -226,6 +226,7 @@ def test_a_budget_spent_waits_for_a_grant_and_a_target_reached_stops() -> None:
     class Person:  # the host's side of a pause: grants once, then stops the agent
         def __init__(self) -> None:
             self.asked: list[str] = []
+            self.pauses_on_budget = True
 
         def wait_for_more(self, reason: str, budget: Budget) -> Budget | None:
             self.asked.append(reason)
@@ -239,6 +240,9 @@ def test_a_budget_spent_waits_for_a_grant_and_a_target_reached_stops() -> None:
     _, why = go_on(person, more, 4, 2.0, None)  # type: ignore[arg-type]
     assert why == "spent $2.00 (budget $1.50); stopped while paused"
     assert go_on(person, more, 9, 9.0, 85.0)[1] == "reached 85% of roofline (target 80%)"  # type: ignore[arg-type]
+    assert len(person.asked) == 2
+    person.pauses_on_budget = False  # unattended (a benchmark): the budget ends it
+    assert go_on(person, budget, 3, 0.1, None)[1] == "wrote 3 versions (the budget)"  # type: ignore[arg-type]
     assert len(person.asked) == 2
 
 

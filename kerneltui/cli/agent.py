@@ -25,6 +25,7 @@ AGENT_OVERRIDES = (
     "max_versions",
     "max_cost_usd",
     "target_roofline_pct",
+    "on_budget",
     "recording",
     "pace",
     "acp",
@@ -148,13 +149,23 @@ def add_agent(commands: Subparsers) -> None:
         help="an ACP agent's permission requests (ask: on the terminal, denied without one)",
     )
     agent.add_argument("--model", help="Claude model (default: the config's, else claude-opus-4-6)")
-    agent.add_argument("--max-versions", type=int, dest="max_versions", help="stop after N versions")
-    agent.add_argument("--max-cost", type=float, dest="max_cost_usd", help="stop once the session cost this much (USD)")
+    agent.add_argument(
+        "--max-versions", type=int, dest="max_versions", help="pause after N versions (kerneltui grant: go on)"
+    )
+    agent.add_argument(
+        "--max-cost", type=float, dest="max_cost_usd", help="pause once the session cost this much (USD)"
+    )
     agent.add_argument(
         "--target-roofline",
         type=float,
         dest="target_roofline_pct",
         help="stop once a passing version reaches this %% of roofline",
+    )
+    agent.add_argument(
+        "--on-budget",
+        choices=("pause", "stop"),
+        dest="on_budget",
+        help="a spent budget pauses the agent until `kerneltui grant` (the default), or stops it",
     )
     agent.add_argument("--recording", help="replay: a recording folder (default: the one shipped for the problem)")
     agent.add_argument("--pace", type=float, help="replay: multiply the recorded waits (0: no waits)")

@@ -39,8 +39,9 @@ backend = "claude"                          # claude, acp (an agent from [acp]),
 acp = "claude-code"                         # which [acp] agent s starts (or a command line)
 permissions = "ask"                         # an ACP agent's permission requests: ask, allow or deny
 model = "claude-opus-4-6"
-max_versions = 20                           # stop after this many versions
-max_cost_usd = 10.0                         # stop once the session has cost this much
+max_versions = 20                           # pause after this many versions (+ or kerneltui grant: go on)
+max_cost_usd = 10.0                         # pause once the session has cost this much
+on_budget = "pause"                         # or "stop": a spent budget ends the agent
 target_roofline_pct = 85                    # stop once a passing version reaches this % of roofline
 context = "~/kernel-context"                # the folder agents search (default: <workspace>/context)
 prices = { "claude-opus" = [5.0, 25.0] }    # USD per million input, output tokens, by model prefix
@@ -211,10 +212,13 @@ class AgentConfig(Table):
         default="claude", description="claude, acp (an agent from [acp]), or replay (a recorded session)"
     )
     model: str = DEFAULT_MODEL
-    max_versions: int | None = Field(default=20, description="stop after this many versions")
-    max_cost_usd: float | None = Field(default=None, description="stop once the session has cost this much (USD)")
+    max_versions: int | None = Field(default=20, description="pause after this many versions (until granted more)")
+    max_cost_usd: float | None = Field(default=None, description="pause once the session has cost this much (USD)")
     target_roofline_pct: float | None = Field(
         default=None, description="stop once a passing version reaches this % of roofline"
+    )
+    on_budget: Literal["pause", "stop"] = Field(
+        default="pause", description="a spent budget pauses the agent until granted more, or stops it"
     )
     context: str | None = Field(default=None, description="the folder agents search (default: <workspace>/context)")
     stream: bool = True

@@ -285,6 +285,7 @@ class Session(PersonsWord):
             raise SessionRefused(str(exc)) from None
         run = AgentRun(made, problem, budget=budget_from(chosen), hidden=hidden)
         run.on_pause = lambda reason: self.on_event(AgentPaused(problem, reason))
+        run.pauses_on_budget = chosen.on_budget == "pause"
         self.agents[problem] = run
         return run
 

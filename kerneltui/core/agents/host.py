@@ -138,6 +138,7 @@ class StoreHost:
     wait_s: float = 6 * 3600.0
     progress: Callable[[float, str], None] | None = None  # (seconds waited, how it goes) while awaiting a verdict
     on_pause: Callable[[str], None] | None = None  # the budget is spent: the person is told why
+    pauses_on_budget: bool = True
     last_verdict: int = 0
     versions_written: int = 0
     errors: int = 0
@@ -354,6 +355,7 @@ class AgentRun:
     budget: Budget | None = None  # None: the config's
     hidden: tuple[Path, ...] = ()  # workspace folders its tools may not open
     on_pause: Callable[[str], None] | None = None  # its budget is spent: it waits for the person
+    pauses_on_budget: bool = True  # False: a spent budget ends it (a benchmark's pairs)
 
     def request_stop(self) -> None:
         self.stop.set()
@@ -379,6 +381,7 @@ def run_agent(
         try:
             info = problem_info(workspace, run.problem, context, run.hidden)
             host = StoreHost(workspace, info, store, session_id, judges, run.stop, echo, on_pause=run.on_pause)
+            host.pauses_on_budget = run.pauses_on_budget
             reason = run.agent.run(host, budget)
         except Exception as exc:  # an agent bug (or a problem folder gone) ends its session, never the dashboard
             reason = f"the agent {'crashed' if host else 'could not start'}: {type(exc).__name__}: {exc}"

@@ -194,6 +194,7 @@ class Bench:
             try:
                 agent_config = pair.spec.config(self.config.agent, pair.problem)
                 run = self.session.start_agent(pair.folder, agent=agent_config, hidden=hidden)
+                run.pauses_on_budget = False  # unattended: a pair's budget ends it
             except (BenchError, SessionRefused) as exc:
                 store.update_bench_entry(pair.entry_id, error=str(exc), ended=now())
                 self.say(f"✗ {pair.problem} · {pair.spec.label}: {exc}")
