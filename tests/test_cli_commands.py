@@ -32,6 +32,7 @@ WORKSPACE_COMMANDS = [
     ("comment", "v001.py", "--lines", "3-4", "mask", "it"),
     ("rewind", "vadd", "v001"),
     ("agent", "vadd"),
+    ("grant", "vadd"),
     ("mcp",),
     ("context", "index"),
     ("context", "search", "wgmma"),

@@ -64,6 +64,9 @@ async def test_demo_replays_two_problems_while_the_person_steers(tmp_path: Path)
         await pilot.press("a")
         await wait_for(lambda: not app.agents, pilot, timeout=300)
         await wait_for(lambda: status_of(app, "v005") == "pass", pilot, timeout=30)
+        # the other agent's last versions may still wait for the watcher and the queue on a loaded machine
+        done = lambda: all(statuses(workspace.root, p) == e for p, e in EXPECTED.items())  # noqa: E731
+        await wait_for(done, pilot, timeout=180)
         await pilot.press("5")
         pane = app.query_one("#agent-view", AgentPane)
         await wait_for(lambda: "the recording is finished" in pane.plain, pilot, timeout=10)
