@@ -54,8 +54,9 @@ RULES = [
     {
         "rule_identifier": "CPIStall", "name": "Long Scoreboard Stalls", "section_identifier": "WarpStateStats",
         "rule_message": {"title": "Long Scoreboard Stalls", "type": 2, "message": (
-            "On average, each warp spends 14.2 cycles stalled waiting for a @section:MemoryWorkloadAnalysis:"
-            " L1TEX operation (@metric:smsp__pcsamp_warps_issue_stalled_long_scoreboard:)."
+            "On average, each warp spends 14.2 cycles stalled waiting for a L1TEX operation: see the"
+            " @section:MemoryWorkloadAnalysis:Memory Workload Analysis@ section and the"
+            " @url:Hardware Model:https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html#metrics-hw-model@."
         )},
         "speedup_estimation": {"type": "GLOBAL", "speedup": 45.3},
     },
@@ -139,7 +140,7 @@ def test_a_kernels_stall_reasons_and_rule_findings_are_read_and_ranked(tmp_path:
     assert [f["rule"] for f in kernel["findings"]] == ["CPIStall", "AchievedOccupancy", "SOLBottleneck"]
     first = kernel["findings"][0]
     assert first["speedup_pct"] == 45.3 and first["speedup_kind"] == "global" and first["severity"] == "opt"
-    assert "for a MemoryWorkloadAnalysis L1TEX operation (smsp__pcsamp_warps" in first["text"]  # links made plain
+    assert "a L1TEX operation: see the Memory Workload Analysis section and the Hardware Model." in first["text"]
     assert json.loads(json.dumps(kernel)) == kernel  # kept in the history as JSON
 
 
@@ -188,6 +189,7 @@ def test_rule_results_of_another_shape_or_garbage_still_give_findings() -> None:
     )
     assert [(f["rule"], f["speedup_pct"]) for f in kept] == [("Old", 12.5), ("Str", None), ("Inf", None)]
     assert plain("see @section:SourceCounters: and\n\n @metric:a.b_c:") == "see SourceCounters and a.b_c"
+    assert plain("@url:Guide:https://x.y/z#a@, @section:SourceCounters:Source Counters@") == "Guide, Source Counters"
 
 
 def test_an_agent_reads_the_digest_and_where_the_best_has_no_profile(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 The rules (the "OPT Est. Speedup: 45%" lines of Nsight Compute's Details page) come from ncu_report's
 rule_results_as_dicts(), whose shape has changed between releases: the fields are looked for under each name
 they have had, and a rule whose shape is not understood is kept with what could be read rather than dropped.
-Rule messages carry Nsight Compute's links (`@section:WarpStateStats:`, `@metric:name:`): the name is kept.
+Rule messages carry Nsight Compute's links (`@section:WarpStateStats:Warp State Statistics@`): their labels are kept.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from typing import Any
 
 MAX_FINDINGS = 12
 MAX_TEXT = 400
-LINK = re.compile(r"@[a-z_]+:([^:\s]+):")
+# Nsight Compute's links in rule messages: @section:SourceCounters:Source Counters@ (a target, then its label),
+# @url:Hardware Model:https://...@ (a label, then the address); older ones end at the target: @section:X:
+LINK = re.compile(r"@([a-z_]+):([^:@\n]*):([^@\n]*)@")
+BARE_LINK = re.compile(r"@[a-z_]+:([^:\s@]+):")
 # NvRules' MsgType; a name where the module gives one
 SEVERITY = {0: "info", 1: "ok", 2: "opt", 3: "warn", 4: "error"}
 SEVERITY_NAMES = {"none": "info", "ok": "ok", "optimization": "opt", "warning": "warn", "error": "error"}
@@ -48,8 +51,13 @@ def finding(rule: dict[str, Any]) -> dict[str, Any]:
 
 
 def plain(text: Any) -> str:
-    """A rule message as one line of plain text: Nsight Compute's links reduced to what they name."""
-    return " ".join(LINK.sub(r"\1", str(text)).split())
+    """A rule message as one line of plain text: Nsight Compute's links reduced to their labels."""
+    return " ".join(BARE_LINK.sub(r"\1", LINK.sub(_link_label, str(text))).split())
+
+
+def _link_label(link: re.Match[str]) -> str:
+    kind, first, second = link.groups()
+    return (first or second) if kind == "url" else (second or first)
 
 
 def _severity(kind: Any) -> str:
