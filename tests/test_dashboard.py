@@ -23,6 +23,7 @@ from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.messages import DetailLoaded, SnapshotLoaded
 from kerneltui.ui.screens.dialogs import ConfirmScreen, HelpScreen, QuitScreen, RejectScreen
 from kerneltui.ui.screens.problem_change import ProblemChangeScreen
+from kerneltui.ui.widgets.agent import AgentPane
 from kerneltui.ui.widgets.asm import AsmPane
 from kerneltui.ui.widgets.profile import ProfilePane
 from kerneltui.ui.widgets.rungs import RungsPane
@@ -508,10 +509,14 @@ async def test_an_agent_paused_on_its_budget_goes_on_with_plus(tmp_path: Path) -
         assert notified(app, "wrote 1 version (the budget)") and sorted(p.name for p in folder.glob("v*.py")) == [
             "v001.py"
         ]
+        await pilot.press("5")
+        agent_pane = app.query_one("#agent-view", AgentPane)
+        await wait_for(lambda: "⏸ paused" in agent_pane.plain, pilot)  # type: ignore[attr-defined]
         await pilot.press("plus")
         await wait_for(lambda: notified(app, "granted 1 more version to the agent on vadd"), pilot)
         await wait_for(lambda: (folder / "v002.py").exists(), pilot, timeout=180)
         await wait_for(lambda: notified(app, "wrote 2 versions (the budget)"), pilot, timeout=180)
+        await wait_for(lambda: "▶" in agent_pane.plain and "granted 1 more version" in agent_pane.plain, pilot)  # type: ignore[attr-defined]
         await pilot.press("x")
         await wait_for(lambda: notified(app, "agent on vadd stopped"), pilot, timeout=60)
         assert not (folder / "v003.py").exists()

@@ -78,6 +78,10 @@ def print_event(kind: str, text: str, data: dict[str, Any]) -> None:
         line = f"kerneltui → agent: {first}"
     elif kind == "silent":
         line = f"  … {text} (still waiting)"
+    elif kind == "paused":
+        line = f"⏸ paused: {text}"
+    elif kind == "resumed":
+        line = f"▶ {text}"
     else:
         line = f"{kind}: {text}"
     LAST_ERROR[0] = text if kind == "error" else ""

@@ -103,6 +103,10 @@ def event_lines(event: dict[str, Any], width: int) -> list[Text]:
         return [Text(f"  ✎ wrote {text}", style="dim")]
     if kind == "start":
         return [Text(f"● {clock}  {text}", style="bold")]
+    if kind == "paused":
+        return _block(f"⏸ paused  {clock}  ", text, width, "bold yellow", "yellow")
+    if kind in ("grant", "resumed"):
+        return [Text(f"▶ {clock}  {text}", style="yellow")]
     return [Text(f"  {kind}: {text}")]
 
 
