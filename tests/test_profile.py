@@ -13,9 +13,7 @@ from harness.contract.results import RungResult
 from harness.judge.nsight.report import in_our_unit, read_report, report_module_dir
 from harness.judge.rungs.profile import METRICS, summarize
 from tests.conftest import add_version
-
-FAKE_NCU_REPORT = """
-import os
+from tests.nsight_standin import fake_nsight_compute as standin
 
 FIGURES = {
     "gpu__time_duration.sum": (45_300.0, "ns"),  # the units Nsight Compute 2025.3 reports these in
@@ -26,55 +24,9 @@ FIGURES = {
 }
 
 
-class Metric:
-    def __init__(self, figure):
-        self.figure = figure
-
-    def as_double(self):
-        return self.figure[0]
-
-    def unit(self):
-        return self.figure[1]
-
-
-class Action:
-    def name(self):
-        return "add_kernel"
-
-    def metric_by_name(self, name):
-        return Metric(FIGURES[name]) if name in FIGURES else None
-
-
-class Range:
-    def num_actions(self):
-        return 2
-
-    def action_by_idx(self, i):
-        return Action()
-
-
-class Context:
-    def num_ranges(self):
-        return 1
-
-    def range_by_idx(self, i):
-        return Range()
-
-
-def load_report(path):
-    if "crash" in path:
-        os.abort()  # as the real module's native library did inside the judge
-    return Context()
-"""
-
-
 def fake_nsight_compute(root: Path) -> str:
-    """An install laid out as Nsight Compute's, whose ncu_report serves fixed figures (the real module ships
-    only with Nsight Compute)."""
-    extras = _install(root / "nsight-compute" / "2025.3.1")
-    (extras / "ncu_report.py").write_text(FAKE_NCU_REPORT)
-    (root / "nsight-compute" / "2025.3.1" / "ncu").write_text("")
-    return str(root / "nsight-compute" / "2025.3.1" / "ncu")
+    """Two launches of add_kernel with fixed figures."""
+    return standin(root, FIGURES, kernels=2)
 
 
 def test_metrics_come_back_in_our_units(tmp_path: Path) -> None:

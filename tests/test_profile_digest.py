@@ -1,7 +1,7 @@
 """The profile digest: Nsight Compute's report made into what matters in ~25 lines, and what changed from the best.
 
-The report is read by a stand-in for NVIDIA's ncu_report (the real module ships only with Nsight Compute) that
-serves a kernel's metrics, stall reasons and rule results in the shapes the real one gives."""
+The report is read by a stand-in for NVIDIA's ncu_report (tests/nsight_standin.py) serving a kernel's metrics,
+stall reasons and rule results."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from kerneltui.history.store import Store
 from kerneltui.ui.app import KernelTUI
 from kerneltui.ui.widgets.profile import ProfilePane
 from tests import dashboard_fixtures
+from tests.nsight_standin import fake_nsight_compute
 
 STALL = "smsp__average_warps_issue_stalled_"
 FIGURES = {
@@ -68,68 +69,11 @@ RULES = [
     {"rule_identifier": "LaunchConfiguration", "rule_message": {"title": "ok", "message": "", "type": 1}},
 ]  # fmt: skip
 
-FAKE_NCU_REPORT = f"""
-FIGURES = {FIGURES!r}
-RULES = {RULES!r}
-
-
-class Metric:
-    def __init__(self, figure):
-        self.figure = figure
-
-    def as_double(self):
-        return self.figure[0]
-
-    def unit(self):
-        return self.figure[1]
-
-
-class Action:
-    def name(self):
-        return "softmax_kernel"
-
-    def metric_names(self):
-        return tuple(FIGURES)
-
-    def metric_by_name(self, name):
-        return Metric(FIGURES[name]) if name in FIGURES else None
-
-    def rule_results_as_dicts(self):
-        return RULES
-
-
-class Range:
-    def num_actions(self):
-        return 1
-
-    def action_by_idx(self, i):
-        return Action()
-
-
-class Context:
-    def num_ranges(self):
-        return 1
-
-    def range_by_idx(self, i):
-        return Range()
-
-
-def load_report(path):
-    return Context()
-"""
-
-
-def fake_nsight_compute(root: Path) -> str:
-    install = root / "nsight-compute" / "2025.3.1"
-    (install / "extras" / "python").mkdir(parents=True)
-    (install / "extras" / "python" / "ncu_report.py").write_text(FAKE_NCU_REPORT)
-    (install / "ncu").write_text("")
-    return str(install / "ncu")
-
 
 def profiled(tmp_path: Path) -> dict[str, Any]:
     """The profile rung's figures, as it makes them from the stand-in's report."""
-    read = read_report(tmp_path / "p.ncu-rep", fake_nsight_compute(tmp_path), METRICS, FAMILIES, rules=True)
+    ncu = fake_nsight_compute(tmp_path, FIGURES, RULES, name="softmax_kernel")
+    read = read_report(tmp_path / "p.ncu-rep", ncu, METRICS, FAMILIES, rules=True)
     return summarize([digested(k) for k in read], tmp_path / "p.ncu-rep", {"rows": 4096, "cols": 8192})
 
 
