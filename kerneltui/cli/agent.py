@@ -106,7 +106,7 @@ def stop_agent_within(session: Any, run: Any, finished: Any, seconds: float) -> 
 def cmd_grant(args: argparse.Namespace) -> int:
     """More budget for the problem's agent paused on a spent one, wherever it runs (its host reads the history)."""
     from kerneltui.cli.workspace import open_store
-    from kerneltui.core.agents.host import grant_budget, granted_text
+    from kerneltui.core.agents.host import grant_budget
     from kerneltui.core.config import load_for
 
     workspace = resolve(args.workspace)
@@ -116,14 +116,13 @@ def cmd_grant(args: argparse.Namespace) -> int:
     store = open_store(workspace)
     try:
         session = store.open_agent_session(args.problem)
-        if session is None or not store.is_paused(int(session["id"])):
-            print(f"error: no agent on {args.problem} is paused on a spent budget", file=sys.stderr)
-            return EXIT_FAILED
-        text = f"granted {granted_text(grant)}"
-        store.add_agent_event(int(session["id"]), args.problem, "grant", text, grant)
+        granted = store.grant(int(session["id"]), args.problem, grant) if session else None
     finally:
         store.close()
-    print(f"{text} to the agent on {args.problem} (session {session['id']}): it goes on")
+    if session is None or granted is None:
+        print(f"error: no agent on {args.problem} is paused on a spent budget", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"granted {granted} to the agent on {args.problem} (session {session['id']}): it goes on")
     return EXIT_OK
 
 

@@ -26,7 +26,6 @@ from kerneltui.core.agents.host import (
     budget_from,
     find_context,
     grant_budget,
-    granted_text,
     make_agent,
     run_agent,
 )
@@ -325,14 +324,13 @@ class Session(PersonsWord):
         run = self.agents.get(problem)
         if run is None or run.session_id is None:
             raise SessionRefused("no agent of this dashboard is working on this problem")
-        granted = grant_budget(self.config.agent)
         with self.open_writer().held() as store:
             if store is None:
                 raise SessionRefused("the history cannot be written now: try again")
-            if not store.is_paused(run.session_id):
-                raise SessionRefused("the agent is not paused: its budget is not spent")
-            store.add_agent_event(run.session_id, problem, "grant", f"granted {granted_text(granted)}", granted)
-        return granted_text(granted)
+            granted = store.grant(run.session_id, problem, grant_budget(self.config.agent))
+        if granted is None:
+            raise SessionRefused("the agent is not paused: its budget is not spent")
+        return granted
 
     def abandon_agent(self, run: AgentRun, reason: str) -> None:
         """Records the session of an agent that did not stop when asked as ended (its thread is left to die with

@@ -32,6 +32,16 @@ class AgentLog(Connection):
         )
         return json.loads(row["data"] or "{}") if row else None
 
+    def grant(self, session_id: int, problem: str, grant: dict[str, Any]) -> str | None:
+        """Records more budget (`grant`: versions, cost_usd) for a session whose agent is paused on a spent one,
+        which its host reads and goes on with: what was granted ("2 more versions"); None where it is not paused."""
+        with self.transaction():
+            if not self.is_paused(session_id):
+                return None
+            said = granted_text(grant)
+            self.add_agent_event(session_id, problem, "grant", f"granted {said}", grant)
+        return said
+
     def is_paused(self, session_id: int) -> bool:
         """Whether the session's agent paused on a spent budget and nothing was granted since."""
         found = self.conn.execute(
@@ -128,6 +138,16 @@ class AgentLog(Connection):
 
     def mark_guidance_delivered(self, guidance_id: int, where: str) -> None:
         self.conn.execute("UPDATE guidance SET delivered = ? WHERE id = ?", [f"{now()} {where}", guidance_id])
+
+
+def granted_text(grant: dict[str, Any]) -> str:
+    """'10 more versions and $5.00 more' from a grant's data."""
+    parts = []
+    if grant.get("versions"):
+        parts.append(f"{grant['versions']} more version{'s' * (grant['versions'] != 1)}")
+    if grant.get("cost_usd"):
+        parts.append(f"${grant['cost_usd']:.2f} more")
+    return " and ".join(parts) or "nothing more"
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:

@@ -79,13 +79,18 @@ class AgentDesk:
         if not self.view.showing_highlighted():
             return
         problem = self.app.snapshot.problem or ""
-        try:
-            granted = self.app.session.grant_more(problem)
-        except SessionRefused as exc:
-            self.app.notify(str(exc), severity="warning", markup=False)
-            return
-        self.app.notify(f"granted {granted} to the agent on {problem}", timeout=4, markup=False)
-        self.view.load_snapshot()
+
+        def grant() -> None:  # a write to the history: off the UI thread, as verdicts are
+            try:
+                granted = self.app.session.grant_more(problem)
+            except SessionRefused as exc:
+                self.app.call_from_thread(self.app.notify, str(exc), severity="warning", markup=False)
+                return
+            said = f"granted {granted} to the agent on {problem}"
+            self.app.call_from_thread(self.app.notify, said, timeout=4, markup=False)
+            self.app.call_from_thread(self.view.load_snapshot)
+
+        self.app.run_worker(grant, thread=True, group="write", exit_on_error=False)
 
     def stop_agent(self) -> None:
         if not self.view.showing_highlighted():

@@ -28,6 +28,7 @@ from harness.contract.results import AskedKind, Flag
 from kerneltui.core.config import AgentConfig
 from kerneltui.core.locations import CHECKOUT
 from kerneltui.core.workspace import VERSION_RE, Workspace
+from kerneltui.history.agents import granted_text
 from kerneltui.history.store import Store, now, parse_flags
 
 FINAL = ("pass", "fail", "unverified", "error")
@@ -321,7 +322,8 @@ class StoreHost:
     def wait_for_more(self, reason: str, budget: Budget) -> Budget | None:
         """Paused: the session says why and waits for a grant recorded in the history (the dashboard's +, or
         `kerneltui grant PROBLEM` from any shell) or a stop."""
-        said = f"{reason}: paused until you grant more ({grant_words(self.problem.name)}) or stop it"
+        how = f"+ on the dashboard, or kerneltui grant {self.problem.name}"
+        said = f"{reason}: paused until you grant more ({how}) or stop it"
         paused = self.store.add_agent_event(self.session_id, self.problem.name, "paused", said, {"reason": reason})
         if self.echo:
             self.echo("paused", said, {"reason": reason})
@@ -380,8 +382,10 @@ def run_agent(
         reason = "the agent's thread was cut short"  # what stays recorded if something escapes below
         try:
             info = problem_info(workspace, run.problem, context, run.hidden)
-            host = StoreHost(workspace, info, store, session_id, judges, run.stop, echo, on_pause=run.on_pause)
-            host.pauses_on_budget = run.pauses_on_budget
+            host = StoreHost(
+                workspace, info, store, session_id, judges, run.stop, echo,
+                on_pause=run.on_pause, pauses_on_budget=run.pauses_on_budget,
+            )  # fmt: skip
             reason = run.agent.run(host, budget)
         except Exception as exc:  # an agent bug (or a problem folder gone) ends its session, never the dashboard
             reason = f"the agent {'crashed' if host else 'could not start'}: {type(exc).__name__}: {exc}"
@@ -482,20 +486,6 @@ def make_acp_agent(
         startup_timeout_s=config.startup_timeout_s,
         silence_timeout_s=config.silence_timeout_s,
     )
-
-
-def grant_words(problem: str) -> str:
-    return f"+ on the dashboard, or kerneltui grant {problem}"
-
-
-def granted_text(grant: dict[str, Any]) -> str:
-    """'10 more versions and $5.00 more' from a grant's data."""
-    parts = []
-    if grant.get("versions"):
-        parts.append(f"{grant['versions']} more version{'s' * (grant['versions'] != 1)}")
-    if grant.get("cost_usd"):
-        parts.append(f"${grant['cost_usd']:.2f} more")
-    return " and ".join(parts) or "nothing more"
 
 
 def grant_budget(config: AgentConfig) -> dict[str, Any]:
