@@ -10,6 +10,7 @@ from harness.contract.results import Evaluation, RungResult
 from harness.contract.units import duration_us, sig
 
 MARKS = {True: "✓", False: "✗", None: "·"}
+MAX_KERNEL_LINES = 8  # an agent's profile lists at most this many kernels after the digest
 
 
 def rung_detail(rung: RungResult) -> str:
@@ -210,9 +211,6 @@ def profile_text(rung: RungResult, best: tuple[str, RungResult | None] | None = 
     elif m.get("regions_note"):
         lines.append(f"in-kernel regions: {m['regions_note']}")
     return "\n".join(lines)
-
-
-MAX_KERNEL_LINES = 8
 
 
 def digest_against(m: dict[str, Any], best: tuple[str, RungResult | None] | None) -> list[str]:

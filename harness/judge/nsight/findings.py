@@ -21,7 +21,7 @@ BARE_LINK = re.compile(r"@[a-z_]+:([^:\s@]+):")
 # NvRules' MsgType; a name where the module gives one
 SEVERITY = {0: "info", 1: "ok", 2: "opt", 3: "warn", 4: "error"}
 SEVERITY_NAMES = {"none": "info", "ok": "ok", "optimization": "opt", "warning": "warn", "error": "error"}
-SPEEDUP_KINDS = {"global": "global", "local": "local"}
+SPEEDUP_KINDS = ("global", "local")
 
 
 def findings(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -76,5 +76,5 @@ def _speedup(estimate: Any) -> tuple[float | None, str | None]:
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return None, None
     kind = estimate.get("type", estimate.get("provider_type", estimate.get("meaning")))
-    name = next((v for k, v in SPEEDUP_KINDS.items() if k in str(kind).lower()), None)
+    name = next((k for k in SPEEDUP_KINDS if k in str(kind).lower()), None)
     return float(value), name

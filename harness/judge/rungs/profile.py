@@ -2,8 +2,9 @@
 
 A fresh worker runs under `ncu` inside the same sandbox, as for harness.judge.nsight.timing: one call to compile and
 tune,
-then one call inside an NVTX range the judge names, the only kernels profiled (Speed Of Light, memory
-workload, occupancy, launch statistics, the roofline chart; clocks left as they are). The .ncu-rep report is
+then one call inside an NVTX range the judge names, the only kernels profiled (the sections in SECTIONS: speed
+of light, memory and compute workload, occupancy, launch statistics, warp states, scheduler, source counters, the
+roofline chart; clocks left as they are). The .ncu-rep report is
 kept beside the dumps, where Nsight Compute's own UI opens it, and read with NVIDIA's ncu_report module
 (harness.judge.nsight.report), not scraped from text. A missing tool or counters the user may not read are a skip
 that says how to get them, never the version's failure.
@@ -162,20 +163,19 @@ def wrapper(ncu: str, range_name: str) -> Wrapper:
 def digested(kernel: dict[str, Any]) -> dict[str, Any]:
     """A kernel as read, its stall reasons cut to the top few and its rule results made findings."""
     kernel = dict(kernel)
-    stalls = {
-        reason.removesuffix(STALL_SUFFIX): value
-        for reason, value in (kernel.pop("stalls", None) or {}).items()
-        if reason.endswith(STALL_SUFFIX) and "not_issued" not in reason and not reason.startswith("selected")
-    }
-    samples = {
-        reason: value
-        for reason, value in (kernel.pop("stall_samples", None) or {}).items()
-        if "." not in reason and "not_issued" not in reason and not reason.startswith("selected")
-    }
+    ratios = kernel.pop("stalls", None) or {}
+    stalls = {r.removesuffix(STALL_SUFFIX): v for r, v in ratios.items() if r.endswith(STALL_SUFFIX) and _a_stall(r)}
+    sampled = kernel.pop("stall_samples", None) or {}
+    samples = {r: v for r, v in sampled.items() if "." not in r and _a_stall(r)}
     kernel["stalls"] = _top(stalls)
     kernel["stall_samples"] = _top(samples) if not stalls else {}
     kernel["findings"] = findings(kernel.pop("rules", None) or [])
     return kernel
+
+
+def _a_stall(reason: str) -> bool:
+    """A reason warps wait, not issuing ("selected") nor the count of the same reason's unissued cycles."""
+    return "not_issued" not in reason and not reason.startswith("selected")
 
 
 def _top(figures: dict[str, float]) -> dict[str, float]:
