@@ -16,6 +16,7 @@ from harness.contract.units import duration_us
 MAX_LINES = 25
 MAX_FINDINGS = 6
 FINDING_CHARS = 150
+GAIN_WIDTH = 16  # a finding's estimate ("est. 45% global"), padded: the findings' words line up
 BOUND_PCT = 60.0  # a unit above this share of its peak bounds the kernel (Nsight Compute's SOL rule says so too)
 STALL_WORDS = {
     "long_scoreboard": "long scoreboard (global/local memory)",
@@ -145,7 +146,7 @@ def finding_line(f: dict[str, Any]) -> str:
     words = f"{f.get('title') or f.get('rule')}: {f.get('text') or ''}".strip(": ")
     if len(words) > FINDING_CHARS:
         words = words[: FINDING_CHARS - 1] + "…"
-    return f"{gain:<16} {words}"
+    return f"{gain:<{GAIN_WIDTH}} {words}"
 
 
 def against_lines(m: dict[str, Any], best: dict[str, Any], best_name: str) -> list[str]:

@@ -123,13 +123,11 @@ def _jit_functions_interpreted() -> None:
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    interpreted: dict[int, tuple[Any, InterpretedFunction]] = {}
-
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        held = interpreted.get(id(self))
-        if held is None or held[0] is not self:
-            held = interpreted[id(self)] = (self, InterpretedFunction(self.fn))
-        return held[1](*args, **kwargs)
+        interpreted = self.__dict__.get("_interpreted")
+        if interpreted is None:
+            interpreted = self.__dict__["_interpreted"] = InterpretedFunction(self.fn)
+        return interpreted(*args, **kwargs)
 
     JITFunction.__call__ = call
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from harness.contract.profile_digest import GAIN_WIDTH
 from harness.contract.report import digest_against, region_text
 from harness.contract.results import RungResult
 from harness.contract.units import duration_us
@@ -65,7 +66,7 @@ def _digest_line(line: str) -> Text:
     if line.startswith("  "):
         text = Text(line)
         if line.lstrip().startswith("est."):
-            text.stylize("yellow", 0, len(line) - len(line.lstrip()) + 16)
+            text.stylize("yellow", 0, len(line) - len(line.lstrip()) + GAIN_WIDTH)
         return text
     head, colon, rest = line.partition(":")
     return Text.assemble((head + colon, "bold"), rest) if colon else Text(line)
