@@ -58,6 +58,30 @@ async def test_slash_on_the_problems_list_filters_it_and_shows_full_names(tmp_pa
         assert problems.columns_shown[0][2] == 9 and problems.filter_text == ""
 
 
+async def test_slash_on_a_fresh_dashboard_filters_the_problems(tmp_path: Path) -> None:
+    """A new user's first `/` on a hundred problems, no version judged: the versions table has focus and its pane
+    nothing to search ("nothing to search in this pane" was all it said); it filters the problems list."""
+    from kerneltui.core.config import Config
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.ui.app import KernelTUI
+    from kerneltui.ui.widgets.problems import ProblemTable
+    from tests.test_dashboard import wait_for
+
+    store = Store(tmp_path / ".kerneltui" / "history.db")
+    for name in NAMES:
+        (tmp_path / name).mkdir()
+        store.ensure_problem(name, str(tmp_path / name))
+    store.close()
+    app = KernelTUI(Workspace(tmp_path), Config(), run_scheduler=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        problems = app.query_one("#problems", ProblemTable)
+        await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
+        assert app.focused is not problems
+        await pilot.press("slash", *"relu", "enter")
+        await wait_for(lambda: problems.names == [NAMES[4], NAMES[5]], pilot)
+        assert app.focused is problems
+
+
 def test_the_problems_title_counts_their_newest_verdicts() -> None:
     from kerneltui.ui.widgets.problems import counts_title
 

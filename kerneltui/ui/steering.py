@@ -198,8 +198,10 @@ class Steering:
     def search(self) -> None:
         box = self.app.query_one("#search-box", Input)
         problems = self.app.query_one("#problems", ProblemTable)
-        self.filtering = self.app.focused is problems
-        if self.filtering:  # on the problems list: a filter of their names
+        no_version = self.app.query_one("#versions", VersionTable).selected is None
+        # on the problems list, or with no version to search in (a fresh dashboard of many problems): a filter
+        self.filtering = self.app.focused is problems or (no_version and len(problems.rows_all) > 1)
+        if self.filtering:
             box.placeholder, box.value = FILTER_PROMPT, problems.filter_text
             box.display = True
             box.focus()
