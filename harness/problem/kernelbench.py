@@ -30,6 +30,7 @@ import torch
 
 from harness.contract.model_input import split_model_input
 from harness.problem.load import ProblemError
+from harness.problem.shapes_only import on_meta
 
 TOLERANCE = {
     "float32": {"atol": 1e-4, "rtol": 1e-4},
@@ -129,7 +130,7 @@ class Source:
     def build_on_meta(self, init_inputs: list[Any]) -> torch.nn.Module:
         """Model with shape-only weights, or on the CPU where its __init__ needs values (`.item()`)."""
         try:
-            with torch.device("meta"):
+            with on_meta():
                 return self.build(init_inputs)
         except KernelBenchError:
             return self.build(init_inputs).to("meta")
@@ -138,9 +139,9 @@ class Source:
         """get_inputs() under `seed`; the weights of a Model built under a seed of their own, made here once."""
         self.apply(case)
         # shape-only (meta) inputs are made on the meta device: no data, whatever the sizes
-        on_meta = torch.device("meta") if torch.device(device).type == "meta" else contextlib.nullcontext()
+        shapes_only = on_meta() if torch.device(device).type == "meta" else contextlib.nullcontext()
         with torch.random.fork_rng(devices=[]):
-            with on_meta:
+            with shapes_only:
                 torch.manual_seed(seed)
                 inputs = self._call("get_inputs")
                 torch.manual_seed(seed + WEIGHT_SEED_OFFSET)
@@ -181,7 +182,7 @@ class Source:
 
         self.apply(case)
         with torch.random.fork_rng(devices=[]):
-            with torch.device("meta"):
+            with on_meta():
                 inputs = self._call("get_inputs")
                 init_inputs = self._call("get_init_inputs")
             model = self.build_on_meta(init_inputs)

@@ -29,6 +29,7 @@ from harness.gpu import precompile
 from harness.judge import artifacts as dumps_mod
 from harness.problem.load import Problem, case_label
 from harness.problem.rung import rung
+from harness.problem.shapes_only import on_meta
 from harness.wire import frames as wire
 from harness.workers.process import WorkerFailure, WorkerProcess
 
@@ -292,7 +293,7 @@ def _shapes_only(problem: Problem, case: dict[str, Any], seed: int, data_first: 
     `data_first`. None where neither works."""
     meta = torch.device("meta")
     try:
-        with meta:
+        with on_meta():
             return problem.inputs_for(case, seed, meta)
     except Exception:
         pass
