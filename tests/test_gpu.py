@@ -28,7 +28,8 @@ AROUND_THE_TIMING = {
     "library_when_timed": ("timed-not-recorded", "none of the recorded call's kernels ran in the timed calls"),
     "loads_gpu_between_calls": ("outside-call", "outside its own timed calls"),
     "rewarms_l2": ("outside-call", "outside its own timed calls"),
-    "precomputes_during_rest": ("timed-not-recorded", "copy_kernel"),
+    # its precomputed answer is ready by the recorded call or only by the timed ones, as its thread races the judge
+    "precomputes_during_rest": ({"timed-not-recorded", "no-kernel"}, "copy_kernel"),
     "launders_through_device_copy": ("no-kernel", ""),
     "host_writes_device_memory": ("no-kernel", "was never written by a kernel"),
 }
@@ -252,9 +253,10 @@ def test_a_version_is_raced_against_the_best_back_to_back(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("version", sorted(AROUND_THE_TIMING))
 def test_what_runs_around_the_timed_calls_is_flagged(judged: dict[str, dict], version: str) -> None:
-    name, words = AROUND_THE_TIMING[version]
+    names, words = AROUND_THE_TIMING[version]
     flags = {f["name"]: f["reason"] for f in judged[version]["flags"]}
-    assert words in flags.get(name, ""), judged[version]["flags"]
+    said = [flags[n] for n in ({names} if isinstance(names, str) else names) if n in flags]
+    assert any(words in reason for reason in said), judged[version]["flags"]
 
 
 def test_honest_timed_calls_earn_no_flag_of_their_own(judged: dict[str, dict]) -> None:

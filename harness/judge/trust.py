@@ -217,8 +217,8 @@ def describe_writers(writers: list[str]) -> str:
         parts.append("was changed after its kernel ran, by host code (numpy, a raw pointer) no hook sees")
     for copier in sorted(w.removeprefix(HOST_COPIED) for w in writers if w.startswith(HOST_COPIED))[:2]:
         parts.append(
-            f"was copied by {copier} from a buffer host code filled during the call (numpy, a Python list, "
-            "torch.tensor of host data): the answer was computed on the host"
+            f"was copied by {copier} from a buffer filled by host code (numpy, a Python list, torch.tensor of host "
+            "data) or by work between calls: the answer was not computed by the call's kernels"
         )
     if ALLOCATED in writers and not parts:
         parts.append("was never written by a kernel (only allocated or filled with a constant)")
