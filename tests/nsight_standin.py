@@ -11,6 +11,10 @@ from typing import Any
 MODULE = """
 import os
 
+# its enums as the real module's constants, with values of its own: the reader must name them from these
+MsgType_NONE, MsgType_OK, MsgType_OPTIMIZATION, MsgType_WARNING, MsgType_ERR = 0, 1, 2, 3, 4
+SpeedupType_UNKNOWN, SpeedupType_LOCAL, SpeedupType_GLOBAL = 9, 5, 7
+
 FIGURES = {figures!r}
 RULES = {rules!r}
 NAME = {name!r}

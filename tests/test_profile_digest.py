@@ -59,12 +59,12 @@ RULES = [
             " @section:MemoryWorkloadAnalysis:Memory Workload Analysis@ section and the"
             " @url:Hardware Model:https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html#metrics-hw-model@."
         )},
-        "speedup_estimation": {"type": "GLOBAL", "speedup": 45.3},
+        "speedup_estimation": {"type": 7, "speedup": 45.3},  # ints, named by the module's own constants
     },
     {
         "rule_identifier": "AchievedOccupancy", "section_identifier": "Occupancy",
         "rule_message": {"title": "Achieved Occupancy", "message": "61% of a theoretical 75%.", "type": 2},
-        "speedup_estimation": {"type": "LOCAL", "speedup": 18.7},
+        "speedup_estimation": {"type": 5, "speedup": 18.7},
     },
     {"rule_identifier": "LaunchConfiguration", "rule_message": {"title": "ok", "message": "", "type": 1}},
 ]  # fmt: skip

@@ -18,9 +18,17 @@ MAX_TEXT = 400
 # @url:Hardware Model:https://...@ (a label, then the address); older ones end at the target: @section:X:
 LINK = re.compile(r"@([a-z_]+):([^:@\n]*):([^@\n]*)@")
 BARE_LINK = re.compile(r"@[a-z_]+:([^:\s@]+):")
-# NvRules' MsgType; a name where the module gives one
+# NvRules' MsgType, as the reader names it from ncu_report's constants (MsgType_OPTIMIZATION: "optimization"); the
+# ints where no name came (0 none, 1 ok, 2 optimization, 3 warning, 4 error: Nsight Compute 2025.3's, seen on an H100)
 SEVERITY = {0: "info", 1: "ok", 2: "opt", 3: "warn", 4: "error"}
-SEVERITY_NAMES = {"none": "info", "ok": "ok", "optimization": "opt", "warning": "warn", "error": "error"}
+SEVERITY_NAMES = {
+    "none": "info",
+    "ok": "ok",
+    "optimization": "opt",
+    "warning": "warn",
+    "error": "error",
+    "err": "error",
+}
 SPEEDUP_KINDS = ("global", "local")
 
 
@@ -44,7 +52,9 @@ def finding(rule: dict[str, Any]) -> dict[str, Any]:
         "section": str(rule.get("section_identifier") or "")[:80],
         "title": plain(message.get("title") or "")[:120],
         "text": plain(message.get("message") or rule.get("message_for_display") or "")[:MAX_TEXT],
-        "severity": _severity(message.get("type", message.get("message_type", message.get("provider_type")))),
+        "severity": _severity(
+            message.get("type_name") or message.get("type", message.get("message_type", message.get("provider_type")))
+        ),
         "speedup_pct": speedup,
         "speedup_kind": kind,
     }
@@ -75,6 +85,6 @@ def _speedup(estimate: Any) -> tuple[float | None, str | None]:
     value = estimate.get("speedup", estimate.get("estimated_speedup"))
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return None, None
-    kind = estimate.get("type", estimate.get("provider_type", estimate.get("meaning")))
+    kind = estimate.get("type_name") or estimate.get("type", estimate.get("provider_type", estimate.get("meaning")))
     name = next((k for k in SPEEDUP_KINDS if k in str(kind).lower()), None)
     return float(value), name

@@ -59,17 +59,42 @@ def _figure(action: Any, name: str) -> list[Any] | None:
 
 
 def _rules(action: Any) -> list[Any]:
-    """The rule results, each bounded in size; [] where this module has no rule results."""
+    """The rule results, each bounded in size; [] where this module has no rule results. A message's and a speedup
+    estimate's "type" (the module's enums, as ints) gain a "type_name" from the module's own constants."""
+    import ncu_report
+
     try:
         results = list(action.rule_results_as_dicts())[:MAX_RULES]
     except Exception:
         return []
+    names = {
+        "rule_message": _enum_names(ncu_report, "MsgType_"),
+        "speedup_estimation": _enum_names(ncu_report, "SpeedupType_"),
+    }
     kept = []
     for result in results:
         text = json.dumps(result, default=str)
         if len(text) <= MAX_RULE_CHARS:
-            kept.append(json.loads(text))
+            kept.append(_named(json.loads(text), names))
     return kept
+
+
+def _enum_names(module: Any, prefix: str) -> dict[int, str]:
+    """{value: name} of the module's constants named prefix + NAME (MsgType_OPTIMIZATION: "optimization")."""
+    found = {}
+    for attribute in dir(module):
+        value = getattr(module, attribute, None)
+        if attribute.startswith(prefix) and isinstance(value, int) and not isinstance(value, bool):
+            found[value] = attribute.removeprefix(prefix).lower()
+    return found
+
+
+def _named(result: Any, names: dict[str, dict[int, str]]) -> Any:
+    for field, known in names.items():
+        part = result.get(field) if isinstance(result, dict) else None
+        if isinstance(part, dict) and isinstance(part.get("type"), int) and part["type"] in known:
+            part["type_name"] = known[part["type"]]
+    return result
 
 
 if __name__ == "__main__":
