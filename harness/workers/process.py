@@ -37,7 +37,7 @@ from harness.contract.messages import (
     WorkerReady,
 )
 from harness.contract.text import printable
-from harness.workers import forks  # ctypes and the standard library only
+from harness.workers import forks, leftovers  # ctypes and the standard library only
 from harness.workers.env import link_harness, passed_env, worker_env
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class WorkerProcess:
         self.mode = mode
         self.started = time.monotonic()
         self.oom_before = containment.oom_kills()
-        self.root = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-", dir=template.slots if template else None))
+        self.root = worker_folder(mode, template)
         self.scratch = self.root / "scratch"
         self.inbox = self.root / "inbox"
         self.out = self.root / "out"  # a wrapper's, never the version's to write
@@ -450,6 +450,16 @@ def fork_from(
     return proc
 
 
+def worker_folder(mode: str, template: forks.Template | None) -> Path:
+    """A worker's folder: in its template's, or (a fresh worker) in the temporary directory itself, claimed there,
+    so that the next judge removes it if this one dies without doing so."""
+    if template is not None:
+        return Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-", dir=template.slots))
+    root = Path(tempfile.mkdtemp(prefix=f"kerneltui-{mode}-"))
+    leftovers.claim(root)
+    return root
+
+
 def make_cover(root: Path) -> Path:
     """What a forked worker's mount namespace shows in place of every worker's folder: an empty folder named
     as its own, in an empty folder (harness.containment.namespaces.only_own_folder)."""
@@ -463,6 +473,7 @@ def start_template(spawn: Spawn) -> forks.Template:
     there is one); its workers confine themselves further once forked. Triton is imported to compile: a fork that
     interprets sets TRITON_INTERPRET before the version makes its kernels."""
     root = Path(tempfile.mkdtemp(prefix="kerneltui-template-"))
+    leftovers.claim(root)
     pkg = root / "pkg"
     env = passed_env()
     env.update(
@@ -519,6 +530,8 @@ class WorkerPool:
         self.held: tuple[str, WorkerProcess] | None = None  # see hold()
         self.taken: set[WorkerProcess] = set()  # out of the pool until released: quiet() stops these
         self.templates = forks.Templates(lambda: start_template(self.spawn), self.watcher)
+        if reap:  # a judge of its own: the folders of judges killed before they removed theirs go
+            leftovers.sweep()
 
     def modes(self, rungs: Iterable[str] | None = None) -> list[str]:
         """The workers a version judged with `rungs` (None: any) takes. GPU: one runs everything. No GPU: one
