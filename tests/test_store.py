@@ -200,3 +200,40 @@ def test_closing_the_session_while_a_thread_opens_its_readers(tmp_path: Path, mo
     monkeypatch.setattr(Store, "close", close_and_race)
     session.close()
     assert reopened and session.closed
+
+
+def test_a_reader_opened_on_a_history_gone_creates_no_file(tmp_path: Path) -> None:
+    """A dashboard's reader reopened on a history deleted under it made an empty file there; the next dashboard
+    took that for a history it could not read."""
+    import sqlite3
+
+    from kerneltui.history.store import Store
+
+    path = tmp_path / ".kerneltui" / "history.db"
+    with pytest.raises(sqlite3.OperationalError):
+        Store(path, create=False)
+    assert not path.exists()
+
+
+async def test_a_dashboard_on_an_empty_history_file_makes_the_history(tmp_path: Path) -> None:
+    """An empty history.db (left as above, or by a crash before the first migration): the dashboard stayed at
+    "judge starting…" with no problem listed, its start-up failed on "no such table"; it now makes the history."""
+    from kerneltui.core.config import Config
+    from kerneltui.core.workspace import Workspace
+    from kerneltui.history.schema import SCHEMA_VERSION, stored_version
+    from kerneltui.history.store import Store
+    from kerneltui.ui.app import KernelTUI
+    from tests.conftest import FIXTURES
+    from tests.test_dashboard import wait_for
+
+    (tmp_path / "vadd").mkdir()
+    (tmp_path / "vadd" / "problem.py").write_text((FIXTURES / "vadd" / "problem.py").read_text())
+    (tmp_path / ".kerneltui").mkdir()
+    (tmp_path / ".kerneltui" / "history.db").write_bytes(b"")
+    app = KernelTUI(Workspace(tmp_path), Config(), run_scheduler=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        empty = app.snapshot
+        await wait_for(lambda: app.snapshot is not empty, pilot)  # read and shown: the start-up went through
+    history = Store(tmp_path / ".kerneltui" / "history.db", create=False)
+    assert stored_version(history) == SCHEMA_VERSION
+    history.close()

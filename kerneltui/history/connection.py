@@ -36,7 +36,10 @@ class Connection:
     def __init__(self, path: Path, create: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+        # a reader never creates the file: one opened on a history deleted under it left an empty file behind,
+        # which the next dashboard took for a history and could not read
+        target, uri = (str(path), False) if create else (f"{path.resolve().as_uri()}?mode=rw", True)
+        self.conn = sqlite3.connect(target, timeout=30, check_same_thread=False, isolation_level=None, uri=uri)
         # Held by a thread over a run of queries: closing a connection another thread is reading
         # crashes the process (SIGSEGV), so close() waits for the holder.
         self.lock = threading.RLock()

@@ -6,6 +6,7 @@ workers and the scheduler's own thread); results come back as messages.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -152,13 +153,16 @@ class KernelTUI(DashboardBase):
         """Opens the history off the UI thread. An existing one is read at once with plain sqlite3; the
         writer (sqlite-utils, and creating a new history) comes after the first screen (open_writer_soon)."""
         if self.session.has_history:
-            self.session.open_readers()
-            with self.session.reading("snapshot") as store:
-                if store is not None:
-                    self.post_message(SnapshotLoaded(self.view.read_snapshot(store)))
-        else:
-            self.session.open_writer()
-            self.call_from_thread(self.view.load_snapshot)
+            try:
+                self.session.open_readers()
+                with self.session.reading("snapshot") as store:
+                    if store is not None:
+                        self.post_message(SnapshotLoaded(self.view.read_snapshot(store)))
+                return
+            except sqlite3.Error:  # a file holding no history yet: the writer makes one (or moves a corrupt one aside)
+                pass
+        self.session.open_writer()
+        self.call_from_thread(self.view.load_snapshot)
 
     @work(thread=True, group="startup", exit_on_error=False)
     def open_writer_soon(self) -> None:
