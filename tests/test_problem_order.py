@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kerneltui.history.reads import natural_key
 from kerneltui.history.store import Store
@@ -27,21 +28,27 @@ NAMES = [
 ]  # fmt: skip
 
 
-async def test_slash_on_the_problems_list_filters_it_and_shows_full_names(tmp_path: Path) -> None:
-    """A hundred KernelBench problems showed "12_Matmul_" to "18_Matmul_" as identical rows: `/` on the problems
-    list keeps those whose name holds what is typed (case aside), the pane widened to their full names; empty: all."""
+def dashboard_of_problems(root: Path, names: list[str]) -> Any:
+    """The app on a workspace whose history knows these problems (one empty folder each), judging nothing."""
     from kerneltui.core.config import Config
     from kerneltui.core.workspace import Workspace
     from kerneltui.ui.app import KernelTUI
+
+    store = Store(root / ".kerneltui" / "history.db")
+    for name in names:
+        (root / name).mkdir()
+        store.ensure_problem(name, str(root / name))
+    store.close()
+    return KernelTUI(Workspace(root), Config(), run_scheduler=False)
+
+
+async def test_slash_on_the_problems_list_filters_it_and_shows_full_names(tmp_path: Path) -> None:
+    """A hundred KernelBench problems showed "12_Matmul_" to "18_Matmul_" as identical rows: `/` on the problems
+    list keeps those whose name holds what is typed (case aside), the pane widened to their full names; empty: all."""
     from kerneltui.ui.widgets.problems import ProblemTable
     from tests.test_dashboard import wait_for
 
-    store = Store(tmp_path / ".kerneltui" / "history.db")
-    for name in NAMES:
-        (tmp_path / name).mkdir()
-        store.ensure_problem(name, str(tmp_path / name))
-    store.close()
-    app = KernelTUI(Workspace(tmp_path), Config(), run_scheduler=False)
+    app = dashboard_of_problems(tmp_path, NAMES)
     async with app.run_test(size=(80, 24)) as pilot:
         problems = app.query_one("#problems", ProblemTable)
         await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
@@ -61,18 +68,10 @@ async def test_slash_on_the_problems_list_filters_it_and_shows_full_names(tmp_pa
 async def test_slash_on_a_fresh_dashboard_filters_the_problems(tmp_path: Path) -> None:
     """A new user's first `/` on a hundred problems, no version judged: the versions table has focus and its pane
     nothing to search ("nothing to search in this pane" was all it said); it filters the problems list."""
-    from kerneltui.core.config import Config
-    from kerneltui.core.workspace import Workspace
-    from kerneltui.ui.app import KernelTUI
     from kerneltui.ui.widgets.problems import ProblemTable
     from tests.test_dashboard import wait_for
 
-    store = Store(tmp_path / ".kerneltui" / "history.db")
-    for name in NAMES:
-        (tmp_path / name).mkdir()
-        store.ensure_problem(name, str(tmp_path / name))
-    store.close()
-    app = KernelTUI(Workspace(tmp_path), Config(), run_scheduler=False)
+    app = dashboard_of_problems(tmp_path, NAMES)
     async with app.run_test(size=(80, 24)) as pilot:
         problems = app.query_one("#problems", ProblemTable)
         await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
@@ -92,19 +91,11 @@ def test_the_problems_title_counts_their_newest_verdicts() -> None:
 
 
 async def test_a_wide_terminal_shows_the_names_in_full_and_a_resize_fits_them_again(tmp_path: Path) -> None:
-    from kerneltui.core.config import Config
-    from kerneltui.core.workspace import Workspace
-    from kerneltui.ui.app import KernelTUI
     from kerneltui.ui.widgets.problems import ProblemTable
     from tests.test_dashboard import wait_for
 
-    store = Store(tmp_path / ".kerneltui" / "history.db")
-    for name in NAMES:
-        (tmp_path / name).mkdir()
-        store.ensure_problem(name, str(tmp_path / name))
-    store.close()
     longest = max(len(n) for n in NAMES)
-    app = KernelTUI(Workspace(tmp_path), Config(), run_scheduler=False)
+    app = dashboard_of_problems(tmp_path, NAMES)
     async with app.run_test(size=(220, 40)) as pilot:
         problems = app.query_one("#problems", ProblemTable)
         await wait_for(lambda: len(problems.names) == len(NAMES), pilot)
