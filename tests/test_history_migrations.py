@@ -205,7 +205,7 @@ def test_a_newer_kerneltuis_history_is_refused_and_kept(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE from_the_future (x TEXT)")
     conn.close()
     before = layout(path)
-    for opening in (lambda: Store.open(path), lambda: Store(path, create=False), lambda: Store.refuse_if_newer(path)):
+    for opening in (lambda: Store.open(path), lambda: Store(path, create=False), lambda: Store.refuse_unusable(path)):
         with pytest.raises(HistoryTooNew, match=f"newer kerneltui .*version {SCHEMA_VERSION + 1}.*upgrade kerneltui"):
             opening()
     assert list(tmp_path.glob("history.db.corrupt-*")) == []  # not mistaken for a corrupt file
@@ -228,6 +228,24 @@ def test_the_cli_says_a_newer_history_is_refused(
     for argv in (["history", "--workspace", str(workspace)], ["dashboard", str(workspace), "--no-judge"]):
         assert cli.main(argv) == cli.EXIT_USAGE
         assert "was written by a newer kerneltui (history version 999" in capsys.readouterr().err
+
+
+def test_a_state_folder_that_is_a_file_is_said_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file named .kerneltui where the workspace keeps its state: `kerneltui history` ended in FileExistsError's
+    traceback, and the dashboard started and stayed at "judge starting…" behind a toast."""
+    monkeypatch.setattr(sys, "stdout", sys.stdout)
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    workspace = tmp_path / "ws"
+    (workspace / "softmax").mkdir(parents=True)
+    (workspace / ".kerneltui").write_text("not a folder")
+    monkeypatch.setattr(KernelTUI, "run", lambda self: pytest.fail("the dashboard started"))
+    for argv in (["history", "--workspace", str(workspace)], ["dashboard", str(workspace), "--no-judge"]):
+        assert cli.main(argv) == cli.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert f"the history cannot be kept in {workspace / '.kerneltui'}" in err and "Traceback" not in err, err
+    assert (workspace / ".kerneltui").read_text() == "not a folder"
 
 
 def test_a_corrupt_history_is_still_moved_aside(tmp_path: Path) -> None:

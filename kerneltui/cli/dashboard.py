@@ -19,7 +19,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
     workspace = resolve(workspace_given(args))
     config = load_for(args)
-    Store.refuse_if_newer(workspace.db_path)
+    Store.refuse_unusable(workspace.db_path)
     KernelTUI(workspace, config, run_judges=not args.no_judge).run()
     return EXIT_OK
 
@@ -31,7 +31,7 @@ def cmd_serve_web(args: argparse.Namespace) -> int:
 
     workspace = resolve(workspace_given(args))
     load(args.config)  # a bad config (or a newer kerneltui's history) is said here, not in each browser
-    Store.refuse_if_newer(workspace.db_path)
+    Store.refuse_unusable(workspace.db_path)
     extra = ["--config", str(Path(args.config).resolve())] if args.config else []
     return serve(workspace.root, args.host, args.port, extra + (["--no-judge"] if args.no_judge else []))
 

@@ -29,7 +29,7 @@ from kerneltui.cli.options import EXIT_USAGE, Subparsers
 from kerneltui.cli.streams import flush_stdout, printable_output, reader_gone
 from kerneltui.core.config_error import ConfigError
 from kerneltui.core.workspace import WorkspaceError
-from kerneltui.history.schema import HistoryTooNew
+from kerneltui.history.schema import HistoryUnavailable
 
 # Each adds its commands, in the order `kerneltui --help` lists them.
 ADD_COMMANDS: tuple[Callable[[Subparsers], object], ...] = (
@@ -112,7 +112,7 @@ def run(argv: list[str]) -> int:
     printable_output(args.command)
     try:
         code: int = args.func(args)
-    except (WorkspaceError, ConfigError, HistoryTooNew) as exc:
+    except (WorkspaceError, ConfigError, HistoryUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

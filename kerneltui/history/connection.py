@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from kerneltui.history.schema import migrate, refuse_newer
+from kerneltui.history.schema import HistoryUnavailable, migrate, refuse_newer
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -35,7 +35,7 @@ class OpenedStore(Generic[Opened]):
 class Connection:
     def __init__(self, path: Path, create: bool = True) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder_for(path)
         # a reader never creates the file: one opened on a history deleted under it left an empty file behind,
         # which the next dashboard took for a history and could not read
         target, uri = (str(path), False) if create else (f"{path.resolve().as_uri()}?mode=rw", True)
@@ -89,9 +89,12 @@ class Connection:
             return OpenedStore(cls(path), warning)
 
     @classmethod
-    def refuse_if_newer(cls, path: Path) -> None:
-        """HistoryTooNew when the history at `path` is a newer kerneltui's: said before a dashboard starts, not
-        as an empty one. Nothing is created; a file that cannot be read is left to open() to move aside."""
+    def refuse_unusable(cls, path: Path) -> None:
+        """HistoryUnavailable when the history at `path` cannot be used (HistoryTooNew: a newer kerneltui's), said
+        before a dashboard starts, not as an empty one. Nothing is created; a file that cannot be read is left to
+        open() to move aside."""
+        if path.parent.exists() and not path.parent.is_dir():
+            make_folder_for(path)  # says why
         if path.is_file():
             try:
                 cls(path, create=False).close()
@@ -143,3 +146,14 @@ class Connection:
 
     def count(self, table: str) -> int:
         return int(self.conn.execute(f"SELECT COUNT(*) FROM [{table}]").fetchone()[0])
+
+
+def make_folder_for(path: Path) -> None:
+    """The history's folder, made if missing; HistoryUnavailable saying why it cannot be (a file in its place, a
+    read-only disk), not a traceback."""
+    if path.parent.exists() and not path.parent.is_dir():
+        raise HistoryUnavailable(f"the history cannot be kept in {path.parent}: it is not a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HistoryUnavailable(f"the history cannot be kept in {path.parent}: {exc.strerror or exc}") from None

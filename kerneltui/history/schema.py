@@ -31,7 +31,11 @@ class Tables(Protocol):
     def first_row(self, sql: str, params: list[Any] | None = None) -> dict[str, Any] | None: ...
 
 
-class HistoryTooNew(Exception):
+class HistoryUnavailable(Exception):
+    """The history cannot be opened here; the message says why and what to do."""
+
+
+class HistoryTooNew(HistoryUnavailable):
     """The history was written by a newer kerneltui: its layout is unknown here, so it is not opened."""
 
 

@@ -15,13 +15,14 @@ from kerneltui.history.connection import OpenedStore, now
 from kerneltui.history.evaluations import EvaluationWrites, key_metrics
 from kerneltui.history.problems import ProblemDigests
 from kerneltui.history.reads import MAY_BE_BEST, Reads, history_entry, parse_flags
-from kerneltui.history.schema import SCHEMA_VERSION, HistoryTooNew
+from kerneltui.history.schema import SCHEMA_VERSION, HistoryTooNew, HistoryUnavailable
 from kerneltui.history.writes import Writes
 
 __all__ = [
     "MAY_BE_BEST",
     "SCHEMA_VERSION",
     "HistoryTooNew",
+    "HistoryUnavailable",
     "OpenedStore",
     "Store",
     "history_entry",
