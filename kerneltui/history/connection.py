@@ -93,8 +93,7 @@ class Connection:
         """HistoryUnavailable when the history at `path` cannot be used (HistoryTooNew: a newer kerneltui's), said
         before a dashboard starts, not as an empty one. Nothing is created; a file that cannot be read is left to
         open() to move aside."""
-        if path.parent.exists() and not path.parent.is_dir():
-            make_folder_for(path)  # says why
+        refuse_non_folder(path)
         if path.is_file():
             try:
                 cls(path, create=False).close()
@@ -151,9 +150,14 @@ class Connection:
 def make_folder_for(path: Path) -> None:
     """The history's folder, made if missing; HistoryUnavailable saying why it cannot be (a file in its place, a
     read-only disk), not a traceback."""
-    if path.parent.exists() and not path.parent.is_dir():
-        raise HistoryUnavailable(f"the history cannot be kept in {path.parent}: it is not a folder")
+    refuse_non_folder(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HistoryUnavailable(f"the history cannot be kept in {path.parent}: {exc.strerror or exc}") from None
+
+
+def refuse_non_folder(path: Path) -> None:
+    """HistoryUnavailable when something other than a folder stands where the history's folder goes."""
+    if path.parent.exists() and not path.parent.is_dir():
+        raise HistoryUnavailable(f"the history cannot be kept in {path.parent}: it is not a folder")
