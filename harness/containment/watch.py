@@ -269,19 +269,22 @@ class Proc:
     zombie: bool
 
 
+def stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/<pid>/stat's fields from the third (the state) on; None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
+
+
 def processes() -> dict[int, Proc]:
     """Every process this one can see, from /proc/<pid>/stat."""
     found: dict[int, Proc] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                text = handle.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
-        if len(fields) > 21:
+        fields = stat_fields(name) if name.isdigit() else None
+        if fields and len(fields) > 21:
             pid = int(name)
             found[pid] = Proc(pid, int(fields[1]), int(fields[3]), int(fields[21]) * PAGE, fields[0] == "Z")
     return found
@@ -327,12 +330,8 @@ def end_all(pids: list[int], wait_s: float = 2.0) -> None:
 
 def _alive(pid: int) -> bool:
     """Running or waiting to run: neither gone nor a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read().decode(errors="replace")
-    except OSError:
-        return False
-    return text[text.rfind(")") + 2 :][:1] not in ("Z", "X")
+    fields = stat_fields(pid)
+    return fields is not None and fields[:1] not in (["Z"], ["X"])
 
 
 def become_subreaper() -> None:

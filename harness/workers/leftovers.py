@@ -14,6 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from harness.containment import watch as containment
+
 OWNER = ".owner"
 PREFIXES = ("kerneltui-template-", "kerneltui-run-", "kerneltui-compile-")
 
@@ -38,12 +40,8 @@ def sweep(where: Path | None = None) -> list[Path]:
 
 def start_time(pid: int) -> int | None:
     """When the process started (clock ticks since boot, /proc/<pid>/stat's 22nd field); None if it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+    fields = containment.stat_fields(pid)
+    return int(fields[19]) if fields and len(fields) > 19 and fields[19].isdigit() else None
 
 
 def _ours(folder: Path) -> bool:
