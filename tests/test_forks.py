@@ -162,3 +162,29 @@ def test_the_harness_is_compiled_once_where_bytecode_may_be_written(tmp_path: Pa
     env.compiled_once()
     env.compiled_once()  # once a process
     assert [p.parent.name for p in package.rglob("*.pyc")] == ["__pycache__"]
+
+
+KEY_SCRIPT = r"""
+import json
+from harness.workers import process as workers
+pool = workers.WorkerPool(workers.Spawn(), keep_spare=False)
+worker = pool.take("run")
+worker.wait_ready()
+source = b"from triton.runtime.cache import triton_key\nprint('KEY', triton_key.cache_info().currsize, flush=True)\n"
+source += b"def custom_kernel(a, b):\n    return a + b\n"
+reply, _ = worker.request({"op": "load", "path": str(worker.copy_in(source, "v.py")), "dsls": []}, None, 60, "")
+line = next((l for l in worker.log_tail().splitlines() if l.startswith("KEY ")), "KEY -1")
+print(json.dumps({"ok": reply.get("ok"), "cached": int(line.split()[1]), "forked": worker.forked}))
+pool.release(worker)
+pool.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_fork_inherits_tritons_cache_key_hashed_once_by_the_template() -> None:
+    """Triton hashes its whole install (libtriton: hundreds of MB) for its cache key at a process's first compile:
+    the template does it once, so no worker pays it inside a verdict."""
+    done = subprocess.run([sys.executable, "-c", KEY_SCRIPT], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"ok": True, "cached": 1, "forked": True}

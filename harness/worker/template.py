@@ -47,9 +47,21 @@ def preimport() -> float:
     with contextlib.suppress(ImportError):
         import triton
         import triton.runtime.interpreter  # noqa: F401
+
+        hash_triton_install()
     from harness.wire import frames  # noqa: F401
 
     return round(time.perf_counter() - started, 3)
+
+
+def hash_triton_install() -> None:
+    """Triton's own cache key, a hash of its compiler's files and of libtriton (hundreds of MB read), computed here
+    once for every fork: otherwise each worker's first compile pays 0.4-1.4 s for it. It depends on nothing but
+    the installed files, so a version cannot shape what the forks inherit."""
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):  # where Triton 3.6-3.9 / 3.2 define it
+        with contextlib.suppress(ImportError, AttributeError, OSError):
+            __import__(module, fromlist=["triton_key"]).triton_key()
+            return
 
 
 def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
