@@ -184,3 +184,45 @@ def test_a_launch_records_the_constexpr_globals_its_kernel_reads(recorded: dict)
     before, after = recorded["globals"]
     assert before["SIGN"] == 1.0 and after["SIGN"] == -1.0
     assert before["tl"] == "module triton.language"
+
+
+COMPILED = """
+import json
+import torch
+from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+from harness.worker.recorder import Recorder
+
+
+def _sort_into(data, output):  # GPU MODE's sort solution: torch computes it into the given output
+    output[...] = torch.sort(data)[0]
+    return output
+
+
+compiled = torch.compile(_sort_into, backend="eager")
+recorder = Recorder()
+recorder.install()
+inputs = (torch.randn(1000), torch.empty(1000))
+with recorder.recording(inputs, held=()):
+    out = compiled(*inputs)
+origins = recorder.origins((out,))[0]
+codes = {name: fn.__code__ for name, fn in vars(Recorder).items() if hasattr(fn, "__code__")}
+traced = sorted(name for name, code in codes.items() if _debug_get_cache_entry_list(code))
+print(json.dumps({"traced": traced, "origins": origins, "right": bool(torch.equal(out, torch.sort(inputs[0])[0]))}))
+"""
+
+
+def test_torch_compile_never_compiles_the_recorders_own_frames() -> None:
+    """A version compiled by torch.compile runs ops eagerly at its graph breaks with Dynamo's frame hook still on:
+    the recorder's frames it reaches from there (an op's writer, a buffer's digest) are not Dynamo's to compile
+    (on a GPU, GPU MODE's sort failed inside the compiled made_by)."""
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILED],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["right"] and found["traced"] == [], found
+    assert "aten::sort" in found["origins"], found  # still seen: torch computed it

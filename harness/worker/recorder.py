@@ -70,11 +70,22 @@ class _Ops(TorchDispatchMode):
         self.recorder = recorder
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
+        if "torch._dynamo" in sys.modules:  # torch.compile in use: its frame hook would compile the recorder
+            return _dispatch_untraced(self, func, args, kwargs or {})
+        return self.dispatch(func, args, kwargs or {})
+
+    def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
         # mode None: a thread started in a recorded call, still running after it (its ops are no call's)
         if self.recorder.mode is not None and not self.recorder.paused:
-            self.recorder.saw_op(func, args, kwargs or {}, out)
+            self.recorder.saw_op(func, args, kwargs, out)
         return out
+
+
+# Where a version compiled with torch.compile runs ops eagerly (a graph break, its guards), Dynamo's frame hook
+# is still on and would compile the recorder's own frames, failing inside them on GPU MODE's sort. Disabled for
+# them recursively, only once Dynamo is loaded: its first use imports it (over a second a worker).
+_dispatch_untraced = torch._disable_dynamo(_Ops.dispatch, recursive=True)
 
 
 class Recorder:
