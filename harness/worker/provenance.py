@@ -140,11 +140,12 @@ class Provenance:
         self.as_left: dict[Key, bytes] = {}  # a CPU buffer's digest as its last recorded writer left it
 
     def start(self, roots: tuple[Any, ...], fingerprint: Any, key: Any) -> None:
+        """`fingerprint`: a tensor's digest, or None where it takes none (a device buffer too large to copy)."""
         self.held, self.as_left = {}, {}
         for tensor in held_tensors(roots):
             found = key(tensor)
             if found:
-                self.held[found] = fingerprint(tensor) if tensor.device.type == "cpu" else None
+                self.held[found] = fingerprint(tensor)
 
     def left(self, key: Key, digest: bytes) -> None:
         self.as_left[key] = digest
@@ -154,7 +155,8 @@ class Provenance:
         if writers is None:  # no op made it during the call: the version's own from before, unchanged, or host's
             if key not in self.held:
                 return True
-            return digest is not None and self.held[key] != digest
+            before = self.held[key]  # None: no digest at the start, so no change can be seen (nor said)
+            return digest is not None and before is not None and before != digest
         if is_host_label(writers):
             return True
         left = self.as_left.get(key)

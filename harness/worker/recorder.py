@@ -214,7 +214,7 @@ class Recorder:
         `held`: the version's module and entry point, whose tensors from before the call are its own (not host
         code's of this call, harness.worker.provenance)."""
         self.reset()
-        self.provenance.start(held, host_fingerprint, _key)
+        self.provenance.start(held, self._fingerprint, _key)
         if profile:
             self.profiled = Profiled(torch.cuda.is_available())
             try:
