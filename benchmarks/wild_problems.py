@@ -1,23 +1,23 @@
 """Public problems imported as they are and their solutions judged: does each verdict match what the solution is?
 
-    python benchmarks/wild_problems.py [--gpumode DIR] [--kernelbench DIR] [--into W] [--no-confirm] [--json OUT]
+    python benchmarks/wild_problems.py [--gpumode DIR] [--kernelbench DIR ...] [--into W] [--no-confirm] [--json OUT]
                                        [--import-only]
 
 With neither --gpumode nor --kernelbench, the versions already in --into are judged (imported on another machine
 with --import-only: the import needs kerneltui, the judging only the harness).
 
 --gpumode: a reference-kernels problem set (e.g. problems/pmpp_v2): every folder with a task.yml is imported with
-`kerneltui import gpumode`, its solutions/correct and solutions/wrong becoming versions. --kernelbench: a
-KernelBench level folder (e.g. KernelBench/level1): each problem that benchmarks/kernelbench_solutions holds
-solutions for (a folder named after the problem's file, with import.json's --set values for small correctness
-cases) is imported with `kerneltui import kernelbench` and given those versions; benchmarks/gpumode_solutions adds
-versions of our own to GPU MODE problems the same way. Every version says in its docstring whether it is "a
-correct solution", "a wrong solution", or "a wrong solution its problem's inputs cannot catch" (it passes the
-problem's own check); all are judged by one judge (the whole ladder: a wrong solution may only show at the bench
-sizes) and a table says, per version, what it is, the verdict, where it failed, and whether the two agree: a wrong
-solution must fail, one the inputs cannot catch must pass flagged `narrow-inputs`, a correct one pass without
-that flag. Needs kerneltui installed (the import) and a GPU for the
-problems that make their inputs on one.
+`kerneltui import gpumode`, its solutions/correct and solutions/wrong becoming versions. --kernelbench: one or more
+KernelBench level folders (e.g. KernelBench/level1 KernelBench/level2): each problem that
+benchmarks/kernelbench_solutions holds solutions for (a folder named after the problem's file, with import.json's
+--set values for small correctness cases) is imported with `kerneltui import kernelbench` and given those versions;
+benchmarks/gpumode_solutions adds versions of our own to GPU MODE problems the same way. Every version says in its
+docstring whether it is "a correct solution", "a wrong solution", or "a wrong solution its problem's inputs cannot
+catch" (it passes the problem's own check); all are judged by one judge (the whole ladder: a wrong solution may only
+show at the bench sizes) and a table says, per version, what it is, the verdict, where it failed, and whether the
+two agree: a wrong solution must fail, one the inputs cannot catch must pass flagged `narrow-inputs`, a correct one
+pass without that flag. Needs kerneltui installed (the import) and a GPU for the problems that make their inputs on
+one.
 """
 
 from __future__ import annotations
@@ -56,11 +56,12 @@ def import_gpumode(folder: Path, into: Path) -> None:
             shutil.copy(version, made / version.name)
 
 
-def import_kernelbench(folder: Path, into: Path) -> None:
+def import_kernelbench(folders: list[Path], into: Path) -> None:
     for solutions in sorted(p for p in SOLUTIONS.iterdir() if p.is_dir()):
-        source = folder / f"{solutions.name}.py"
-        if not source.is_file():
-            print(f"skipped {solutions.name}: no {source}", file=sys.stderr)
+        source = next((f / f"{solutions.name}.py" for f in folders if (f / f"{solutions.name}.py").is_file()), None)
+        if source is None:
+            where = " or ".join(map(str, folders))
+            print(f"skipped {solutions.name}: no {solutions.name}.py in {where}", file=sys.stderr)
             continue
         sets = json.loads((solutions / "import.json").read_text()).get("set", [])
         said = kerneltui(
@@ -97,7 +98,7 @@ def verdict(evaluation: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpumode", type=Path, help="a reference-kernels problem set folder")
-    parser.add_argument("--kernelbench", type=Path, help="a KernelBench level folder")
+    parser.add_argument("--kernelbench", type=Path, nargs="+", help="KernelBench level folders")
     parser.add_argument("--into", type=Path, help="the workspace to import into (default: a new temporary one)")
     parser.add_argument("--no-confirm", action="store_true", help="no fresh worker or Nsight Compute (quicker)")
     parser.add_argument("--json", type=Path, help="write every evaluation here")
