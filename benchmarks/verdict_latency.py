@@ -50,7 +50,8 @@ class Judge:
             cwd=REPO,
             env=dict(os.environ, KERNELTUI_TRACE=str(trace)),
         )
-        self.events: dict[Any, queue.Queue[dict[str, Any]]] = {}
+        # each event with when it came: a version's wait may begin long after its events were read (a burst)
+        self.events: dict[Any, queue.Queue[tuple[float, dict[str, Any]]]] = {}
         self.lock = threading.Lock()
         self.device = self._next("ready")["device"]
         threading.Thread(target=self._read, daemon=True).start()
@@ -69,11 +70,11 @@ class Judge:
         for line in self.proc.stdout:
             if line.startswith("{"):
                 event = json.loads(line)
-                self._queue(event.get("id")).put(event)
+                self._queue(event.get("id")).put((time.perf_counter(), event))
         for waiting in list(self.events.values()):
-            waiting.put({"event": "error", "error": f"the judge exited (status {self.proc.wait()})"})
+            waiting.put((time.perf_counter(), {"event": "error", "error": f"the judge exited ({self.proc.wait()})"}))
 
-    def _queue(self, rid: Any) -> queue.Queue[dict[str, Any]]:
+    def _queue(self, rid: Any) -> queue.Queue[tuple[float, dict[str, Any]]]:
         with self.lock:
             return self.events.setdefault(rid, queue.Queue())
 
@@ -88,17 +89,17 @@ class Judge:
         return sent
 
     def wait(self, path: Path, sent: float) -> dict[str, Any]:
-        """Times from `sent`: to each rung's result, and to the verdict."""
+        """Times from `sent` to when the judge's events came: each rung's result, and the verdict."""
         events = self._queue(path.stem)
         at: dict[str, float] = {}
         while True:
-            event = events.get(timeout=1800)
+            came, event = events.get(timeout=1800)
             if event["event"] == "error":
                 raise RuntimeError(event["error"])
             if event["event"] == "rung":
-                at[event["rung"]["name"]] = time.perf_counter() - sent
+                at[event["rung"]["name"]] = came - sent
             elif event["event"] == "done":
-                return {"rungs_at": at, "total_s": time.perf_counter() - sent, "evaluation": event["evaluation"]}
+                return {"rungs_at": at, "total_s": came - sent, "evaluation": event["evaluation"]}
 
     def judge(self, path: Path, best: dict[str, Any]) -> dict[str, Any]:
         return self.wait(path, self.submit(path, best))
