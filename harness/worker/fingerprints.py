@@ -19,6 +19,7 @@ import torch
 
 DEVICE_MAX_BYTES = 16 << 20  # a copy of each written or launched-on buffer up to this
 CALL_BUDGET_BYTES = 256 << 20  # and of this much in all, in one recorded call
+HELD_BUDGET_BYTES = 64 << 20  # and of the version's own tensors at the call's start, apart
 Quiet = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
@@ -26,9 +27,9 @@ class Fingerprints:
     """The digests of one recorded call: device copies within CALL_BUDGET_BYTES in all, so a call of many ops on
     large buffers is not slowed by a copy of each (past the budget, no digest: as for a larger buffer)."""
 
-    def __init__(self, quiet: Quiet) -> None:
+    def __init__(self, quiet: Quiet, budget: int = CALL_BUDGET_BYTES) -> None:
         self.quiet = quiet
-        self.left = CALL_BUDGET_BYTES
+        self.left = budget
 
     def of(self, tensor: torch.Tensor) -> bytes | None:
         """A digest of the bytes of the tensor's whole storage; None where none is taken (see the module's note)."""

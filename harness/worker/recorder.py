@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.contract.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT
-from harness.worker.fingerprints import Fingerprints, host_fingerprint
+from harness.worker.fingerprints import HELD_BUDGET_BYTES, Fingerprints, host_fingerprint
 from harness.worker.profiled import CREATION, MOVEMENT, Profiled
 from harness.worker.provenance import Accesses, Provenance, Region
 
@@ -216,7 +216,7 @@ class Recorder:
         self.reset()
         # the version's own tensors digested on a budget of their own: however much it holds, the launches' digests
         # keep theirs
-        self.provenance.start(held, Fingerprints(self._quiet).of, _key)
+        self.provenance.start(held, Fingerprints(self._quiet, HELD_BUDGET_BYTES).of, _key)
         if profile:
             self.profiled = Profiled(torch.cuda.is_available())
             try:
