@@ -19,7 +19,9 @@ import torch
 
 DEVICE_MAX_BYTES = 16 << 20  # a copy of each written or launched-on buffer up to this
 CALL_BUDGET_BYTES = 256 << 20  # and of this much in all, in one recorded call
-HELD_BUDGET_BYTES = 64 << 20  # and of the version's own tensors at the call's start, apart
+# And of the version's own tensors at the call's start, on a budget apart: however much it holds, its launches'
+# digests keep theirs.
+HELD_BUDGET_BYTES = 64 << 20
 Quiet = Callable[[], contextlib.AbstractContextManager[Any]]
 
 

@@ -214,8 +214,6 @@ class Recorder:
         `held`: the version's module and entry point, whose tensors from before the call are its own (not host
         code's of this call, harness.worker.provenance)."""
         self.reset()
-        # the version's own tensors digested on a budget of their own: however much it holds, the launches' digests
-        # keep theirs
         self.provenance.start(held, Fingerprints(self._quiet, HELD_BUDGET_BYTES).of, _key)
         if profile:
             self.profiled = Profiled(torch.cuda.is_available())
