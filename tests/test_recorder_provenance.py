@@ -10,16 +10,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import types
 from pathlib import Path
 
 import pytest
-import torch
 
 from harness.contract.results import HOST_COPIED
-from harness.worker.fingerprints import host_fingerprint
-from harness.worker.provenance import Provenance
-from harness.worker.recorder import _key
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow  # a process of its own running the interpreter
@@ -231,18 +226,3 @@ def test_torch_compile_never_compiles_the_recorders_own_frames() -> None:
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["right"] and found["traced"] == [], found
     assert "aten::sort" in found["origins"], found  # still seen: torch computed it
-
-
-def test_a_held_weight_with_no_digest_at_the_start_is_not_taken_for_host_filled() -> None:
-    """On a GPU a version's own buffer too large for a digest, or taken before one was (a model's weights, loaded
-    by name), has none at the call's start: a digest taken at a launch cannot say it changed. Taken for host
-    code's, an honest LayerNorm's weight and bias outweighed its output: `no-kernel`, "copied from a buffer
-    filled by host code"."""
-    weight, bias = torch.ones(64), torch.zeros(64)
-    model = types.SimpleNamespace(weight=weight, bias=bias)
-    provenance = Provenance()
-    provenance.start((model,), lambda tensor: None if tensor is weight else host_fingerprint(tensor), _key)
-    assert not provenance.host_filled(_key(weight), None, host_fingerprint(weight))
-    assert not provenance.host_filled(_key(bias), None, host_fingerprint(bias))
-    bias.add_(1.0)  # changed with no recorded writer, its digest from the start at hand: host code wrote it
-    assert provenance.host_filled(_key(bias), None, host_fingerprint(bias))
