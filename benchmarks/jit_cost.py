@@ -1,6 +1,6 @@
 """Where a version's first calls spend their time: Triton's JIT, case by case, and whether it compiles in parallel.
 
-    python benchmarks/jit_cost.py [VERSION_FILE ...] [--threads 0,8] [--top 25]
+    python benchmarks/jit_cost.py [VERSION_FILE ...] [--threads 0,8] [--top 25] [--like-worker PARTS]
 
 For each version (default: softmax v002 and rmsnorm v002) and each way of compiling, a fresh process with
 an empty Triton cache, Triton's runtime made ready first (as a spare run worker is), then the version called
@@ -31,8 +31,13 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT = ["kernels/softmax/v002.py", "kernels/rmsnorm/v002.py"]
 
 
-def child(version: Path, threads: int, top: int) -> None:
-    """Runs in a fresh process: one way of compiling one version."""
+WORKER_PARTS = ("import", "profiler", "watch", "recorder")
+
+
+def child(version: Path, threads: int, top: int, like_worker: tuple[str, ...] = ()) -> None:
+    """Runs in a fresh process: one way of compiling one version; `like_worker`: which of what a run worker does
+    before a version's first compile is done here too (WORKER_PARTS: importing harness.worker.main, warming
+    torch's profiler, checking the timed calls' watch, installing the recorder), to find what slows it there."""
     sys.path.insert(0, str(REPO))
     import torch
 
@@ -48,6 +53,15 @@ def child(version: Path, threads: int, top: int) -> None:
         from harness.gpu import aot
 
         aot.install_triton(90)
+    if like_worker:
+        from harness.worker import main as worker
+
+        if "profiler" in like_worker:
+            print("  profiler:", worker.warm_profiler(cuda) or "warm")
+        if "watch" in like_worker and cuda:
+            print("  watch:", worker.watch_check() or "checked")
+        if "recorder" in like_worker:
+            worker.RECORDER.install()
     problem = load_problem(version.parent)
     spec = importlib.util.spec_from_file_location("jit_cost_version", version)
     assert spec and spec.loader
@@ -90,16 +104,25 @@ def main() -> int:
     parser.add_argument("versions", nargs="*", type=Path, default=[Path(p) for p in DEFAULT])
     parser.add_argument("--threads", default="0,8", help="ways to compile: 0 in the calls, N on N threads first")
     parser.add_argument("--top", type=int, default=25, help="cProfile entries shown for the serial way")
+    parser.add_argument(
+        "--like-worker",
+        default="",
+        help=f"comma-separated parts of a run worker's set-up done first ({','.join(WORKER_PARTS)}; 'all')",
+    )
     parser.add_argument("--child", nargs=2, metavar=("VERSION", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    parts = WORKER_PARTS if args.like_worker == "all" else tuple(p for p in args.like_worker.split(",") if p)
+    if unknown := set(parts) - set(WORKER_PARTS):
+        parser.error(f"--like-worker: unknown part(s) {', '.join(sorted(unknown))}")
     if args.child:
-        child(Path(args.child[0]).resolve(), int(args.child[1]), args.top)
+        child(Path(args.child[0]).resolve(), int(args.child[1]), args.top, parts)
         return 0
     for version in args.versions:
         for threads in args.threads.split(","):
             with tempfile.TemporaryDirectory() as cache:
                 env = dict(os.environ, TRITON_CACHE_DIR=cache)
                 command = [sys.executable, __file__, "--child", str(version), threads, "--top", str(args.top)]
+                command += ["--like-worker", ",".join(parts)] if parts else []
                 subprocess.run(command, env=env, check=False)
     return 0
 

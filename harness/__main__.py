@@ -9,23 +9,19 @@ Exit status: 0 every rung passed (or was skipped), 1 a rung failed, 2 bad usage 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import signal
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.contract import options as ladder_options
 from harness.contract import protocol
 from harness.contract.results import RungResult
 
 if TYPE_CHECKING:
-    from harness.judge.ladder import Ladder
-    from harness.workers.process import WorkerPool
+    pass
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -57,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream", action="store_true", help="print JSON lines as rungs finish")
     ladder_options.add_arguments(parser)
     args = parser.parse_args(argv)
+    from harness.judge.serve import make_options
+
     try:
         options = make_options(ladder_options.given(args), args.version)
     except (ValueError, FileNotFoundError) as exc:
@@ -100,130 +98,17 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK if ev.ok else EXIT_FAILED
 
 
-def make_options(values: dict[str, Any], version: Path | None, where: str = "") -> Any:
-    """Options from values by key (a command line's, a request's), checked against the version file."""
-    from harness.contract.options import Options
-    from harness.gpu.aot import parse_arch
-
-    options = Options().updated(values, where)
-    parse_arch(options.arch)
-    if version is not None:
-        if not version.is_file():
-            raise FileNotFoundError(f"no such version file: {version}")
-        if version.name == "problem.py" or version.suffix != ".py":
-            raise ValueError(f"{version} is not a version file (expected e.g. kernels/<problem>/v001.py)")
-    if options.state_dir is None and version is not None:
-        options.state_dir = version.resolve().parent.parent / ".kerneltui"
-    return options
-
-
 def serve(argv: list[str]) -> int:
-    """Judges requests from stdin one at a time, a fresh worker pre-started for each next one."""
-    parser = argparse.ArgumentParser(prog="python -m harness serve")
-    ladder_options.add_arguments(parser)
-    parser.add_argument("--once", action="store_true", help="judge one request, with no spare worker, then exit")
-    args = parser.parse_args(argv)
-    from harness.judge.ladder import spawn_for
-    from harness.workers.process import WorkerPool
+    from harness.judge.serve import serve as serve_requests
 
-    values = ladder_options.given(args)
-    try:
-        base = make_options(values, None)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    pool = WorkerPool(spawn_for(base), keep_spare=not args.once, reap=True)
-    pool.prestart(base.rungs)
-
-    from harness.judge.ladder import Ladder
-    from harness.judge.rungs.builtin import LADDER
-
-    ladder = Ladder(base, LADDER, pool)
-    # Stopped (SIGTERM) mid-evaluation, it unwinds as at the end of its input: the evaluation's workers and
+    # Stopped (SIGTERM) mid-evaluation, it unwinds as at the end of its input: the evaluations' workers and
     # folders, the templates and their folders, all ended and removed before it exits.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    emit(protocol.Ready(ladder.device_info))
-    idle = IdleSpares(pool, base.spare_idle_s)
-    try:
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            idle.busy()
-            try:
-                finished = _judge_line(ladder, values, line)
-            finally:
-                idle.idle()
-            if finished and args.once:
-                break
-    finally:
-        idle.stop()
-        ladder.close()
-    return EXIT_OK
+    return serve_requests(argv, emit)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
-
-
-class IdleSpares:
-    """Ends the pool's spare workers once the judge has had no request for `after_s` seconds (0: never): an
-    idle dashboard then holds the judge alone. The next request takes a worker started for it, and the spares
-    come back with it."""
-
-    def __init__(self, pool: WorkerPool, after_s: float) -> None:
-        self.pool, self.after_s = pool, after_s
-        self.since: float | None = time.monotonic()  # None while a request is being judged
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        if after_s > 0:
-            threading.Thread(target=self._watch, name="kerneltui-idle-spares", daemon=True).start()
-
-    def busy(self) -> None:
-        """A request came: no retiring until it is judged (idle() from the loop's next wait for input)."""
-        with self.lock:
-            self.since = None
-
-    def idle(self) -> None:
-        with self.lock:
-            self.since = time.monotonic()
-
-    def stop(self) -> None:
-        self.stopped.set()
-
-    def _watch(self) -> None:
-        while not self.stopped.wait(min(self.after_s, 5.0)):
-            with self.lock:
-                due = self.since is not None and time.monotonic() - self.since >= self.after_s
-                if due:
-                    self.since = time.monotonic()
-            if due:
-                self.pool.retire_spares()
-
-
-def _judge_line(ladder: Ladder, values: dict[str, Any], line: str) -> bool:
-    """One request: its evaluation's events emitted. True when it was judged to the end (not refused)."""
-    from harness.contract.source import VersionTooLarge
-    from harness.problem.load import ProblemError
-
-    try:
-        request = protocol.JudgeRequest.parse(line)
-    except protocol.BadRequest as exc:
-        emit(protocol.Failed(f"bad request: {exc}", id=exc.id))
-        return False
-    path, rid = Path(request.path), request.id
-    try:
-        ladder.options = make_options({**values, **request.options}, path, "request")
-    except (ValueError, FileNotFoundError) as exc:
-        emit(protocol.Failed(f"bad request: {exc}", id=rid))
-        return False
-    emit(protocol.Started(rid, str(path)))
-    try:
-        ev = ladder.evaluate(path, functools.partial(_emit_rung, rid))
-    except (ProblemError, VersionTooLarge) as exc:
-        emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), rid))
-        return False
-    emit(protocol.Finished(ev, rid))
-    return True
 
 
 def doctor(argv: list[str]) -> int:
@@ -233,10 +118,6 @@ def doctor(argv: list[str]) -> int:
     found = facts()
     print(json.dumps(found) if "--json" in argv else report(found))
     return EXIT_OK
-
-
-def _emit_rung(rid: Any, rung: RungResult) -> None:
-    emit(protocol.RungFinished(rung, rid))
 
 
 if __name__ == "__main__":

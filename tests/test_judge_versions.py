@@ -178,3 +178,49 @@ def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) 
         except subprocess.TimeoutExpired:
             judge.kill()
             judge.wait()
+
+
+def test_a_judge_given_versions_back_to_back_says_each_verdict_before_earlier_benchmarks(workspace: Path) -> None:
+    """Agents write versions faster than a judge climbs whole ladders: a version waiting behind another's
+    benchmark heard its verdict tens of seconds late. The judge parks an evaluation after its verdict while
+    another request waits, judges that one's verdict, then finishes what it parked; every evaluation whole (with
+    no GPU the benchmark is skipped, but the dumps rung asks the parked evaluation's own workers again)."""
+    first, second = add_version(workspace, "good", "v001.py"), add_version(workspace, "good", "v002.py")
+    judge = subprocess.Popen(
+        [sys.executable, "-m", "harness", "serve", "--rungs", "load,compile,correctness,benchmark,dumps"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert judge.stdout is not None and judge.stdin is not None
+        assert json.loads(judge.stdout.readline())["event"] == "ready"
+        judge.stdin.write("".join(json.dumps({"path": str(p), "id": i}) + "\n" for i, p in enumerate((first, second))))
+        judge.stdin.flush()
+        said: list[tuple[int, str]] = []  # (id, rung or "done")
+        done: dict[int, dict] = {}
+        for event in map(json.loads, iter(judge.stdout.readline, "")):
+            if event["event"] == "rung":
+                said.append((event["id"], event["rung"]["name"]))
+            elif event["event"] in ("done", "error"):
+                said.append((event["id"], "done"))
+                done[event["id"]] = event
+                if len(done) == 2:
+                    break
+        assert said.index((1, "correctness")) < said.index((0, "benchmark")), said
+        for event in done.values():
+            evaluation = event["evaluation"]
+            assert event["event"] == "done" and evaluation["status"] == "pass", event
+            names = [r["name"] for r in evaluation["rungs"]]
+            assert names == ["load", "compile", "correctness", "benchmark", "dumps"], names
+            assert rung(evaluation, "dumps")["ok"] is True, rung(evaluation, "dumps")  # its worker frozen, then thawed
+    finally:
+        with contextlib.suppress(OSError):
+            judge.stdin.close()  # type: ignore[union-attr]
+        try:
+            judge.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            judge.kill()
+            judge.wait()

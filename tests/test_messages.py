@@ -6,7 +6,6 @@ and, end to end, versions that forge a reply fail as the worker's failure in a r
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import random
@@ -16,7 +15,6 @@ import struct
 import threading
 import typing
 from collections.abc import Callable
-from contextlib import redirect_stdout
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -434,13 +432,14 @@ def test_a_judge_request_reads_back_and_a_bad_one_says_why() -> None:
     ids=["unknown-rung", "nested-past-the-recursion-limit"],
 )
 def test_serve_answers_a_bad_request_line_with_an_error_event_naming_its_id(line: str, rid: Any, words: str) -> None:
-    from harness.__main__ import _judge_line
+    from harness.judge.serve import Server
 
-    out = io.StringIO()
-    with redirect_stdout(out):
-        judged = _judge_line(None, {}, line + "\n")  # type: ignore[arg-type]  # refused before the ladder is used
-    event = protocol.parse(out.getvalue().strip())
-    assert judged is False and isinstance(event, protocol.Failed) and event.id == rid, out.getvalue()[:300]
+    said: list[protocol.JudgeEvent] = []
+    server = Server(None, {}, said.append, None, once=False)  # type: ignore[arg-type]  # refused before they are used
+    judging = server.start(line + "\n")
+    assert judging is None and len(said) == 1, said
+    event = said[0]
+    assert isinstance(event, protocol.Failed) and event.id == rid, event
     assert event.error.startswith(words), event.error
 
 

@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,10 @@ from harness.judge.lacks import NOT_VERIFIED
 from harness.problem.load import Problem, ProblemError, load_problem
 from harness.problem.rung import Rung, RungSet
 from harness.workers.process import Spawn, WorkerFailure, WorkerPool, trace_judge
+
+# The built-in rungs after the verdict (correctness and the problem's own rungs): an evaluation may be set aside
+# before each of them (Ladder.steps).
+AFTER_VERDICT = frozenset(RUNG_ORDER[RUNG_ORDER.index("correctness") + 1 :])
 
 
 class Ladder:
@@ -81,6 +85,21 @@ class Ladder:
 
     def evaluate(self, path: Path, on_rung: Callable[[RungResult], None] | None = None) -> Evaluation:
         """Judges one version file; a ProblemError escapes (a bad problem is not the version's fault)."""
+        steps = self.steps(path, on_rung)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def steps(
+        self, path: Path, on_rung: Callable[[RungResult], None] | None = None
+    ) -> Generator[VersionRun, None, Evaluation]:
+        """evaluate() one rung boundary at a time: once the verdict is out (correctness and the problem's own rungs),
+        it yields its run before each later rung, where its caller may set it aside (harness.judge.serve parks it,
+        its workers frozen, while another version's verdict goes first). The seconds it spends set aside are not the
+        evaluation's; nor are another evaluation's options, which it takes back each time it goes on."""
+        options = self.options
         path = path.resolve()
         problem = load_problem(path.parent)
         data = read_version(path, self.options.max_version_bytes)  # once: what is hashed is what is judged
@@ -95,9 +114,14 @@ class Ladder:
             problem_hash=problem.hash,
         )
         run = VersionRun(problem=problem, path=path, ev=ev, dsls=source.dsls(text), source=data, text=text)
-        start = time.perf_counter()
+        start, aside = time.perf_counter(), 0.0
         try:
             for rung in self.rungs_for(problem):
+                if rung.name in AFTER_VERDICT:
+                    set_aside = time.perf_counter()
+                    yield run
+                    aside += time.perf_counter() - set_aside
+                    self.context.options = options
                 result = self._climb(run, rung)
                 ev.rungs.append(result)
                 if on_rung:
@@ -115,7 +139,7 @@ class Ladder:
                 )
         run.observed.tampered.update(run.timed.tampered)
         ev.flags += run.observed.flags(run.problem, _dumped_names(ev)) + run.timed.flags()
-        ev.seconds = time.perf_counter() - start
+        ev.seconds = time.perf_counter() - start - aside
         ev.finish()
         return ev
 

@@ -587,8 +587,8 @@ class WorkerPool:
     def quiet(self, timed: WorkerProcess | None) -> Iterator[None]:
         """While something is timed (the reference in the judge, `timed`'s calls): every other worker holding a
         version stopped, so no thread of a version's loads the device or the CPU meanwhile."""
-        with self.spares_lock:
-            others = [w for w in self.taken if w is not timed]
+        with self.spares_lock:  # those frozen already (a parked evaluation's) stay frozen after
+            others = [w for w in self.taken if w is not timed and not w.frozen]
         for worker in others:
             worker.freeze()
         try:

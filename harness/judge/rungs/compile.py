@@ -193,16 +193,7 @@ def _precompile(
     returns each compiled group's case. Should the worker die or hang at it, a fresh one takes its place."""
     if "triton" not in run.dsls or {"cutedsl", "tilelang"} & set(run.dsls):
         return {}
-    ahead = [(case, inputs) for case, _, inputs in planned if inputs is not None]
-    for case in run.problem.cases:
-        if all(case is not seen for seen, _, _ in planned):
-            with contextlib.suppress(Exception):  # inputs that need the GPU: that case compiles in its call
-                ahead.append((case, run.problem.inputs_for(case, secrets.randbelow(2**31), torch.device("cpu"))))
-    for case in run.problem.bench_cases:  # by shape, where that costs no data: the verdict must not wait for it
-        if all(case is not seen for seen, _, _ in planned):
-            shapes = _shapes_only(run.problem, case, 0, data_first=False)
-            if shapes is not None:
-                ahead.append((case, shapes))
+    ahead = inputs_ahead(run.problem, planned, judge.cuda)
     tensors: list[torch.Tensor] = []
     trees = [wire.encode_tree(list(inputs), tensors) for _, inputs in ahead]
     timeout = min(judge.options.timeout, PRECOMPILE_BUDGET_S)
@@ -224,6 +215,27 @@ def _precompile(
     }
     found_by_case = zip([case for case, _ in ahead], reply.keys_by_case, strict=True)
     return {k: case_label(case) for case, found in found_by_case for k in found[:256]}
+
+
+def inputs_ahead(
+    problem: Problem, planned: list[tuple[dict[str, Any], torch.device, tuple[Any, ...] | None]], cuda: bool
+) -> list[tuple[dict[str, Any], tuple[Any, ...]]]:
+    """What the version is called on to compile ahead: the plan's inputs, every correctness case's (on the CPU)
+    and, with no GPU, the bench cases' by shape alone (on the meta device, where that costs no data). Not on a
+    GPU: the version's own torch calls on meta tensors import what torch's meta kernels need (sympy among it, a
+    second and more in a fresh worker, measured on an H100), all inside the correctness verdict, while the
+    benchmark's warm-up compiles the bench case's kernels on real inputs anyway."""
+    ahead = [(case, inputs) for case, _, inputs in planned if inputs is not None]
+    for case in problem.cases:
+        if all(case is not seen for seen, _, _ in planned):
+            with contextlib.suppress(Exception):  # inputs that need the GPU: that case compiles in its call
+                ahead.append((case, problem.inputs_for(case, secrets.randbelow(2**31), torch.device("cpu"))))
+    for case in [] if cuda else problem.bench_cases:
+        if all(case is not seen for seen, _, _ in planned):
+            shapes = _shapes_only(problem, case, 0, data_first=False)
+            if shapes is not None:
+                ahead.append((case, shapes))
+    return ahead
 
 
 def _identity(kernel: dumps_mod.Kernel) -> dumps_mod.Path | None:

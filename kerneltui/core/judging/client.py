@@ -117,8 +117,10 @@ class JudgeClient:
         self.where = transport.where
         self.generation = 0
         self.ready = False
-        self.busy: int | None = None  # the evaluation it judges now
-        self.busy_label = ""  # its problem/version
+        # the evaluations sent to it and not yet judged, by id: their problem/version. A local judge takes several
+        # (it judges each one's verdict first, harness.judge.serve); a remote one, one at a time
+        self.in_flight: dict[int, str] = {}
+        self.capacity = getattr(transport, "capacity", 1)
         self.judged = 0  # evaluations it finished (failures of the judge aside)
         self.device: dict[str, Any] = {}
         self.restarts = 0
@@ -135,21 +137,37 @@ class JudgeClient:
             )
         )
 
+    @property
+    def has_room(self) -> bool:
+        return self.ready and len(self.in_flight) < self.capacity
+
     def submit(
-        self, evaluation_id: int, path: Path, best: dict[str, Any], rungs: tuple[str, ...] | None = None
+        self,
+        evaluation_id: int,
+        path: Path,
+        best: dict[str, Any],
+        rungs: tuple[str, ...] | None = None,
+        label: str = "",
     ) -> None:
         """OSError when the judge is gone. `best`: Store.best_request's keys. `rungs`: these instead of the judge's
         own (a profile's)."""
         options = {**best, "rungs": list(rungs)} if rungs else dict(best)
         request = protocol.JudgeRequest(str(path), evaluation_id, options)  # what the judge's serve reads back
-        self.busy = evaluation_id
-        self.transport.send(request.to_json())
+        self.in_flight[evaluation_id] = label
+        try:
+            self.transport.send(request.to_json())
+        except OSError:
+            self.in_flight.pop(evaluation_id, None)
+            raise
 
     def stop(self, grace: float = 5.0) -> None:
         self.transport.stop(grace)
 
     def stderr_tail(self, chars: int = 2000) -> str:
         return self.transport.tail(chars)
+
+
+IN_FLIGHT = 10  # a local judge's requests at once: harness.judge.serve's MAX_PARKED, one judged, one waiting
 
 
 class LocalProcess:
@@ -170,6 +188,9 @@ class LocalProcess:
         if gpu is not None:
             self.env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         self.where = "this machine" if gpu is None else f"GPU {gpu}"
+        # requests sent ahead: one to judge and the rest waiting, so that the judge sees them and parks an evaluation
+        # after its verdict (harness.judge.serve keeps up to 8 parked); one at a time for a one-off evaluation
+        self.capacity = 1 if once else IN_FLIGHT
         self.state, self.log_path = state, log_path
         self.log: IO[bytes] | None = None
         self.proc: subprocess.Popen[str] | None = None

@@ -112,7 +112,7 @@ class Scheduler(Intake):
 
     @property
     def pending(self) -> int:
-        return len(self.queue) + sum(1 for j in self.judges if j.busy is not None)
+        return len(self.queue) + sum(len(j.in_flight) for j in self.judges)
 
     # --- the scheduler's own thread -----------------------------------------------------------
 
@@ -199,7 +199,7 @@ class Scheduler(Intake):
     def _dispatch(self) -> None:
         assert self.store is not None
         for judge in self.judges:
-            while judge.ready and judge.busy is None and self.queue:
+            while judge.has_room and self.queue:
                 evaluation_id = self.queue.popleft()
                 taken = self._take(evaluation_id)
                 if taken is None:
@@ -211,14 +211,14 @@ class Scheduler(Intake):
                         staged,
                         self.store.best_request(row["problem"]),
                         rungs_asked(row, self.config.options.rungs),
+                        f"{row['problem']}/{row['version']}",
                     )
                 except OSError:  # it died after saying ready: its exit event restarts it; the version waits
-                    judge.ready, judge.busy = False, None
+                    judge.ready = False
                     self.queue.appendleft(evaluation_id, row["problem"])
                     self.paths[evaluation_id] = path
                     break
                 self.store.set_running(evaluation_id)
-                judge.busy_label = f"{row['problem']}/{row['version']}"
                 self.rung_counts[evaluation_id] = 0
                 self.notify(
                     SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
@@ -243,11 +243,11 @@ class Scheduler(Intake):
             self.custody.unstage(event.id)
             refused = judged_other_bytes(self.store, event.id, event.evaluation)
             if refused:
-                judge.busy = None
+                judge.in_flight.pop(event.id, None)
                 self._not_judged(event.id, refused)
                 return self._maybe_idle()
             record_event(self.store, event.id, event, 0)
-            judge.busy = None
+            judge.in_flight.pop(event.id, None)
             judge.judged += 1
             self._finished(event.id, event.evaluation)
         else:
@@ -261,7 +261,7 @@ class Scheduler(Intake):
             row = self.store.evaluation(evaluation_id)
             if row:
                 self.store.set_problem_error(row["problem"], event.error)
-        judge.busy = None
+        judge.in_flight.pop(evaluation_id, None)
         self._feedback(evaluation_id)
         self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.error}))
         self._maybe_idle()
@@ -298,7 +298,7 @@ class Scheduler(Intake):
             self.notify(SchedulerEvent("warning", data={"message": said}))
 
     def _maybe_idle(self) -> None:
-        if not self.queue and all(j.busy is None for j in self.judges):
+        if not self.queue and all(not j.in_flight for j in self.judges):
             self.notify(SchedulerEvent("idle"))
 
     def _judge_exit(self, judge: JudgeClient, code: int | None) -> None:
@@ -306,21 +306,22 @@ class Scheduler(Intake):
         if self.stopped.is_set():
             return
         tail = judge.stderr_tail()
-        if judge.busy is not None:
-            self.store.fail_evaluation(judge.busy, f"the judge stopped (exit {code}): {tail[-600:]}")
-            self.notify(SchedulerEvent("failed", judge.busy))
-            judge.busy = None
+        for evaluation_id in list(judge.in_flight):
+            self.store.fail_evaluation(evaluation_id, f"the judge stopped (exit {code}): {tail[-600:]}")
+            self.notify(SchedulerEvent("failed", evaluation_id))
+        judge.in_flight.clear()
         judge.ready = False
         self._restart(judge, tail[-300:])
 
     def _judge_lost(self, judge: JudgeClient, reason: str) -> None:
-        """A remote judge lost with an evaluation in hand: the evaluation is queued again (a lost machine is not the
+        """A remote judge lost with evaluations in hand: each is queued again (a lost machine is not the
         version's failure) unless its judges were lost MAX_LOST times; the judge is started again."""
         assert self.store is not None
         if self.stopped.is_set():
             return
-        evaluation_id, judge.busy, judge.ready = judge.busy, None, False
-        if evaluation_id is not None:
+        lost, judge.ready = list(judge.in_flight), False
+        judge.in_flight.clear()
+        for evaluation_id in reversed(lost):  # each back at the queue's head, in the order they were sent
             self.lost[evaluation_id] = self.lost.get(evaluation_id, 0) + 1
             if self.lost[evaluation_id] >= MAX_LOST:
                 said = f"not judged: its judge was lost {MAX_LOST} times (last: {reason})"
@@ -359,9 +360,17 @@ def judge_state(judge: JudgeClient) -> dict[str, Any]:
         "where": judge.where,
         "device": (judge.device or {}).get("name"),
         "ready": judge.ready,
-        "busy": judge.busy_label if judge.busy is not None else None,
+        "busy": busy_label(judge),
         "judged": judge.judged,
     }
+
+
+def busy_label(judge: JudgeClient) -> str | None:
+    """What the judge has in hand: the first version sent, and how many more wait in it (None: nothing)."""
+    labels = list(judge.in_flight.values())
+    if not labels:
+        return None
+    return labels[0] + (f" (+{len(labels) - 1})" if len(labels) > 1 else "")
 
 
 def feedback_file_for(store: Store | None, root: Path, evaluation_id: int | None) -> str | None:

@@ -1,0 +1,238 @@
+"""`python -m harness serve`: requests from stdin, one JSON object a line, judged with each one's verdict first.
+
+A request is judged at once up to its verdict (load, compile, correctness and the problem's own rungs). If another
+request is waiting by then, the evaluation is parked at that rung boundary, its workers frozen (stopped, their
+memory kept), and the next request's verdict goes first. Parked evaluations go on (benchmark, roofline, dumps...)
+oldest first once no request has come for PARK_QUIET_S, and park again at a later rung boundary should one come.
+So an agent writing versions back to back hears each verdict after its own verdict's time, not after every
+earlier version's benchmark; the timed rungs still run alone, every other version's workers frozen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from harness.contract import options as ladder_options
+from harness.contract import protocol
+from harness.contract.results import Evaluation
+
+if TYPE_CHECKING:
+    from harness.contract.options import Options
+    from harness.judge.context import VersionRun
+    from harness.judge.ladder import Ladder
+    from harness.workers.process import WorkerPool
+
+EXIT_OK, EXIT_USAGE = 0, 2
+PARK_QUIET_S = 0.5  # no request for this long: a parked evaluation goes on
+MAX_PARKED = 8  # each holds its workers (a CUDA context each): past this, an evaluation finishes before the next
+
+Emit = Callable[[protocol.JudgeEvent], None]
+
+
+def make_options(values: dict[str, Any], version: Path | None, where: str = "") -> Options:
+    """Options from values by key (a command line's, a request's), checked against the version file."""
+    from harness.contract.options import Options
+    from harness.gpu.aot import parse_arch
+
+    options = Options().updated(values, where)
+    parse_arch(options.arch)
+    if version is not None:
+        if not version.is_file():
+            raise FileNotFoundError(f"no such version file: {version}")
+        if version.name == "problem.py" or version.suffix != ".py":
+            raise ValueError(f"{version} is not a version file (expected e.g. kernels/<problem>/v001.py)")
+    if options.state_dir is None and version is not None:
+        options.state_dir = version.resolve().parent.parent / ".kerneltui"
+    return options
+
+
+def serve(argv: list[str], emit: Emit) -> int:
+    """Judges requests from stdin, a fresh worker pre-started for each next one."""
+    parser = argparse.ArgumentParser(prog="python -m harness serve")
+    ladder_options.add_arguments(parser)
+    parser.add_argument("--once", action="store_true", help="judge one request, with no spare worker, then exit")
+    args = parser.parse_args(argv)
+    from harness.judge.ladder import Ladder, spawn_for
+    from harness.judge.rungs.builtin import LADDER
+    from harness.workers.process import WorkerPool
+
+    values = ladder_options.given(args)
+    try:
+        base = make_options(values, None)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    pool = WorkerPool(spawn_for(base), keep_spare=not args.once, reap=True)
+    pool.prestart(base.rungs)
+    ladder = Ladder(base, LADDER, pool)
+    emit(protocol.Ready(ladder.device_info))
+    idle = IdleSpares(pool, base.spare_idle_s)
+    server = Server(ladder, values, emit, idle, once=args.once)
+    try:
+        server.run(RequestLines(sys.stdin))
+    finally:
+        idle.stop()
+        server.close()
+        ladder.close()
+    return EXIT_OK
+
+
+class RequestLines:
+    """stdin's lines, read by a thread of their own so the judge can see whether one waits without blocking on it."""
+
+    EOF = object()
+
+    def __init__(self, stream: TextIO) -> None:
+        self.lines: queue.Queue[object] = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), name="kerneltui-requests", daemon=True).start()
+
+    def _read(self, stream: TextIO) -> None:
+        try:
+            for line in stream:
+                if line.strip():
+                    self.lines.put(line)
+        finally:
+            self.lines.put(self.EOF)
+
+    def next(self, timeout: float | None) -> object | None:
+        """The next line (or EOF) within `timeout` seconds (None: however long it takes); None if none came."""
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def waiting(self) -> bool:
+        return not self.lines.empty()
+
+
+@dataclass
+class Judging:
+    """One request's evaluation under way: its id and the ladder's steps."""
+
+    rid: Any
+    steps: Generator[VersionRun, None, Evaluation]
+    run: VersionRun | None = None
+
+
+class Server:
+    """The loop: each request's verdict as it comes; parked evaluations finished in the quiet between requests."""
+
+    def __init__(self, ladder: Ladder, values: dict[str, Any], emit: Emit, idle: IdleSpares, once: bool) -> None:
+        self.ladder, self.values, self.emit, self.idle, self.once = ladder, values, emit, idle, once
+        self.parked: deque[Judging] = deque()
+        self.last_request = time.monotonic()
+
+    def run(self, requests: RequestLines) -> None:
+        while True:
+            wait = None if not self.parked else max(0.0, self.last_request + PARK_QUIET_S - time.monotonic())
+            line = requests.next(wait)
+            if line is RequestLines.EOF:
+                self.finish_parked(requests)
+                return
+            self.idle.busy()
+            try:
+                if isinstance(line, str):
+                    self.last_request = time.monotonic()
+                    judging = self.start(line)
+                    finished = judging is not None and self.go_on(judging, requests)
+                    if finished and self.once:
+                        return
+                elif self.parked:
+                    self.go_on(self.parked.popleft(), requests, resumed=True)
+            finally:
+                if not self.parked:
+                    self.idle.idle()
+
+    def finish_parked(self, requests: RequestLines) -> None:
+        """At the end of the input: what was parked is judged to its end (nothing can wait before it any more)."""
+        while self.parked:
+            self.go_on(self.parked.popleft(), requests, resumed=True)
+
+    def close(self) -> None:
+        """Stopped with evaluations parked: their workers released, nothing more said of them."""
+        while self.parked:
+            self.parked.popleft().steps.close()
+
+    def start(self, line: str) -> Judging | None:
+        """A request's evaluation begun (Started said); None when it was refused (Failed said)."""
+        try:
+            request = protocol.JudgeRequest.parse(line)
+        except protocol.BadRequest as exc:
+            self.emit(protocol.Failed(f"bad request: {exc}", id=exc.id))
+            return None
+        path, rid = Path(request.path), request.id
+        try:
+            self.ladder.options = make_options({**self.values, **request.options}, path, "request")
+        except (ValueError, FileNotFoundError) as exc:
+            self.emit(protocol.Failed(f"bad request: {exc}", id=rid))
+            return None
+        self.emit(protocol.Started(rid, str(path)))
+        return Judging(rid, self.ladder.steps(path, lambda rung: self.emit(protocol.RungFinished(rung, rid))))
+
+    def go_on(self, judging: Judging, requests: RequestLines, resumed: bool = False) -> bool:
+        """Climbs until the evaluation ends (True: Finished or Failed said) or parks for a waiting request (False):
+        behind those parked before it, or, `resumed` from there, back at their head."""
+        from harness.contract.source import VersionTooLarge
+        from harness.problem.load import ProblemError
+
+        if judging.run is not None:
+            for worker in judging.run.workers.values():
+                worker.thaw()
+        try:
+            while True:
+                judging.run = next(judging.steps)
+                if requests.waiting() and not self.once and len(self.parked) < MAX_PARKED:
+                    for worker in judging.run.workers.values():
+                        worker.freeze()
+                    (self.parked.appendleft if resumed else self.parked.append)(judging)
+                    return False
+        except StopIteration as done:
+            self.emit(protocol.Finished(done.value, judging.rid))
+            return True
+        except (ProblemError, VersionTooLarge) as exc:
+            self.emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), judging.rid))
+            return True
+
+
+class IdleSpares:
+    """Ends the pool's spare workers once the judge has had no request for `after_s` seconds (0: never): an
+    idle dashboard then holds the judge alone. The next request takes a worker started for it, and the spares
+    come back with it."""
+
+    def __init__(self, pool: WorkerPool, after_s: float) -> None:
+        self.pool, self.after_s = pool, after_s
+        self.since: float | None = time.monotonic()  # None while a request is being judged
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        if after_s > 0:
+            threading.Thread(target=self._watch, name="kerneltui-idle-spares", daemon=True).start()
+
+    def busy(self) -> None:
+        """A request came: no retiring until it is judged (idle() from the loop's next wait for input)."""
+        with self.lock:
+            self.since = None
+
+    def idle(self) -> None:
+        with self.lock:
+            self.since = time.monotonic()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _watch(self) -> None:
+        while not self.stopped.wait(min(self.after_s, 5.0)):
+            with self.lock:
+                due = self.since is not None and time.monotonic() - self.since >= self.after_s
+                if due:
+                    self.since = time.monotonic()
+            if due:
+                self.pool.retire_spares()
