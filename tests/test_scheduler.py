@@ -139,3 +139,30 @@ def test_judges_are_pinned_to_the_gpus_kerneltui_was_given(tmp_path: Path, monke
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     judges = judges_mod.make_judges(LadderConfig(), Workspace(tmp_path), queue.Queue().put)
     assert [pinned(j) for j in judges] == ["0", "1"]
+
+
+@pytest.mark.slow
+def test_versions_written_together_hear_their_verdicts_before_earlier_versions_finish(tmp_path: Path) -> None:
+    """The scheduler sent a judge one version at a time, so the second version's verdict waited for the whole of
+    the first one's ladder: it sends a local judge several, which judges each one's verdict first."""
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v001.py")
+    add_version(folder, "good", "v002.py")
+    config = Config()
+    config.ladder.options = config.ladder.options.updated({"rungs": "load,compile,correctness,benchmark,dumps"})
+    events: queue.Queue[SchedulerEvent] = queue.Queue()
+    scheduler = Scheduler(Workspace(folder.parent), config.ladder, events.put)
+    scheduler.start()
+    try:
+        order: list[tuple[int | None, str]] = []
+        while sum(1 for _, what in order if what in ("finished", "failed")) < 2:
+            event = events.get(timeout=300)
+            if event.kind == "rung":
+                order.append((event.evaluation_id, event.data["rung"]))
+            elif event.kind in ("finished", "failed"):
+                order.append((event.evaluation_id, event.kind))
+        first, second = sorted({evaluation for evaluation, _ in order if evaluation is not None})
+        assert order.index((second, "correctness")) < order.index((first, "dumps")), order
+        assert order.count((first, "finished")) == order.count((second, "finished")) == 1, order
+    finally:
+        scheduler.stop()
