@@ -161,8 +161,12 @@ def test_versions_written_together_hear_their_verdicts_before_earlier_versions_f
                 order.append((event.evaluation_id, event.data["rung"]))
             elif event.kind in ("finished", "failed"):
                 order.append((event.evaluation_id, event.kind))
+                assert event.data.get("status") == "pass", event
         first, second = sorted({evaluation for evaluation, _ in order if evaluation is not None})
         assert order.index((second, "correctness")) < order.index((first, "dumps")), order
         assert order.count((first, "finished")) == order.count((second, "finished")) == 1, order
+        assert scheduler.store is not None  # the parked one's dumps came from its workers, frozen and thawed
+        dumps = scheduler.store.rows("SELECT evaluation_id, ok FROM rungs WHERE name = 'dumps'")
+        assert sorted((r["evaluation_id"], r["ok"]) for r in dumps) == [(first, 1), (second, 1)], dumps
     finally:
         scheduler.stop()

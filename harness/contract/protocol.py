@@ -17,6 +17,10 @@ from harness.contract.options import Options
 from harness.contract.results import Evaluation, RungResult
 
 MAX_PATH_CHARS, MAX_ID_CHARS = 4096, 200
+# Evaluations a judge sets aside after their verdicts while later requests wait (harness.judge.serve): each holds
+# its workers, a CUDA context each. A client sends a judge up to this many requests more than one to judge and one
+# waiting, so that they are seen.
+MAX_PARKED = 8
 
 
 class BadRequest(ValueError):

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_USAGE = 0, 2
 PARK_QUIET_S = 0.5  # no request for this long: a parked evaluation goes on
-MAX_PARKED = 8  # each holds its workers (a CUDA context each): past this, an evaluation finishes before the next
 
 Emit = Callable[[protocol.JudgeEvent], None]
 
@@ -190,7 +189,7 @@ class Server:
         try:
             while True:
                 judging.run = next(judging.steps)
-                if requests.waiting() and not self.once and len(self.parked) < MAX_PARKED:
+                if requests.waiting() and not self.once and len(self.parked) < protocol.MAX_PARKED:
                     for worker in judging.run.workers.values():
                         worker.freeze()
                     (self.parked.appendleft if resumed else self.parked.append)(judging)

@@ -167,7 +167,7 @@ class JudgeClient:
         return self.transport.tail(chars)
 
 
-IN_FLIGHT = 10  # a local judge's requests at once: harness.judge.serve's MAX_PARKED, one judged, one waiting
+IN_FLIGHT = protocol.MAX_PARKED + 2  # a local judge's requests at once: those parked, one judged, one waiting
 
 
 class LocalProcess:
@@ -189,7 +189,7 @@ class LocalProcess:
             self.env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         self.where = "this machine" if gpu is None else f"GPU {gpu}"
         # requests sent ahead: one to judge and the rest waiting, so that the judge sees them and parks an evaluation
-        # after its verdict (harness.judge.serve keeps up to 8 parked); one at a time for a one-off evaluation
+        # after its verdict; one at a time for a one-off evaluation
         self.capacity = 1 if once else IN_FLIGHT
         self.state, self.log_path = state, log_path
         self.log: IO[bytes] | None = None
