@@ -251,8 +251,15 @@ def test_a_version_is_raced_against_the_best_back_to_back(tmp_path: Path) -> Non
     assert rung(faster, "benchmark")["metrics"]["race"]["label"] == "faster"
 
 
+# Its answers are keyed by the inputs' addresses, which the judge's allocator hands out again: seen on an H100, its
+# thread's answer for one correctness case came back for the next, and it failed correctness instead. Caught either way.
+LOSES_ITS_RACE_TO_A_FAILURE = {"precomputes_during_rest"}
+
+
 @pytest.mark.parametrize("version", sorted(AROUND_THE_TIMING))
 def test_what_runs_around_the_timed_calls_is_flagged(judged: dict[str, dict], version: str) -> None:
+    if version in LOSES_ITS_RACE_TO_A_FAILURE and judged[version]["failed_rung"] == "correctness":
+        return
     names, words = AROUND_THE_TIMING[version]
     flags = {f["name"]: f["reason"] for f in judged[version]["flags"]}
     said = [flags[n] for n in ({names} if isinstance(names, str) else names) if n in flags]
