@@ -95,10 +95,11 @@ class Ladder:
     def steps(
         self, path: Path, on_rung: Callable[[RungResult], None] | None = None
     ) -> Generator[VersionRun, None, Evaluation]:
-        """evaluate() one rung boundary at a time: once the verdict is out (correctness and the problem's own rungs),
-        it yields its run before each later rung, where its caller may set it aside (harness.judge.serve parks it,
-        its workers frozen, while another version's verdict goes first). The seconds it spends set aside are not the
-        evaluation's; nor are another evaluation's options, which it takes back each time it goes on."""
+        """evaluate() in two steps: once the verdict is out (correctness and the problem's own rungs), it yields its
+        run before the next rung, where its caller may set it aside (harness.judge.serve parks it, its workers
+        frozen, while another version's verdict goes first). Only there: later rungs hold bench-sized inputs on the
+        device, which evaluations set aside by the handful must not pile up. The seconds it spends set aside are not
+        the evaluation's; nor are the options of the requests judged meanwhile (it takes its own back)."""
         options = self.options
         path = path.resolve()
         problem = load_problem(path.parent)
@@ -114,10 +115,13 @@ class Ladder:
             problem_hash=problem.hash,
         )
         run = VersionRun(problem=problem, path=path, ev=ev, dsls=source.dsls(text), source=data, text=text)
-        start, aside = time.perf_counter(), 0.0
+        start, aside, escaped, verdict_out = time.perf_counter(), 0.0, 0, False
         try:
             for rung in self.rungs_for(problem):
-                if rung.name in AFTER_VERDICT:
+                if rung.name in AFTER_VERDICT and not verdict_out:
+                    # what escaped its workers so far is this version's: set aside, its processes are stopped
+                    # while another version runs, and the next sweep's escapees are that one's
+                    verdict_out, escaped = True, escaped + self.pool.sweep()
                     set_aside = time.perf_counter()
                     yield run
                     aside += time.perf_counter() - set_aside
@@ -131,7 +135,7 @@ class Ladder:
             for worker in run.workers.values():
                 self.pool.release(worker)
             run.discard_private()
-            escaped = self.pool.sweep()
+            escaped += self.pool.sweep()
             trace_judge("release", time.perf_counter() - released)
             if escaped:
                 ev.flags.append(

@@ -1,9 +1,9 @@
 """`python -m harness serve`: requests from stdin, one JSON object a line, judged with each one's verdict first.
 
 A request is judged at once up to its verdict (load, compile, correctness and the problem's own rungs). If another
-request is waiting by then, the evaluation is parked at that rung boundary, its workers frozen (stopped, their
-memory kept), and the next request's verdict goes first. Parked evaluations go on (benchmark, roofline, dumps...)
-oldest first once no request has come for PARK_QUIET_S, and park again at a later rung boundary should one come.
+request is waiting by then, the evaluation is parked there, its workers frozen (stopped, their memory kept), and
+the next request's verdict goes first. Parked evaluations go on (benchmark, roofline, dumps...) oldest first once
+no request has come for PARK_QUIET_S, each then to its end.
 So an agent writing versions back to back hears each verdict after its own verdict's time, not after every
 earlier version's benchmark; the timed rungs still run alone, every other version's workers frozen.
 """
@@ -146,7 +146,7 @@ class Server:
                     if finished and self.once:
                         return
                 elif self.parked:
-                    self.go_on(self.parked.popleft(), requests, resumed=True)
+                    self.go_on(self.parked.popleft(), requests)
             finally:
                 if not self.parked:
                     self.idle.idle()
@@ -154,7 +154,7 @@ class Server:
     def finish_parked(self, requests: RequestLines) -> None:
         """At the end of the input: what was parked is judged to its end (nothing can wait before it any more)."""
         while self.parked:
-            self.go_on(self.parked.popleft(), requests, resumed=True)
+            self.go_on(self.parked.popleft(), requests)
 
     def close(self) -> None:
         """Stopped with evaluations parked: their workers released, nothing more said of them."""
@@ -177,9 +177,9 @@ class Server:
         self.emit(protocol.Started(rid, str(path)))
         return Judging(rid, self.ladder.steps(path, lambda rung: self.emit(protocol.RungFinished(rung, rid))))
 
-    def go_on(self, judging: Judging, requests: RequestLines, resumed: bool = False) -> bool:
-        """Climbs until the evaluation ends (True: Finished or Failed said) or parks for a waiting request (False):
-        behind those parked before it, or, `resumed` from there, back at their head."""
+    def go_on(self, judging: Judging, requests: RequestLines) -> bool:
+        """Climbs until the evaluation ends (True: Finished or Failed said) or, its verdict out, parks behind those
+        parked before it for a waiting request (False)."""
         from harness.contract.source import VersionTooLarge
         from harness.problem.load import ProblemError
 
@@ -192,7 +192,7 @@ class Server:
                 if requests.waiting() and not self.once and len(self.parked) < protocol.MAX_PARKED:
                     for worker in judging.run.workers.values():
                         worker.freeze()
-                    (self.parked.appendleft if resumed else self.parked.append)(judging)
+                    self.parked.append(judging)
                     return False
         except StopIteration as done:
             self.emit(protocol.Finished(done.value, judging.rid))
