@@ -218,11 +218,17 @@ class Scheduler(Intake):
                     self.queue.appendleft(evaluation_id, row["problem"])
                     self.paths[evaluation_id] = path
                     break
-                self.store.set_running(evaluation_id)
                 self.rung_counts[evaluation_id] = 0
-                self.notify(
-                    SchedulerEvent("started", evaluation_id, row["problem"], row["version"], {"judge": judge.index})
-                )
+                if judge.capacity == 1:  # judged now; a judge given several says when it starts each
+                    self._started(judge, evaluation_id)
+
+    def _started(self, judge: JudgeClient, evaluation_id: int) -> None:
+        assert self.store is not None
+        row = self.store.evaluation(evaluation_id) or {}
+        self.store.set_running(evaluation_id)
+        self.notify(
+            SchedulerEvent("started", evaluation_id, row.get("problem"), row.get("version"), {"judge": judge.index})
+        )
 
     def _judge_line(self, judge: JudgeClient, line: str) -> None:
         assert self.store is not None
@@ -230,6 +236,9 @@ class Scheduler(Intake):
         if isinstance(event, protocol.Ready):
             judge.ready, judge.device = True, event.device
             self.notify(SchedulerEvent("judge", data={"judge": judge.index, "device": judge.device}))
+        elif isinstance(event, protocol.Started):
+            if judge.capacity > 1 and event.id in judge.in_flight:
+                self._started(judge, event.id)
         elif not isinstance(event, (protocol.RungFinished, protocol.Finished, protocol.Failed)) or not isinstance(
             event.id, int
         ):
