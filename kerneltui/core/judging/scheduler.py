@@ -15,7 +15,6 @@ import json
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,19 +39,17 @@ from kerneltui.core.judging.events import (
 )
 from kerneltui.core.judging.fair_queue import FairQueue
 from kerneltui.core.judging.intake import Intake
+from kerneltui.core.judging.judge_faults import JudgeFaults
 from kerneltui.core.judging.judges import make_judges
 from kerneltui.core.judging.remote import RemoteError
 from kerneltui.core.judging.watcher import WorkspaceWatcher
 from kerneltui.core.workspace import Workspace
 from kerneltui.history.store import Store
 
-MAX_JUDGE_RESTARTS = 5
-MAX_LOST = 3  # an evaluation whose remote judge was lost this often is recorded as not judged (an error)
-
 InboxMessage = Enqueue | Asked | AcceptProblem | Deleted | ProblemSeen | Ignored | Stop | JudgeMessage
 
 
-class Scheduler(Intake):
+class Scheduler(Intake, JudgeFaults):
     def __init__(
         self,
         workspace: Workspace,
@@ -309,46 +306,6 @@ class Scheduler(Intake):
     def _maybe_idle(self) -> None:
         if not self.queue and all(not j.in_flight for j in self.judges):
             self.notify(SchedulerEvent("idle"))
-
-    def _judge_exit(self, judge: JudgeClient, code: int | None) -> None:
-        assert self.store is not None
-        if self.stopped.is_set():
-            return
-        tail = judge.stderr_tail()
-        for evaluation_id in list(judge.in_flight):
-            self.store.fail_evaluation(evaluation_id, f"the judge stopped (exit {code}): {tail[-600:]}")
-            self.notify(SchedulerEvent("failed", evaluation_id))
-        judge.in_flight.clear()
-        judge.ready = False
-        self._restart(judge, tail[-300:])
-
-    def _judge_lost(self, judge: JudgeClient, reason: str) -> None:
-        """A remote judge lost with evaluations in hand: each is queued again (a lost machine is not the
-        version's failure) unless its judges were lost MAX_LOST times; the judge is started again."""
-        assert self.store is not None
-        if self.stopped.is_set():
-            return
-        lost, judge.ready = list(judge.in_flight), False
-        judge.in_flight.clear()
-        for evaluation_id in reversed(lost):  # each back at the queue's head, in the order they were sent
-            self.lost[evaluation_id] = self.lost.get(evaluation_id, 0) + 1
-            if self.lost[evaluation_id] >= MAX_LOST:
-                said = f"not judged: its judge was lost {MAX_LOST} times (last: {reason})"
-                self.store.fail_evaluation(evaluation_id, said, status="error")
-                self.notify(SchedulerEvent("failed", evaluation_id, data={"error": said}))
-            else:
-                self.store.requeue(evaluation_id)
-                self.queue.appendleft(evaluation_id, self._problem_of(evaluation_id))
-                self.notify(SchedulerEvent("warning", data={"message": f"{reason}: judging it again"}))
-        self._restart(judge, reason)
-
-    def _restart(self, judge: JudgeClient, reason: str) -> None:
-        if judge.restarts < MAX_JUDGE_RESTARTS:
-            judge.restarts += 1
-            time.sleep(min(2.0, 0.2 * judge.restarts))
-            judge.start()
-        else:
-            self.notify(SchedulerEvent("warning", data={"message": f"judge {judge.index} keeps stopping: {reason}"}))
 
     def _shutdown(self) -> None:
         self.stopped.set()
