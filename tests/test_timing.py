@@ -65,11 +65,14 @@ def test_the_judges_bound_leaves_a_calls_host_overhead_out(tmp_path: Path) -> No
         loaded, _ = worker.request({**header, "dsls": []}, None, 120, "loading")
         assert loaded.get("ok"), loaded
         inputs = (torch.ones(8), torch.ones(8))
-        bound = confirm.outside_bound_us(worker, 60, inputs)
+        # the least of three: on a loaded machine every one of a pass's calls can be slowed (2.9 ms seen under four
+        # test processes on two cores), and noise only raises a bound; the fault it checks gives ~4 ms each time
+        bounds = [confirm.outside_bound_us(worker, 60, inputs) for _ in range(3)]
     finally:
         pool.release(worker)
         pool.close()
-    assert bound is not None and bound < 2000, f"{bound:.0f} µs of host work read as device time"
+    measured = [b for b in bounds if b is not None]
+    assert len(measured) == 3 and min(measured) < 2000, f"{bounds} µs of host work read as device time"
 
 
 def test_a_host_bound_version_is_not_flagged_when_its_device_times_agree() -> None:
