@@ -14,14 +14,10 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.contract import options as ladder_options
 from harness.contract import protocol
 from harness.contract.results import RungResult
-
-if TYPE_CHECKING:
-    pass
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

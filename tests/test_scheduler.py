@@ -170,3 +170,47 @@ def test_versions_written_together_hear_their_verdicts_before_earlier_versions_f
         assert sorted((r["evaluation_id"], r["ok"]) for r in dumps) == [(first, 1), (second, 1)], dumps
     finally:
         scheduler.stop()
+
+
+# Says ready, takes two requests, begins the first and dies; started again (MARKER there), it is the real judge.
+DIES_AFTER_BEGINNING_ONE = """#!/bin/sh
+if [ -e "{marker}" ]; then exec "{python}" "$@"; fi
+touch "{marker}"
+exec "{python}" -c '
+import json, sys
+print(json.dumps({{"event": "ready", "device": {{"kind": "cpu", "name": "fake"}}}}), flush=True)
+first, second = json.loads(sys.stdin.readline()), sys.stdin.readline()
+print(json.dumps({{"event": "start", "id": first["id"], "path": first["path"]}}), flush=True)
+sys.exit(3)
+'
+"""
+
+
+@pytest.mark.slow
+def test_a_judge_that_dies_fails_what_it_began_and_judges_again_what_only_waited_in_it(tmp_path: Path) -> None:
+    """A local judge is sent versions ahead: when it died, every version sent to it was failed, also those it had
+    not begun (nothing of theirs ran). Only what it began fails; the rest is queued again and judged."""
+    import sys
+
+    folder = make_workspace(tmp_path / "ws")
+    add_version(folder, "good", "v001.py")
+    add_version(folder, "good", "v002.py")
+    fake = tmp_path / "python"
+    fake.write_text(DIES_AFTER_BEGINNING_ONE.format(marker=tmp_path / "died", python=sys.executable))
+    fake.chmod(0o755)
+    config = Config()
+    config.ladder.python = str(fake)
+    config.ladder.options = config.ladder.options.updated({"rungs": "load,correctness"})
+    events: queue.Queue[SchedulerEvent] = queue.Queue()
+    scheduler = Scheduler(Workspace(folder.parent), config.ladder, events.put)
+    scheduler.start()
+    try:
+        ended: dict[str, str] = {}
+        while len(ended) < 2:
+            event = events.get(timeout=300)
+            if event.kind in ("finished", "failed") and scheduler.store is not None:
+                row = scheduler.store.evaluation(event.evaluation_id) or {}
+                ended.setdefault(str(row.get("version")), str(row.get("status")))
+        assert ended == {"v001": "error", "v002": "pass"}, ended
+    finally:
+        scheduler.stop()

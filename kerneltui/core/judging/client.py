@@ -96,6 +96,7 @@ class Transport(Protocol):
     """How requests reach a judge and its lines come back."""
 
     where: str
+    capacity: int  # requests it takes at once
 
     def start(self, heard: Heard) -> None: ...
 
@@ -120,7 +121,8 @@ class JudgeClient:
         # the evaluations sent to it and not yet judged, by id: their problem/version. A local judge takes several
         # (it judges each one's verdict first, harness.judge.serve); a remote one, one at a time
         self.in_flight: dict[int, str] = {}
-        self.capacity = getattr(transport, "capacity", 1)
+        self.capacity = transport.capacity
+        self.started: set[int] = set()  # those of them it said it began (a parked one stays begun)
         self.judged = 0  # evaluations it finished (failures of the judge aside)
         self.device: dict[str, Any] = {}
         self.restarts = 0
@@ -136,6 +138,11 @@ class JudgeClient:
                 lost=lambda reason: self.deliver(JudgeLost(self, generation, reason)),
             )
         )
+
+    def done(self, evaluation_id: int) -> None:
+        """It is judged (or refused): no longer the judge's."""
+        self.in_flight.pop(evaluation_id, None)
+        self.started.discard(evaluation_id)
 
     @property
     def has_room(self) -> bool:

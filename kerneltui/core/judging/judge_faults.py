@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kerneltui.core.judging.client import JudgeClient
 from kerneltui.core.judging.events import SchedulerEvent
@@ -24,18 +24,18 @@ class JudgeFaults:
     lost: dict[int, int]  # evaluation -> times its remote judge was lost with it
     notify: Callable[[SchedulerEvent], None]
 
-    def _problem_of(self, evaluation_id: int) -> str:
-        raise NotImplementedError  # Intake's
-
     def _judge_exit(self, judge: JudgeClient, code: int | None) -> None:
         assert self.store is not None
         if self.stopped.is_set():
             return
         tail = judge.stderr_tail()
-        for evaluation_id in list(judge.in_flight):
+        waiting = [e for e in judge.in_flight if e not in judge.started]
+        for evaluation_id in judge.started:  # what it was judging, or had set aside judged to its verdict
             self.store.fail_evaluation(evaluation_id, f"the judge stopped (exit {code}): {tail[-600:]}")
             self.notify(SchedulerEvent("failed", evaluation_id))
+        self._queue_again(reversed(waiting))  # sent ahead and never begun: not theirs to fail
         judge.in_flight.clear()
+        judge.started.clear()
         judge.ready = False
         self._restart(judge, tail[-300:])
 
@@ -47,17 +47,25 @@ class JudgeFaults:
             return
         lost, judge.ready = list(judge.in_flight), False
         judge.in_flight.clear()
-        for evaluation_id in reversed(lost):  # each back at the queue's head, in the order they were sent
+        judge.started.clear()
+        for evaluation_id in reversed(lost):
             self.lost[evaluation_id] = self.lost.get(evaluation_id, 0) + 1
             if self.lost[evaluation_id] >= MAX_LOST:
                 said = f"not judged: its judge was lost {MAX_LOST} times (last: {reason})"
                 self.store.fail_evaluation(evaluation_id, said, status="error")
                 self.notify(SchedulerEvent("failed", evaluation_id, data={"error": said}))
             else:
-                self.store.requeue(evaluation_id)
-                self.queue.appendleft(evaluation_id, self._problem_of(evaluation_id))
+                self._queue_again([evaluation_id])
                 self.notify(SchedulerEvent("warning", data={"message": f"{reason}: judging it again"}))
         self._restart(judge, reason)
+
+    def _queue_again(self, evaluation_ids: Iterable[int]) -> None:
+        """Each back at the queue's head (given last first, they keep the order they were sent in)."""
+        assert self.store is not None
+        for evaluation_id in evaluation_ids:
+            self.store.requeue(evaluation_id)
+            row = self.store.evaluation(evaluation_id) or {}
+            self.queue.appendleft(evaluation_id, str(row.get("problem", "")))
 
     def _restart(self, judge: JudgeClient, reason: str) -> None:
         if judge.restarts < MAX_JUDGE_RESTARTS:

@@ -57,6 +57,7 @@ class RayTransport:
         root: str = DEFAULT_ROOT,
     ) -> None:
         self.where = f"ray actor {index}"
+        self.capacity = 1  # an actor call judges one request
         self.actor_options, self.remote_root = actor_options, root
         self.options_argv = serve_options(options, state)
         self.relay = RemoteRelay(self.where, workspace_root, state)

@@ -222,6 +222,7 @@ class Scheduler(Intake, JudgeFaults):
     def _started(self, judge: JudgeClient, evaluation_id: int) -> None:
         assert self.store is not None
         row = self.store.evaluation(evaluation_id) or {}
+        judge.started.add(evaluation_id)
         self.store.set_running(evaluation_id)
         self.notify(
             SchedulerEvent("started", evaluation_id, row.get("problem"), row.get("version"), {"judge": judge.index})
@@ -249,11 +250,11 @@ class Scheduler(Intake, JudgeFaults):
             self.custody.unstage(event.id)
             refused = judged_other_bytes(self.store, event.id, event.evaluation)
             if refused:
-                judge.in_flight.pop(event.id, None)
+                judge.done(event.id)
                 self._not_judged(event.id, refused)
                 return self._maybe_idle()
             record_event(self.store, event.id, event, 0)
-            judge.in_flight.pop(event.id, None)
+            judge.done(event.id)
             judge.judged += 1
             self._finished(event.id, event.evaluation)
         else:
@@ -267,7 +268,7 @@ class Scheduler(Intake, JudgeFaults):
             row = self.store.evaluation(evaluation_id)
             if row:
                 self.store.set_problem_error(row["problem"], event.error)
-        judge.in_flight.pop(evaluation_id, None)
+        judge.done(evaluation_id)
         self._feedback(evaluation_id)
         self.notify(SchedulerEvent("failed", evaluation_id, data={"error": event.error}))
         self._maybe_idle()

@@ -96,6 +96,7 @@ class SshTransport:
         state: Path,
     ) -> None:
         self.where = f"ssh {target.host}" + (f" GPU {gpu}" if gpu is not None else "")
+        self.capacity = 1  # a lost connection queues what it held again: one at a time keeps that to one
         self.target, self.remote_gpu, self.ssh_options = target, gpu, ssh_options
         self.options_argv = serve_options(options, state)
         self.relay = RemoteRelay(self.where, workspace_root, state)
