@@ -144,6 +144,11 @@ def test_device_time_from_cupti_sits_beside_the_event_time(judged: dict[str, dic
     assert 0.8 < slow["device_median_us"] / good["device_median_us"] < 1.25, (slow, good)
 
 
+def test_the_timed_calls_rotate_over_copies_of_the_inputs_elsewhere_in_memory(judged: dict[str, dict]) -> None:
+    good = rung(judged["good"], "benchmark")["metrics"]["cases"][0]
+    assert good["placements"] >= 2 and good["noise_pct"] >= good["placement_pct"] >= 0, good
+
+
 def test_clocks_are_sampled_while_timed(judged: dict[str, dict]) -> None:
     clocks = rung(judged["good"], "benchmark")["metrics"]["cases"][0]["clocks"]
     assert clocks.get("n", 0) > 0 and 100 < clocks["sm_mhz"][0] <= clocks["sm_mhz"][2], clocks

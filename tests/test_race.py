@@ -44,6 +44,19 @@ def test_the_label_needs_both_pairs_of_rounds_to_agree_beyond_the_noise(
     assert decided["ratio"] == pytest.approx(((new[0] / best[0]) * (new[1] / best[1])) ** 0.5)
 
 
+@pytest.mark.parametrize(("new", "label"), [((103.0, 103.2), "same"), ((92.0, 92.1), "faster")])
+def test_a_kernel_whose_time_follows_where_its_inputs_lie_is_raced_within_that_spread(
+    new: tuple[float, float], label: str
+) -> None:
+    """Each worker's inputs lie elsewhere in device memory: 3% apart is no difference for a kernel whose figure
+    could move 4% with other places, as both workers' calls on their own placements said."""
+    raced = rounds(new, (100.0, 100.1))
+    for r in raced:
+        r["placement_pct"] = 4.0
+    assert decide(raced)["label"] == label
+    assert decide(rounds(new, (100.0, 100.1)))["label"] == "slower" if new[0] > 100 else "faster"
+
+
 def test_the_device_times_ratio_is_reported_beside_it() -> None:
     raced = rounds((95.0, 95.0), (100.0, 100.0))
     for r, device in zip(raced, (90.0, 100.0, 100.0, 90.0), strict=True):

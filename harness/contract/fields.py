@@ -94,6 +94,14 @@ class Fields:
         items = checked_list(value, MAX_ITEMS, self.at(key))
         return tuple(checked_figure(v, self.at(f"{key}[{i}]")) for i, v in enumerate(items))
 
+    def indices(self, key: str, limit: int) -> tuple[int, ...]:
+        """An optional list of whole numbers from 0 to `limit`: () where it is absent."""
+        value = self._get(key, False)
+        if value is None:
+            return ()
+        items = checked_list(value, MAX_ITEMS, self.at(key))
+        return tuple(checked_count(v, limit, self.at(f"{key}[{i}]")) for i, v in enumerate(items))
+
     def texts(self, key: str, limit: int = MAX_NAME, items: int = MAX_ITEMS) -> tuple[str, ...]:
         values = checked_list(self._get(key, True), items, self.at(key))
         return tuple(checked_text(v, limit, self.at(f"{key}[{i}]")) for i, v in enumerate(values))

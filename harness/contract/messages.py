@@ -232,6 +232,17 @@ class RegionsReply(Reply):
         return cls(fields.data("regions"))
 
 
+MAX_PLACEMENTS = 8  # places in device memory one bench case's calls rotate over (harness.gpu.timing.placed_copies)
+
+
+def places_of(fields: Fields, key: str, samples: tuple[float, ...]) -> tuple[int, ...]:
+    """Each sample's place: none, or one for every sample."""
+    places = fields.indices(key, MAX_PLACEMENTS - 1)
+    if places and len(places) != len(samples):
+        raise fields.fail(key, f"{len(places)} places for {len(samples)} samples")
+    return places
+
+
 @dataclass(frozen=True)
 class BenchReply(Reply):
     """Calls timed on a bench case (ms). `recorded` and the settled timings are absent in a race round; the
@@ -251,24 +262,30 @@ class BenchReply(Reply):
     device_note: str | None = None
     phases_s: dict[str, float] = field(default_factory=dict)
     devices: tuple[str | None, ...] = ()
+    placement_of: tuple[int, ...] = ()  # each sample's place in device memory (harness.gpu.timing.placed_copies)
+    device_placement_of: tuple[int, ...] = ()  # each device time's
 
     op = "bench"
     settled: ClassVar[tuple[str, ...]] = ("settled_ms", "idle_ms", "tail_ms", "idle_tail_ms")
     keys = EVERY_REPLY | {"outputs", "samples_ms", "inputs_after", "timed_watch", "recorded", *settled}
-    keys |= {"device_ms", "device_note", "phases_s"}
+    keys |= {"device_ms", "device_note", "phases_s", "placement_of", "device_placement_of"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
         count = fields.tensor_count()
         settled = {name: fields.figures(name, required=False) for name in cls.settled}
+        samples = fields.figures("samples_ms") or ()
+        device = fields.figures("device_ms", required=False)
         return cls(
             outputs=fields.tensor_refs("outputs", count),
-            samples_ms=fields.figures("samples_ms") or (),
+            samples_ms=samples,
+            placement_of=places_of(fields, "placement_of", samples),
+            device_placement_of=places_of(fields, "device_placement_of", device or ()),
             inputs_after=fields.tree("inputs_after", count, required=False),
             timed_watch=fields.data("timed_watch"),
             recorded=fields.data("recorded"),
             **settled,
-            device_ms=fields.figures("device_ms", required=False),
+            device_ms=device,
             device_note=fields.optional_text("device_note"),
             phases_s=fields.timings("phases_s"),
             devices=fields.devices(),

@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from harness.contract.messages import MAX_PLACEMENTS
+
 _C = torch._C
 _EventBase: Any = getattr(_C, "_CudaEventBase", None)
 if _EventBase is not None and hasattr(_EventBase, "record"):  # a CUDA build of torch
@@ -64,6 +66,8 @@ class Timing:
     min_us: float
     n: int
     noise_pct: float
+    placements: int = 1  # places in device memory the calls' inputs rotated over (placed_copies)
+    placement_pct: float = 0.0  # how far the figure could move with other places (over_placements)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -132,6 +136,78 @@ def rest(flush: torch.Tensor, rest_us: float) -> None:
     if rest_us > 0 and _spin is not None:
         _spin(int(SPIN_CYCLES_PER_US * rest_us))
     _sum(flush)
+
+
+# A kernel's time can depend on where its inputs lie in device memory: on an H100 one softmax read 116-136 µs over
+# six copies of the same inputs, each copy within 1% of itself round after round (benchmarks/placement.py): which
+# L2 slices and DRAM channels the addresses map to. One placement per evaluation makes two evaluations 15% apart;
+# calls rotating over several copies measure the mix, and the copies' spread says how far the mix can move.
+PLACEMENT_SHARE = 8  # the copies take at most this fraction (1/N) of the free device memory
+MAX_PLACEMENT_BYTES = 2 << 30
+
+
+def placed_copies(
+    inputs: tuple[Any, ...], most: int = MAX_PLACEMENTS, room: int | None = None
+) -> list[tuple[Any, ...]]:
+    """`inputs`, then up to most-1 copies of them at other places in memory (the same values, shapes and strides;
+    anything not a tensor shared), within `room` bytes (None: a share of the GPU's free memory). Only `inputs`
+    where a copy could not be called the same way: a tensor that is a view, an alias of another, a subclass."""
+    tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
+    if not tensors or not all(whole_tensor(t) for t in tensors):
+        return [inputs]
+    if len({t.untyped_storage().data_ptr() for t in tensors}) < len(tensors):
+        return [inputs]
+    if room is None:
+        free, _ = torch.cuda.mem_get_info(tensors[0].device)
+        room = min(free // PLACEMENT_SHARE, MAX_PLACEMENT_BYTES)
+    copies = min(most - 1, room // max(1, sum(t.untyped_storage().nbytes() for t in tensors)))
+    try:
+        return [inputs] + [tuple(placed_copy(v) for v in inputs) for _ in range(copies)]
+    except RuntimeError:  # out of memory after all, or strides empty_strided will not take: one place
+        return [inputs]
+
+
+def whole_tensor(t: torch.Tensor) -> bool:
+    whole = t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    return type(t) is torch.Tensor and t.layout == torch.strided and not t.requires_grad and whole
+
+
+def placed_copy(value: Any) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return value
+    return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device=value.device).copy_(value)
+
+
+def rotating(entry: Callable[..., Any], placements: list[tuple[Any, ...]], used: list[int]) -> Callable[[], Any]:
+    """A call of `entry` on each of `placements` in turn; `used` gets the index of the one each call took."""
+    count = len(placements)
+
+    def call() -> Any:
+        index = len(used) % count
+        used.append(index)
+        return entry(*placements[index])
+
+    return call
+
+
+# Student's t at 97.5% for 1 to 7 degrees of freedom: a 95% interval from the medians of 2 to 8 places
+T_975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36)
+
+
+def over_placements(samples: list[float], placement_of: list[int] | tuple[int, ...]) -> tuple[float, int, float]:
+    """(the mean of each place's median, places, the 95% confidence interval's half-width of that mean over it):
+    the figure of calls rotating over places in device memory, and how far it could lie from one over other
+    places. A median of all the samples would jump between clusters (one evaluation's places mostly fast,
+    another's mostly slow). With one place: (its median, 1, 0.0)."""
+    by_place: dict[int, list[float]] = {}
+    for sample, place in zip(samples, placement_of, strict=False):
+        by_place.setdefault(place, []).append(sample)
+    medians = [statistics.median(v) for v in by_place.values()]
+    if len(medians) < 2:
+        return statistics.median(samples), 1, 0.0
+    figure = statistics.fmean(medians)
+    halfwidth = T_975[min(len(medians), len(T_975) + 1) - 2] * statistics.stdev(medians) / math.sqrt(len(medians))
+    return figure, len(medians), (halfwidth / figure if figure > 0 else math.inf)
 
 
 def time_calls(
@@ -241,22 +317,27 @@ def drift(samples: list[float]) -> float:
     return (max(thirds) - min(thirds)) / 2 / med if med > 0 else 0.0
 
 
-def summarize(samples_ms: list[float]) -> Timing:
-    """Order statistics of the samples (in the order taken); the noise is the larger of the median's 95%
-    confidence interval and the drift between the run's thirds."""
+def summarize(samples_ms: list[float], placement_of: list[int] | tuple[int, ...] = ()) -> Timing:
+    """Order statistics of the samples (in the order taken); the noise is the largest of the median's 95%
+    confidence interval, the drift between the run's thirds and, where `placement_of` gives each sample's place
+    in device memory (rotating), what other places could change. Over several places the figure (`median_us`)
+    is the mean of each place's median (over_placements)."""
     us = sorted(s * 1000.0 for s in samples_ms)
     n = len(us)
+    figure_ms, places, placed = over_placements(samples_ms, placement_of)
 
     def pct(p: float) -> float:
         return us[min(n - 1, max(0, round(p * (n - 1))))]
 
     return Timing(
-        median_us=statistics.median(us),
+        median_us=1000.0 * figure_ms,
         p20_us=pct(0.2),
         p80_us=pct(0.8),
         min_us=us[0],
         n=n,
-        noise_pct=100.0 * max(median_ci_halfwidth(samples_ms), drift(samples_ms)) if n >= 5 else 100.0,
+        noise_pct=100.0 * max(median_ci_halfwidth(samples_ms), drift(samples_ms), placed) if n >= 5 else 100.0,
+        placements=places,
+        placement_pct=round(100.0 * placed, 2),
     )
 
 

@@ -4,7 +4,6 @@ judge: the calls the benchmark rung, the race against the best and the confirmat
 from __future__ import annotations
 
 import contextlib
-import functools
 import secrets
 import time
 from collections.abc import Iterator
@@ -104,7 +103,7 @@ def bench_case(
         return {}, err
     run.observed.add(reply.recorded, "run", f"bench case {label}", profiled=worker.profiles_calls)
     run.timed.add(reply.timed_watch, f"bench case {label}", reply.recorded, run.problem.allows)
-    kernel = timing.summarize(checked_samples(reply.samples_ms))
+    kernel = timing.summarize(checked_samples(reply.samples_ms), reply.placement_of)
     settled_us, unawaited = _unawaited_work(kernel, reply)
     if unawaited:
         return {}, f"{label}: {unawaited}"
@@ -137,9 +136,11 @@ def reference_timing(
         return kept[1]
     if judge.flush is None:
         judge.flush = timing.flush_buffer(judge.device)
-    call = functools.partial(problem.reference, *inputs)
+    used: list[int] = []
+    call = timing.rotating(problem.reference, timing.placed_copies(inputs), used)  # as the version's calls rotate
     with alone(judge, run, None, f"the reference on {label}"):
-        measured = timing.summarize(timing.time_calls(call, judge.flush, budget_s=judge.options.bench_budget_s))
+        samples = timing.time_calls(call, judge.flush, budget_s=judge.options.bench_budget_s)
+    measured = timing.summarize(samples, used[-len(samples) :])
     judge.reference_times[key] = (time.monotonic(), measured)
     return measured
 
@@ -228,7 +229,7 @@ def device_figures(reply: BenchReply) -> dict[str, Any]:
     samples = reply.device_ms
     if not samples:
         return {"device_note": (reply.device_note or "no device times")[:300]}
-    device = timing.summarize([max(float(s), 1e-9) for s in samples])
+    device = timing.summarize([max(float(s), 1e-9) for s in samples], reply.device_placement_of)
     return {"device_median_us": device.median_us, "device_min_us": device.min_us, "device_n": device.n}
 
 

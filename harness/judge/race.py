@@ -7,8 +7,9 @@ in the same minute, on the same inputs, in two workers side by side, in the orde
 the bench case, on the inputs the new version's worker keeps), and labelled:
 
 - faster / slower: both pairs of rounds (first new against first best, last new against last best) agree,
-  each beyond the tolerance: the larger of SAME_PCT and how far either version's own two rounds differ;
-- same: both pairs within SAME_PCT;
+  each beyond the tolerance: the largest of SAME_PCT, how far either version's own two rounds differ and how far
+  either's figure could move with its inputs elsewhere in memory (placement_pct);
+- same: both pairs within SAME_PCT, or that placement figure where larger;
 - ambiguous: anything else (the pairs disagree, or the noise is larger than the difference).
 """
 
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
     from harness.judge.context import JudgeContext, VersionRun
 
 ROUNDS = ("new", "best", "best", "new")
-FIGURES = ("median_us", "noise_pct", "n", "device_median_us")  # a round's figures, as _figures gives them
+# a round's figures, as _figures gives them
+FIGURES = ("median_us", "noise_pct", "n", "device_median_us", "placement_pct")
 # Two processes timing the very same kernel on the same inputs differ steadily by up to ~1.6% (an H200, vecadd
 # on 16M floats: each process's buffers sit in other pages): below that, no race can tell two versions apart.
 SAME_PCT = 2.0
@@ -97,8 +99,9 @@ def _rival(judge: JudgeContext, run: VersionRun, target: dict[str, str]) -> tupl
 def _figures(reply: BenchReply) -> dict[str, Any]:
     """One round's event median and noise, and CUPTI's device median when there is one (checked as the
     benchmark rung checks a worker's samples)."""
-    event = timing.summarize(checked_samples(reply.samples_ms))
+    event = timing.summarize(checked_samples(reply.samples_ms), reply.placement_of)
     out: dict[str, Any] = {"median_us": event.median_us, "noise_pct": event.noise_pct, "n": event.n}
+    out["placement_pct"] = event.placement_pct
     device = device_figures(reply).get("device_median_us")
     return {**out, "device_median_us": device} if device is not None else out
 
@@ -109,12 +112,15 @@ def decide(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     best = [r["median_us"] for r in rounds if r["who"] == "best"]
     pairs = [new[0] / best[0], new[1] / best[1]]
     spread = max(_apart_pct(*new), _apart_pct(*best))
-    tolerance = max(SAME_PCT, spread)
+    # each worker's inputs lie elsewhere in memory: a kernel whose time follows placement differs by that much
+    placed = max(float(r.get("placement_pct") or 0.0) for r in rounds)
+    same = max(SAME_PCT, placed)
+    tolerance = max(same, spread)
     if all(r < 1 - tolerance / 100 for r in pairs):
         label = "faster"
     elif all(r > 1 + tolerance / 100 for r in pairs):
         label = "slower"
-    elif all(abs(r - 1) <= SAME_PCT / 100 for r in pairs):
+    elif all(abs(r - 1) <= same / 100 for r in pairs):
         label = "same"
     else:
         label = "ambiguous"

@@ -100,6 +100,7 @@ class Worker:
         self.device = torch.device("cuda") if self.cuda else torch.device("cpu")
         self.flush: torch.Tensor | None = None
         self.bench_inputs: tuple[Any, ...] = ()
+        self.placements: list[tuple[Any, ...]] = [()]  # the bench inputs and copies elsewhere (timing.placed_copies)
         self.profiler: str | None = None  # why recorded calls run without torch's profiler, if they do
         self.block: shared_block.Block | None = None  # memory the judge shares: large tensors both ways
         self.shared_reply = False  # whether the judge, on this request, takes the reply's through the block
@@ -286,6 +287,8 @@ class Worker:
         try:
             self.entry(*inputs)
             timer.synchronize()
+            # over places in device memory as the timed calls rotate, else the figures are of other placements
+            call = timer.rotating(self.entry, timer.placed_copies(inputs) if self.cuda else [inputs], [])
             if NVTX_PUSH is None or NVTX_POP is None:
                 raise RuntimeError("this torch has no NVTX (a CPU build)")
             if self.flush is None:
@@ -294,7 +297,7 @@ class Worker:
                 timer.evict_l2(self.flush)
                 timer.synchronize()
                 NVTX_PUSH(str(request.range))
-                self.entry(*inputs)
+                call()
                 timer.synchronize()
                 NVTX_POP()
         except BaseException as exc:
@@ -321,16 +324,19 @@ class Worker:
         request = messages.BenchRequest.from_header(header)
         phases = Phases()
         with phases("inputs"):
-            if request.same_inputs and self.bench_inputs:  # sent once for rounds timed again
-                inputs = self.bench_inputs
-            else:
-                inputs = self.bench_inputs = self.materialize(request.inputs, tensors)
+            if not (request.same_inputs and self.bench_inputs):  # sent once for rounds timed again
+                self.bench_inputs, self.placements = (), [()]  # the last case's copies freed first
+                self.bench_inputs = self.materialize(request.inputs, tensors)
+                self.placements = timer.placed_copies(self.bench_inputs) if self.cuda else [self.bench_inputs]
+            inputs = self.bench_inputs
             if self.flush is None:
                 self.flush = timer.flush_buffer(self.device)
         last: list[Any] = [None]
+        used: list[int] = []  # the placement each call took
+        rotation = timer.rotating(self.entry, self.placements, used)
 
         def call() -> None:
-            last[0] = self.entry(*inputs)
+            last[0] = rotation()
 
         extra: dict[str, Any] = {}
         try:
@@ -342,6 +348,7 @@ class Worker:
             with phases("timed calls"):
                 budget_s = float(request.budget_s)
                 samples, extra["timed_watch"] = watched(call, self.flush, timer, budget_s, self.cuda, self.watch_note)
+                extra["placement_of"] = tuple(used[-len(samples) :]) if len(self.placements) > 1 else ()
             if not request.race:
                 with phases("settled calls"):
                     settled = timer.settled_calls(call, self.flush)
@@ -350,13 +357,18 @@ class Worker:
             self.reply_error(exc, "bench")
             return
         with phases("device times"):
-            extra.update(device_times(call, min(samples), timer, self.flush if self.cuda else None, self.profiler))
+            places = len(self.placements)
+            flush = self.flush if self.cuda else None
+            extra.update(device_times(call, min(samples), timer, flush, self.profiler, places))
+            if places > 1 and extra.get("device_ms"):
+                extra["device_placement_of"] = tuple(used[-len(extra["device_ms"]) :])
 
         def reply(refs: tuple[int, ...], after: Any, _: tuple[torch.Tensor, ...]) -> messages.BenchReply:
             return messages.BenchReply(refs, tuple(samples), after, **extra, phases_s=phases.seconds)
 
-        # returned None: its outputs are in the output buffers among the inputs, sent back for the judge to pick
-        self.send_outputs(last[0], inputs if last[0] is None else None, reply)
+        # returned None: its outputs are in the output buffers among the last call's inputs, sent back for the
+        # judge to pick
+        self.send_outputs(last[0], self.placements[used[-1]] if last[0] is None else None, reply)
 
     def materialize(self, tree: Any, tensors: list[torch.Tensor]) -> tuple[Any, ...]:
         moved = [t if t.device.type == "meta" else t.to(self.device) for t in tensors]
@@ -397,15 +409,18 @@ def ready_message(mode: str, cuda: bool, profiler: str | None) -> messages.Worke
     return messages.WorkerReady(os.getpid(), cuda, mode, tuple(APPLIED), profiler, warmed, time.monotonic())
 
 
-def device_times(call: Any, fastest_ms: float, timer: Any, flush: Any, profiler: str | None) -> dict[str, Any]:
+def device_times(
+    call: Any, fastest_ms: float, timer: Any, flush: Any, profiler: str | None, places: int = 1
+) -> dict[str, Any]:
     """{"device_ms": [...]} from CUPTI's kernel records, or {"device_note": why there are none}. A figure reported
     beside the event timings, not one a verdict rests on: torch's profiler is the version's to patch. `flush`:
-    None with no GPU."""
+    None with no GPU. `places`: the placements `call` rotates over, each given as many calls."""
     if flush is None:
         return {"device_note": "no GPU"}
     if profiler is not None:
         return {"device_note": f"torch's profiler is {profiler}"}
     reps = max(5, min(DEVICE_REPS, int(DEVICE_BUDGET_MS / max(fastest_ms, 1e-3))))
+    reps = places * max(2, -(-reps // places)) if places > 1 else reps
     try:
         resting = timer.idle_us(fastest_ms)  # each call from a rested device, as the timed calls are
         device_ms = profiled.device_times(call, lambda: timer.rest(flush, resting), timer.synchronize, reps)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness.contract.messages import Failure, OutsideRequest
+from harness.contract.messages import MAX_PLACEMENTS, Failure, OutsideRequest
 from harness.contract.results import Flag
 from harness.judge.cuda_tools import cuda_tool, newest_first
 from harness.judge.nsight.report import Metrics, read_report
@@ -36,7 +36,7 @@ from harness.workers.process import WorkerFailure, WorkerProcess, Wrapper
 if TYPE_CHECKING:
     from harness.judge.context import JudgeContext, VersionRun
 
-CALLS = 5
+CALLS = MAX_PLACEMENTS  # a call on each place in memory the worker's timed calls rotate over
 METRIC = "gpu__time_duration.sum"
 METRICS: Metrics = {"time_us": (METRIC, "us")}
 RATIO, SLACK_US = 0.75, 2.0  # an honest median sits above the kernels' own durations; this far below is not
