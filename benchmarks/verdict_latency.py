@@ -12,8 +12,9 @@ per problem, p50 and p95 of: the correctness verdict (request to the correctness
 whole ladder, the median seconds of each rung, and, per kind of request to a worker (from the judge's
 KERNELTUI_TRACE), how many per version, their median seconds and their total a version (where a few slow calls,
 a JIT compile, show), with the worker's own phases, and each worker's start (a fork from its template, or a
-fresh process) to its "ready". With --burst, agents write versions on a clock instead (each every SECONDS,
-whatever is still being judged): the p50 and p95 then count from each write, queueing included.
+fresh process) to its "ready". With --burst, agents write versions on a clock instead (a version every SECONDS
+in all, the agents taking turns, whatever is still being judged): the p50 and p95 then count from each write,
+queueing included.
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ def measure(
     judge_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """`count` new versions judged one after another (each sent once the last is judged), or with `burst`
-    (seconds, agents): each of that many agents writes a new version every that many seconds, whatever is
-    still being judged, and each version's times count from when it was written."""
+    (seconds, agents): a new version every that many seconds, the agents taking turns, whatever is still being
+    judged, and each version's times count from when it was written."""
     folder = root / problem
     folder.mkdir(parents=True)
     shutil.copy(REPO / "kernels" / problem / "problem.py", folder / "problem.py")
@@ -180,14 +181,16 @@ def one_by_one(
 def burst_runs(
     judge: Judge, folder: Path, source: str, count: int, best: dict[str, Any], burst: tuple[float, int]
 ) -> list[dict[str, Any]]:
+    """`count` new versions, one every `every_s` seconds in all, the agents taking turns (each writes every
+    agents x every_s seconds), whatever is still being judged."""
     every_s, agents = burst
     sent: list[tuple[Path, float]] = []
     start = time.perf_counter()
     for i in range(count):
-        for agent in range(agents):
-            path = folder / f"{chr(ord('a') + agent)}{i + 2:03d}.py"
-            path.write_text(f"{source}\n# agent {agent}, variant {i + 2}: the same kernel in a new file\n")
-            sent.append((path, judge.submit(path, best)))
+        agent = i % agents
+        path = folder / f"{chr(ord('a') + agent)}{i + 2:03d}.py"
+        path.write_text(f"{source}\n# agent {agent}, variant {i + 2}: the same kernel in a new file\n")
+        sent.append((path, judge.submit(path, best)))
         time.sleep(max(0.0, start + (i + 1) * every_s - time.perf_counter()))
     return [judge.wait(path, at) for path, at in sent]
 
@@ -300,9 +303,9 @@ def main() -> int:
         "--burst",
         type=float,
         metavar="SECONDS",
-        help="each agent writes a new version every SECONDS, judged or not (times count from the write)",
+        help="a new version every SECONDS in all, the agents taking turns, judged or not (times count from the write)",
     )
-    parser.add_argument("--agents", type=int, default=2, help="agents writing at once, with --burst")
+    parser.add_argument("--agents", type=int, default=2, help="agents taking turns to write, with --burst")
     parser.add_argument(
         "--judge-arg",
         action="append",
