@@ -43,6 +43,8 @@ class Judge:
 
     def __init__(self, state: Path, trace: Path, profile: Path | None = None, args: tuple[str, ...] = ()) -> None:
         profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
+        if profile:
+            profile.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [sys.executable, *profiled, "-m", "harness", "serve", "--state-dir", str(state), *args],
             stdin=subprocess.PIPE,

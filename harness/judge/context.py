@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,10 @@ class JudgeContext:
     clocks: ClockSampler | None = None  # NVML, opened by the first benchmark
     # (problem hash, bench case) -> (when, the reference's timing): see bench_calls.reference_timing
     reference_times: dict[tuple[str, str], tuple[float, Any]] = field(default_factory=dict)
+    # computes a case's reference while the version's worker computes its outputs (correctness.check_case)
+    beside: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerneltui-reference")
+    )
 
     @property
     def cuda(self) -> bool:

@@ -4,12 +4,14 @@ own check, or both); its inputs must be unchanged, but for the output buffers th
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness.contract.messages import CallRequest, Failure
+from harness.contract.messages import CallReply, CallRequest, Failure
 from harness.contract.results import Flag, RungResult
 from harness.judge import determinism, narrow, vacuous
 from harness.judge.confirm import vary
@@ -157,20 +159,19 @@ def check_case(
     tensors: list[torch.Tensor] = []
     tree = wire.encode_tree(list(inputs), tensors)
     budget = 8 * sum(t.numel() * t.element_size() for t in tensors) + (1 << 30)
+    # the reference computes on copies of its own while the worker computes the version's outputs
+    reference = judge.beside.submit(run.problem.reference, *[clone_inputs(t) for t in pristine])
     try:
-        reply, got = worker.ask(CallRequest(tree, poison), tensors, judge.options.timeout, "", max_payload=budget)
-        if isinstance(reply, Failure):
-            outcome.update(err=reply.err, log=reply.trace, fatal=reply.kind in ("cuda",))
-            return outcome, pristine, None
-        outcome["call_s"] = round(reply.seconds, 4)
-        run.observed.add(reply.recorded, "run", f"case {case_label(case)}", profiled=worker.profiles_calls)
-        # returned None: what it wrote into the buffers is its output
-        outputs, after = returned(run.problem, reply, got, pristine)
-    except WorkerFailure as exc:
-        outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
+        request = CallRequest(tree, poison)
+        called = _call(run, worker, request, tensors, judge.options.timeout, budget, outcome, pristine)
+    except BaseException:
+        _settle(reference)
+        raise
+    if called is None:
+        _settle(reference)
         return outcome, pristine, None
-    # The reference runs only now, after the kernel's outputs are in hand.
-    expected = run.problem.reference(*[clone_inputs(t) for t in pristine])
+    reply, outputs, after = called
+    expected = reference.result()
     err, metrics = judge_outputs(run, outputs, expected, list(reply.devices), inputs=pristine)
     mutated = mutated_inputs(list(pristine), after, skip=run.problem.output_buffers)
     if mutated and not err:  # written: allowed where the reference's answer does not read it (an output buffer)
@@ -185,6 +186,42 @@ def check_case(
         outcome["stand_ins"] = vacuous.passing_stand_ins(run, pristine, expected)
     single = not isinstance(expected, (tuple, list)) and isinstance(outputs, (tuple, list)) and len(outputs) == 1
     return outcome, pristine, outputs[0] if single else outputs  # the worker sends a tuple either way
+
+
+def _call(
+    run: VersionRun,
+    worker: WorkerProcess,
+    request: CallRequest,
+    tensors: list[torch.Tensor],
+    timeout: float,
+    budget: int,
+    outcome: dict[str, Any],
+    pristine: tuple[Any, ...],
+) -> tuple[CallReply, Any, Any] | None:
+    """The version called in `worker`: its reply, outputs and inputs as it left them; None where it failed (why
+    is in `outcome`)."""
+    try:
+        reply, got = worker.ask(request, tensors, timeout, "", max_payload=budget)
+        if isinstance(reply, Failure):
+            outcome.update(err=reply.err, log=reply.trace, fatal=reply.kind in ("cuda",))
+            return None
+        outcome["call_s"] = round(reply.seconds, 4)
+        label = outcome["case"]
+        run.observed.add(reply.recorded, "run", f"case {label}", profiled=worker.profiles_calls)
+        # returned None: what it wrote into the buffers is its output
+        outputs, after = returned(run.problem, reply, got, pristine)
+    except WorkerFailure as exc:
+        outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
+        return None
+    return reply, outputs, after
+
+
+def _settle(reference: Future[Any]) -> None:
+    """A reference no one will read, cancelled or waited for: the next case's inputs are not made while it runs
+    (a reference may seed torch's global generator)."""
+    if not reference.cancel():
+        with contextlib.suppress(Exception):
+            reference.result()
 
 
 def _worst(results: list[dict[str, Any]]) -> dict[str, Any]:
