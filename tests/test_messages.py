@@ -47,7 +47,7 @@ SAMPLES: list[tuple[Any, int]] = [
     (messages.LoadReply(True, {"add_kernel": "0123456789ab"}, "custom_kernel"), 0),
     (CallReply((0,), TREE, 0.25, RECORDED, {"inputs": 0.01, "recorded call": 0.2}, ("cpu",) * 3), 3),
     (messages.CompileReply(0.5, {"launches": [], "ops": {}}), 0),
-    (messages.PrecompileReply(1.5, 2, (("AB", "CD"), ()), 0, 4), 0),
+    (messages.PrecompileReply(1.5, 2, (("AB", "CD"), ()), 0, 4, 1), 0),
     (messages.ShareReply("ab" * 32), 0),
     (messages.RegionsReply([{"kernel": "k", "region": "loop", "figures": {"ms": 1.0}}]), 0),
     (

@@ -3,11 +3,14 @@ versions that behave otherwise while they are: the verdict still comes from thei
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import add_version, judge_many, rung
+from tests.conftest import REPO, add_version, judge_many, rung
 
 pytestmark = pytest.mark.slow  # every test here judges versions or runs the app end to end
 
@@ -47,3 +50,55 @@ def test_a_bench_case_too_large_for_this_machine_still_compiles_by_its_shape(wor
     compiled = rung(judge_many([path], rungs=["load", "compile"])["v001"], "compile")
     assert compiled["ok"], compiled
     assert "n=1099511627776" in {k["case"] for k in compiled["metrics"]["kernels"]}, compiled
+
+
+LAUNCHERS_PROBE = """
+import torch
+import triton
+import triton.language as tl
+from triton.backends.nvidia import driver as nvidia
+
+from harness.gpu import aot, precompile
+
+aot.install_triton(90)
+built = []
+
+
+class Launcher:  # what Triton up to 3.6 builds with the host's C compiler at a kernel's first launch
+    def __init__(self, src, metadata):
+        built.append(tuple(src.signature.values()))
+
+
+nvidia.make_launcher, nvidia.CudaLauncher = (lambda *args: ""), Launcher
+
+
+@triton.jit
+def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def entry(x):
+    y = torch.empty_like(x)
+    double[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+    return y
+
+
+cases = [(torch.ones(1000),), (torch.ones(4096),), (torch.ones(64, dtype=torch.float16),)]
+done = precompile.compile_ahead(entry, cases, 2, launchers=True)
+assert done["kernels"] == 3 and done["launchers"] == 2, done  # n=1000 and n=4096 differ only in specialisation
+assert sorted(built) == [("*fp16", "*fp16", "i32", "constexpr"), ("*fp32", "*fp32", "i32", "constexpr")], built
+built.clear()
+assert precompile.compile_ahead(entry, cases, 2)["launchers"] == 0 and not built  # not asked: none
+print("ok")
+"""
+
+
+def test_each_signatures_launcher_is_built_beside_the_compiles_not_in_the_first_call(tmp_path: Path) -> None:
+    """Triton 3.6 built a kernel's launcher (C, ~0.2 s of the host compiler on an H100 box) at its first launch,
+    after the compile had ended: in the version's first call. Now once per signature, beside the compiles."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(LAUNCHERS_PROBE)
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -182,16 +182,18 @@ class PrecompileReply(Reply):
     keys_by_case: tuple[tuple[str, ...], ...]
     failed_calls: int
     threads: int
+    launchers: int = 0  # launchers built beside the compiles (harness.gpu.precompile.launchers_early)
 
     op = "precompile"
-    keys = EVERY_REPLY | {"seconds", "kernels", "keys", "failed_calls", "threads"}
+    keys = EVERY_REPLY | {"seconds", "kernels", "keys", "failed_calls", "threads", "launchers"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
         cases = checked_list(fields.raw.get("keys"), 1 << 12, lambda why: fields.fail("keys", why))
         keys = tuple(_names_of(fields, f"keys[{i}]", found) for i, found in enumerate(cases))
         counts = (fields.count(k, 1 << 30) for k in ("kernels", "failed_calls", "threads"))
-        return cls(fields.number("seconds"), next(counts), keys, next(counts), next(counts))
+        launchers = fields.count("launchers", 1 << 30, required=False)
+        return cls(fields.number("seconds"), next(counts), keys, next(counts), next(counts), launchers)
 
     def frame(self) -> dict[str, Any]:
         return {
@@ -201,6 +203,7 @@ class PrecompileReply(Reply):
             "keys": [list(k) for k in self.keys_by_case],
             "failed_calls": self.failed_calls,
             "threads": self.threads,
+            "launchers": self.launchers,
         }
 
 

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import time
+import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,8 +33,11 @@ def threads() -> int:
     return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
 
 
-def compile_ahead(entry: Callable[..., Any], input_sets: Sequence[tuple[Any, ...]], workers: int) -> dict[str, Any]:
-    """Calls `entry` on each set of inputs with every Triton launch compiled on `workers` threads and not run.
+def compile_ahead(
+    entry: Callable[..., Any], input_sets: Sequence[tuple[Any, ...]], workers: int, launchers: bool = False
+) -> dict[str, Any]:
+    """Calls `entry` on each set of inputs with every Triton launch compiled on `workers` threads and not run
+    (`launchers`: on a GPU, each kernel's launcher built beside its compile, launchers_early).
     Returns what it did: the Triton cache groups each set's calls submitted (the first set to launch a
     specialisation has it), how many calls raised, and the seconds it took; or why it did nothing."""
     try:
@@ -43,9 +47,11 @@ def compile_ahead(entry: Callable[..., Any], input_sets: Sequence[tuple[Any, ...
     start = time.perf_counter()
     keys: list[list[str]] = []
     failed_calls = 0
+    built: set[str] = set()
     with ThreadPoolExecutor(workers, thread_name_prefix="precompile") as pool:
         mode = _async_mode(AsyncCompileMode, pool)
-        with contextlib.suppress(Exception), launches_compile(), mode:  # a compile error: the real call reports it
+        early = launchers_early(pool, built) if launchers else contextlib.nullcontext()
+        with contextlib.suppress(Exception), launches_compile(), early, mode:  # a compile error: the real call meets it
             for inputs in input_sets:
                 before = set(mode.future_kernels)
                 try:
@@ -60,7 +66,53 @@ def compile_ahead(entry: Callable[..., Any], input_sets: Sequence[tuple[Any, ...
         "keys": keys,
         "failed_calls": failed_calls,
         "threads": workers,
+        "launchers": len(built),
     }
+
+
+@contextlib.contextmanager
+def launchers_early(pool: ThreadPoolExecutor, built: set[str]) -> Iterator[None]:
+    """Triton up to 3.6 builds each kernel's launcher (C, by the host compiler: ~0.2 s on an H100 box) at its first
+    launch, after its compile: inside the version's first call, one after another. Inside, a launcher is built on
+    `pool` as soon as a compile is asked for, beside it, once per signature (added to `built`); the first launch
+    finds it in this worker's Triton cache. Nothing where Triton's launcher has no C of its own."""
+    try:
+        from triton.backends.nvidia import driver as nvidia
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        nvidia = None
+    if nvidia is None or not hasattr(nvidia, "make_launcher"):
+        yield
+        return
+    original = JITFunction._do_compile
+
+    def do_compile(self: Any, key: Any, signature: Any, device: Any, constexprs: Any, *rest: Any) -> Any:
+        with contextlib.suppress(Exception):  # whatever fails here, the first launch builds it as ever
+            src = self.ASTSource(self, signature, constexprs, *rest[1:2])
+            ident = repr((sorted(src.signature.items()), sorted(src.constants.items(), key=repr)))
+            if ident not in built:
+                built.add(ident)
+                pool.submit(_build_launcher, nvidia, src)
+        return original(self, key, signature, device, constexprs, *rest)
+
+    JITFunction._do_compile = do_compile
+    try:
+        yield
+    finally:
+        JITFunction._do_compile = original
+
+
+# What CudaLauncher reads of a kernel's metadata once its C is built: the defaults of a kernel with no tensor
+# descriptors, no scratch, one CTA (a kernel with more gets its own launcher at its first launch)
+_PLAIN_KERNEL = types.SimpleNamespace(
+    tensordesc_meta=None, num_ctas=1, global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
+    profile_scratch_align=1, launch_cooperative_grid=False, launch_pdl=False,
+)  # fmt: skip
+
+
+def _build_launcher(nvidia: Any, src: Any) -> None:
+    with contextlib.suppress(Exception):
+        nvidia.CudaLauncher(src, _PLAIN_KERNEL)
 
 
 def cache_group(key: str) -> str:

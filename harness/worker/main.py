@@ -230,7 +230,7 @@ class Worker:
             wire.send(self.sock, messages.Failure("not a Triton version").frame())
         else:
             cases = messages.PrecompileRequest.from_header(header).cases
-            wire.send(self.sock, compile_cases(self.entry, list(cases), tensors).frame())
+            wire.send(self.sock, compile_cases(self.entry, list(cases), tensors, self.cuda).frame())
 
     def do_share(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
         """The judge's block of shared memory (its descriptor follows the frame): from now on the large tensors
@@ -602,9 +602,10 @@ def _triton_error_line(exc: BaseException, path: Path) -> int | None:
 
 
 def compile_cases(
-    entry: Callable[..., Any], trees: list[Any], tensors: list[torch.Tensor]
+    entry: Callable[..., Any], trees: list[Any], tensors: list[torch.Tensor], launchers: bool = False
 ) -> messages.PrecompileReply | messages.Failure:
-    """harness.gpu.precompile.compile_ahead on the input sets a `precompile` request encodes, its tensors on the CPU."""
+    """harness.gpu.precompile.compile_ahead on the input sets a `precompile` request encodes, its tensors on the CPU
+    (`launchers`: on a GPU, where the kernels will launch)."""
     from harness.gpu import precompile
 
     on_cpu = [t if t.device.type == "meta" else t.cpu() for t in tensors]
@@ -612,11 +613,12 @@ def compile_cases(
     for tree in trees:
         inputs = wire.decode_tree(tree, on_cpu)
         input_sets.append(tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,))
-    done = precompile.compile_ahead(entry, input_sets, precompile.threads())
+    done = precompile.compile_ahead(entry, input_sets, precompile.threads(), launchers)
     if not done.get("ok"):
         return messages.Failure(str(done.get("why")))
     keys = tuple(tuple(found) for found in done["keys"])
-    return messages.PrecompileReply(done["seconds"], done["kernels"], keys, done["failed_calls"], done["threads"])
+    counts = done["kernels"], keys, done["failed_calls"], done["threads"], done["launchers"]
+    return messages.PrecompileReply(done["seconds"], *counts)
 
 
 def main() -> None:

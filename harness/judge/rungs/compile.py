@@ -212,6 +212,7 @@ def _precompile(
         "kernels": reply.kernels,
         "threads": reply.threads,
         "failed_calls": reply.failed_calls,
+        "launchers": reply.launchers,
     }
     found_by_case = zip([case for case, _ in ahead], reply.keys_by_case, strict=True)
     return {k: case_label(case) for case, found in found_by_case for k in found[:256]}
