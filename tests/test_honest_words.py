@@ -64,3 +64,12 @@ def test_an_interpreted_pass_says_what_the_interpreter_cannot_see() -> None:
     assert "races between programs and bench-size outputs unseen" in rung_detail(passed)
     on_gpu = RungResult("correctness", ok=True, metrics={"mode": "cuda", "n_cases": 2, "n_seeds": 2})
     assert "unseen" not in rung_detail(on_gpu)
+
+
+def test_a_figure_taken_over_placements_says_so_beside_its_noise() -> None:
+    case = {"median_us": 124.0, "p20_us": 117.0, "p80_us": 136.0, "noise_pct": 5.1, "n": 800, "ref_median_us": 90.0}
+    one = rung_detail(RungResult("benchmark", ok=True, metrics={"cases": [{**case, "placements": 1}]}))
+    assert "placements" not in one
+    placed = {**case, "placements": 8, "placement_pct": 5.1}
+    text = rung_detail(RungResult("benchmark", ok=True, metrics={"cases": [placed]}))
+    assert "±5.1% · n=800 · the mean of 8 placements' medians, ±5.1% with others" in text, text

@@ -75,7 +75,7 @@ def _benchmark_detail(m: dict[str, Any]) -> str:
     first = m["cases"][0]
     text = (
         f"{duration_us(first['median_us'])} (p20 {duration_us(first['p20_us'])} · p80 "
-        f"{duration_us(first['p80_us'])} · ±{first['noise_pct']:.1f}% · n={first['n']})"
+        f"{duration_us(first['p80_us'])} · ±{first['noise_pct']:.1f}% · n={first['n']}{_placed(first)})"
         f"  reference {duration_us(first['ref_median_us'])}"
     )
     if first.get("device_median_us") is not None:
@@ -92,6 +92,14 @@ def _benchmark_detail(m: dict[str, Any]) -> str:
         notes = sanitized.get("notes") or []
         text += f"  · sanitizer: not all run ({'; '.join(notes)[:160]})" if notes else "  · sanitizer ✓"
     return text
+
+
+def _placed(case: dict[str, Any]) -> str:
+    """How the figure was taken where the calls rotated over copies of the inputs in device memory."""
+    places = case.get("placements") or 1
+    if places < 2:
+        return ""
+    return f" · the mean of {places} placements' medians, ±{case.get('placement_pct') or 0:.1f}% with others"
 
 
 def race_text(result: dict[str, Any]) -> str:
