@@ -15,7 +15,8 @@ hardware's roofline.
 Every version you write is judged by a verification ladder in an isolated process: load (import, find \
 custom_kernel), compile (registers, spills, shared memory), correctness against the reference on every \
 case with fresh secret seeds (max abs/rel error, MSE, PSNR, cosine similarity; NaN/Inf; inputs must be \
-left unchanged), benchmark (CUDA events, L2 flushed, median), roofline (achieved bytes/s and FLOP/s \
+left unchanged), benchmark (the event time: CUDA events, L2 flushed, median; over copies of the inputs \
+at several places in memory, the mean of their medians), roofline (achieved bytes/s and FLOP/s \
 against the device's measured peaks) and dumps (PTX, SASS, TTGIR...). Results you cannot get any other \
 way: do not try to detect the judge, special-case the test shapes, cache outputs between calls or read \
 the reference's results; such versions fail, and a person reviews every version.

@@ -12,6 +12,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from harness.contract.results import Flag, RungResult
+from harness.contract.units import TIME_MEANS
 
 # --- the JSON shape -----------------------------------------------------------------------------
 # Named as the MCP clients see them in the output schema (the names become its title and $defs).
@@ -46,6 +47,7 @@ class Verdict(TypedDict):
     failed_rung: str | None
     summary: str
     median_us: float | None
+    median_us_is: str  # what median_us is (harness.contract.units.TIME_MEANS)
     roofline_pct: float | None
     speedup: float | None
     rungs: list[Rung]
@@ -90,6 +92,7 @@ class Judged:
             failed_rung=self.failed_rung,
             summary=self.summary,
             median_us=self.median_us,
+            median_us_is=TIME_MEANS,
             roofline_pct=self.roofline_pct,
             speedup=self.speedup,
             rungs=[rung_json(r) for r in self.rungs],

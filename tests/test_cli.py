@@ -24,6 +24,7 @@ def test_eval_pass_records_and_exits_zero(workspace: Path, own_judges: None) -> 
     result = json.loads(done.stdout)
     assert list(result)[:5] == ["problem", "version", "ok", "device", "rungs"]
     assert result["problem"] == "vadd" and result["version"] == "v001" and result["ok"] is True
+    assert result["median_us_is"].startswith("the event time (median_us): CUDA events")  # the deciding figure named
     names = [r["name"] for r in result["rungs"]]
     assert names == ["load", "compile", "correctness", "benchmark", "roofline", "dumps"]
     for r in result["rungs"]:

@@ -795,7 +795,7 @@ async def test_the_problems_pane_gives_way_on_a_narrow_terminal(history: Workspa
             "problem",
             "latest",
         ]
-        assert "median" in [str(c.label) for c in table(app).columns.values()]
+        assert "event time" in [str(c.label) for c in table(app).columns.values()]
         await pilot.resize_terminal(160, 48)
         await wait_for(lambda: len(problems.columns) == 3, pilot)
         assert problems.outer_size.width == 34 and problems.get_row_at(0)[2].plain == "91% ★"

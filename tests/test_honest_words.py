@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.containment.watch import killed_for_memory, oom_kills
 from harness.contract.report import rung_detail
 from harness.contract.results import RungResult
+from harness.contract.units import TIME_MEANS, TIME_NAME
 from tests.conftest import judge_many, make_workspace, rung
 
 IMPORTS_SIBLING = """
@@ -73,3 +74,19 @@ def test_a_figure_taken_over_placements_says_so_beside_its_noise() -> None:
     placed = {**case, "placements": 8, "placement_pct": 5.1}
     text = rung_detail(RungResult("benchmark", ok=True, metrics={"cases": [placed]}))
     assert "±5.1% · n=800 · the mean of 8 placements' medians, ±5.1% with others" in text, text
+
+
+def test_the_figure_that_decides_is_named_alike_wherever_it_is_shown() -> None:
+    """The table's column, the rung's text, the feedback file's line and an agent's verdict call the deciding
+    figure by one name, and the verdict (and `--json`) say what it is."""
+    from agents.verdict import Judged
+    from kerneltui.core.agents.feedback import version_line
+    from kerneltui.ui.widgets.versions import COLUMNS
+
+    case = {"median_us": 86.7, "p20_us": 86.0, "p80_us": 87.5, "noise_pct": 0.4, "n": 400, "ref_median_us": 90.0}
+    benchmark = RungResult("benchmark", ok=True, metrics={"cases": [case]})
+    assert rung_detail(benchmark).startswith(f"{TIME_NAME} 86.7")
+    assert dict((key, label) for key, label, _ in COLUMNS)["median"] == TIME_NAME
+    assert f"{TIME_NAME} 86.7" in version_line({"name": "v002", "status": "pass", "median_us": 86.7})
+    verdict = Judged("vadd", "v002", "pass", "", median_us=86.7, rungs=[benchmark]).to_json()
+    assert verdict["median_us_is"] == TIME_MEANS and TIME_NAME in TIME_MEANS

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.contract.profile_digest import digest_lines
 from harness.contract.results import Evaluation, RungResult
-from harness.contract.units import duration_us, sig
+from harness.contract.units import TIME_NAME, duration_us, sig
 
 MARKS = {True: "✓", False: "✗", None: "·"}
 MAX_KERNEL_LINES = 8  # an agent's profile lists at most this many kernels after the digest
@@ -74,7 +74,7 @@ def _correctness_detail(m: dict[str, Any]) -> str:
 def _benchmark_detail(m: dict[str, Any]) -> str:
     first = m["cases"][0]
     text = (
-        f"{duration_us(first['median_us'])} (p20 {duration_us(first['p20_us'])} · p80 "
+        f"{TIME_NAME} {duration_us(first['median_us'])} (p20 {duration_us(first['p20_us'])} · p80 "
         f"{duration_us(first['p80_us'])} · ±{first['noise_pct']:.1f}% · n={first['n']}{_placed(first)})"
         f"  reference {duration_us(first['ref_median_us'])}"
     )

@@ -17,6 +17,7 @@ from harness.contract import options as ladder_options
 from harness.contract.report import digest_against, rung_line, trust_lines
 from harness.contract.results import PROFILE_RUNGS, RungResult
 from harness.contract.source import VersionTooLarge
+from harness.contract.units import TIME_MEANS
 from kerneltui.cli.options import (
     CONFIG_HELP,
     EXIT_FAILED,
@@ -107,6 +108,7 @@ def eval_json(data: dict[str, Any], evaluation_id: int) -> dict[str, Any]:
     ordered = {k: data[k] for k in ("problem", "version", "ok", "device", "rungs")}
     ordered.update({k: v for k, v in data.items() if k not in ordered})
     ordered["evaluation_id"] = evaluation_id
+    ordered["median_us_is"] = TIME_MEANS
     return ordered
 
 

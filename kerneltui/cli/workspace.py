@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.contract.units import duration_us, sig
+from harness.contract.units import TIME_NAME, duration_us, sig
 from kerneltui.cli.options import EXIT_OK, Subparsers, add_json, add_workspace
 from kerneltui.core.workspace import Workspace, resolve
 from kerneltui.history.store import Store
@@ -38,7 +38,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(
         f"{'problem':<12} {'ver':<6} {'hash':<8} {'status':<10} {'failed at':<12} {'max err':>9} "
-        f"{'median':>10} {'vs ref':>7} {'roofline':>8}  {'verdict':<9} time"
+        f"{TIME_NAME:>10} {'vs ref':>7} {'roofline':>8}  {'verdict':<9} time"
     )
     for row in rows:
         print(history_line(row))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.problem_files import FEEDBACK_FILE
-from harness.contract.units import duration_us, sig
+from harness.contract.units import TIME_NAME, duration_us, sig
 from kerneltui.history.store import Store
 
 RECENT = 8
@@ -55,7 +55,7 @@ def version_line(row: dict[str, Any]) -> str:
     if row.get("max_abs") is not None:
         parts.append(f"max abs error {sig(row['max_abs'])}")
     if row.get("median_us"):
-        parts.append(f"median {duration_us(row['median_us'])}")
+        parts.append(f"{TIME_NAME} {duration_us(row['median_us'])}")
     if row.get("speedup"):
         parts.append(f"{row['speedup']:.2f}x vs reference")
     if row.get("roofline_pct"):

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
+from harness.contract.units import TIME_NAME
 from kerneltui.ui.widgets.format import (
     error_cell,
     first_line,
@@ -29,7 +30,7 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("status", "status", 12),
     ("failed", "failed at", 11),
     ("err", "max err", 8),
-    ("median", "median", 9),
+    ("median", TIME_NAME, 10),
     ("spread", "±", 5),
     ("vsref", "vs ref", 7),
     ("vsbest", "vs best", 7),
