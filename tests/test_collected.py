@@ -440,3 +440,20 @@ def test_kerneltui_gc_takes_its_budget_from_the_config(history: tuple[Store, Pat
     config.write_text("[ladder]\ndumps_budget_mb = -1\n")
     bad = kerneltui("gc", "--config", str(config), "--workspace", str(state.parent))
     assert bad.returncode == 2 and "dumps_budget_mb" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_listings_begun_while_the_benchmark_times_are_the_ones_the_dumps_keep(tmp_path: Path) -> None:
+    """On a GPU a version's kernels are disassembled while its benchmark times (nvdisasm, ~0.3 s a cubin, was the
+    dumps rung's whole time after it): the dumps take those listings and run no tool for them again."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"not a cubin")
+    kernel = dumps.Kernel(name="k", dsl="triton", files={"cubin": cubin})
+    begun: Future[dumps.Listing] = Future()
+    begun.set_result(("// k's SASS, disassembled ahead", None))
+    dumps.write_dumps([kernel], tmp_path / "out", ahead={str(cubin): begun})
+    assert (tmp_path / "out" / "k.sass").read_text() == "// k's SASS, disassembled ahead"
+    with ThreadPoolExecutor(2) as pool:  # begun for real: the same listing (or the same reason there is none)
+        ahead = dumps.listings_ahead([kernel], pool)
+        assert ahead[str(cubin)].result() == dumps.disassemble_noting(cubin)

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Set
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -455,16 +455,40 @@ def disassemble_noting(cubin: Path | None, clock: ToolClock | None = None) -> tu
     return None, "; ".join(why) or None
 
 
-def write_dumps(kernels: list[Kernel], dest: Path, budget_bytes: int = Caps.version_bytes) -> list[dict[str, Any]]:
+Listing = tuple[str | None, str | None]  # disassemble_noting's: the SASS, or None and why not
+
+
+def listings_ahead(kernels: list[Kernel], pool: ThreadPoolExecutor) -> dict[str, Future[Listing]]:
+    """Each kernel's SASS listing begun on `pool` (by its cubin's path), for write_dumps to take: on a GPU the
+    disassembly runs while the benchmark times, not after it (nvdisasm: ~0.3 s a cubin, the dumps rung's time)."""
+    clock = ToolClock()
+    cubins = {str(c): c for k in kernels if (c := k.files.get("cubin")) is not None}
+    return {key: pool.submit(disassemble_noting, cubin, clock) for key, cubin in cubins.items()}
+
+
+def write_dumps(
+    kernels: list[Kernel],
+    dest: Path,
+    budget_bytes: int = Caps.version_bytes,
+    ahead: dict[str, Future[Listing]] | None = None,
+) -> list[dict[str, Any]]:
     """Copies every artifact (plus .sass) to dest as <kernel>.<kind>, within `budget_bytes` in all (a kernel's
-    files past it are not kept, and it says so); returns the list of files."""
+    files past it are not kept, and it says so); returns the list of files. `ahead`: listings begun already
+    (listings_ahead), by cubin path."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
+    clock = ToolClock()
+    begun = dict(ahead or {})
+
+    def listing(kernel: Kernel) -> Listing:
+        cubin = kernel.files.get("cubin")
+        started = begun.pop(str(cubin), None) if cubin is not None else None
+        return started.result() if started is not None else disassemble_noting(cubin, clock)
+
     # nvdisasm is the slow part: ~0.3 s a cubin whatever its size (its own start-up), one cubin a run; all at once
     with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), MAX_DISASSEMBLERS, os.cpu_count() or 1))) as pool:
-        clock = ToolClock()
-        sass_listings = list(pool.map(lambda k: disassemble_noting(k.files.get("cubin"), clock), kernels))
+        sass_listings = list(pool.map(listing, kernels))
     listed: list[dict[str, Any]] = []
     used: dict[str, int] = {}
     left = budget_bytes

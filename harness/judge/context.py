@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,7 @@ import torch
 from harness.contract.messages import Failure, LoadReply, LoadRequest
 from harness.contract.options import Options
 from harness.contract.results import Evaluation
-from harness.judge.artifacts import Kernel
+from harness.judge.artifacts import Kernel, Listing
 from harness.judge.timed_kernels import TimedKernels
 from harness.judge.trust import Observed
 from harness.problem.load import Problem
@@ -42,6 +42,8 @@ class VersionRun:
     kernels: list[Kernel] = field(default_factory=list)
     warmup_error: str | None = None
     timings: list[dict[str, Any]] = field(default_factory=list)
+    # SASS listings begun while the benchmark times, by cubin path (harness.judge.artifacts.listings_ahead)
+    sass_ahead: dict[str, Future[Listing]] = field(default_factory=dict)
     # The judge's own folder for copies of what the workers compiled; workers cannot write there.
     made_private: Path | None = None
 
@@ -71,6 +73,10 @@ class JudgeContext:
     clocks: ClockSampler | None = None  # NVML, opened by the first benchmark
     # (problem hash, bench case) -> (when, the reference's timing): see bench_calls.reference_timing
     reference_times: dict[tuple[str, str], tuple[float, Any]] = field(default_factory=dict)
+    # disassembles a version's kernels while its benchmark times (harness.judge.artifacts.listings_ahead)
+    tools: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="kerneltui-tools")
+    )
     # computes a case's reference while the version's worker computes its outputs (correctness.check_case)
     beside: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerneltui-reference")

@@ -28,6 +28,7 @@ from harness.contract.results import RUNG_ORDER, Evaluation, Flag, RungResult
 from harness.contract.source import read_version
 from harness.contract.text import printable, printable_tree
 from harness.gpu.aot import parse_arch
+from harness.judge import artifacts
 from harness.judge import device as devices
 from harness.judge.context import JudgeContext, VersionRun
 from harness.judge.lacks import NOT_VERIFIED
@@ -126,6 +127,8 @@ class Ladder:
                     yield run
                     aside += time.perf_counter() - set_aside
                     self.context.options = options
+                    if self.context.cuda and "dumps" in options.rungs:  # disassembled while the benchmark times
+                        run.sass_ahead = artifacts.listings_ahead(run.kernels, self.context.tools)
                 result = self._climb(run, rung)
                 ev.rungs.append(result)
                 if on_rung:
