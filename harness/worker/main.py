@@ -139,45 +139,13 @@ class Worker:
             limit_file_size(int(request.max_file_bytes))  # only ever lowers the limit set at start
         self.path = Path(request.path)
         try:
-            if self.mode == "compile" and triton is not None:
-                from harness.gpu import aot
-
-                aot.install_triton(aot.parse_arch(self.arch)[0])
-            cutedsl = "cutedsl" in request.dsls
-            if self.mode == "compile" and cutedsl:
-                from harness.gpu import aot
-
-                aot.install_cutedsl()
-            tilelang = "tilelang" in request.dsls
-            if tilelang:  # with no GPU the run worker only compiles too: a version may compile as it is imported
-                from harness.gpu import aot
-                from harness.worker import tilelang_hooks
-
-                compile_only = self.mode == "compile" or not self.cuda
-                tilelang_hooks.install(aot.parse_arch(self.arch)[1] if compile_only else None)
-            RECORDER.install()  # after the compile-only stand-ins: launches are recorded either way
-            if cutedsl:
-                RECORDER.install_cutedsl()
-            if tilelang:
-                RECORDER.install_tilelang()
+            cutedsl = install_hooks(self.mode, self.arch, request.dsls, self.cuda)
             self.module = import_version(self.path)
             if self.mode == "compile" and "cutlass" in sys.modules and not cutedsl:  # imported some other way
                 from harness.gpu import aot
 
                 aot.install_cutedsl()
-            entry = getattr(self.module, ENTRY, None)
-            model_new = getattr(self.module, MODEL_ENTRY, None)
-            if entry is None and isinstance(model_new, type):  # KernelBench's form (harness.problem.kernelbench)
-                entry = ModelCall(model_new, self.device)
-            if entry is None:
-                names = sorted(n for n in vars(self.module) if not n.startswith("_") and callable(vars(self.module)[n]))
-                raise VersionError(
-                    f"{self.path.name} defines no {ENTRY}(*inputs) nor class {MODEL_ENTRY} "
-                    f"(functions found: {', '.join(names) or 'none'})"
-                )
-            if not callable(entry):
-                raise VersionError(f"{ENTRY} in {self.path.name} is a {type(entry).__name__}, not a function")
-            self.entry = entry
+            self.entry = entry_of(self.module, self.path, self.device)
         except BaseException as exc:  # SystemExit too: a version may call sys.exit at import
             self.reply_error(exc, "load")
             return
@@ -397,6 +365,47 @@ class Worker:
             wire.send(self.sock, header, tensors, share=share)
         except BaseException as exc:
             wire.send(self.sock, describe_exception(exc, self.path, "output").frame())
+
+
+def install_hooks(mode: str, arch: str, dsls: tuple[str, ...], cuda: bool) -> bool:
+    """Before a version is imported: the compile-only stand-ins (mode `compile`, or TileLang with no GPU) and the
+    recorder's hooks for each DSL it uses. Whether it uses CuTeDSL."""
+    from harness.gpu import aot
+
+    if mode == "compile" and triton is not None:
+        aot.install_triton(aot.parse_arch(arch)[0])
+    cutedsl = "cutedsl" in dsls
+    if mode == "compile" and cutedsl:
+        aot.install_cutedsl()
+    tilelang = "tilelang" in dsls
+    if tilelang:  # with no GPU the run worker only compiles too: a version may compile as it is imported
+        from harness.worker import tilelang_hooks
+
+        compile_only = mode == "compile" or not cuda
+        tilelang_hooks.install(aot.parse_arch(arch)[1] if compile_only else None)
+    RECORDER.install()  # after the compile-only stand-ins: launches are recorded either way
+    if cutedsl:
+        RECORDER.install_cutedsl()
+    if tilelang:
+        RECORDER.install_tilelang()
+    return cutedsl
+
+
+def entry_of(module: Any, path: Path, device: torch.device) -> Any:
+    """The version's custom_kernel, or its ModelNew called as one (KernelBench's form, harness.problem.kernelbench)."""
+    entry = getattr(module, ENTRY, None)
+    model_new = getattr(module, MODEL_ENTRY, None)
+    if entry is None and isinstance(model_new, type):
+        entry = ModelCall(model_new, device)
+    if entry is None:
+        names = sorted(n for n in vars(module) if not n.startswith("_") and callable(vars(module)[n]))
+        raise VersionError(
+            f"{path.name} defines no {ENTRY}(*inputs) nor class {MODEL_ENTRY} "
+            f"(functions found: {', '.join(names) or 'none'})"
+        )
+    if not callable(entry):
+        raise VersionError(f"{ENTRY} in {path.name} is a {type(entry).__name__}, not a function")
+    return entry
 
 
 def ready_message(mode: str, cuda: bool, profiler: str | None) -> messages.WorkerReady:
