@@ -61,18 +61,26 @@ def benchmark(judge: JudgeContext, run: VersionRun) -> RungResult:
     return RungResult(name="benchmark", ok=True, metrics=metrics)
 
 
+# Two processes timing the very same kernel on the same inputs differ steadily: by up to 1.6% on an H200 (vecadd on
+# 16M floats), by 1.0% (events) and 1.4% (CUPTI) over five evaluations of an H100 bf16 4096³ matmul whose every
+# run said ±0.75% or less. No evaluation's ± may promise more than another process would agree to.
+BETWEEN_PROCESSES_PCT = 1.5
+
+
 def widen_noise(first: dict[str, Any], raced: dict[str, Any] | None, confirmed: dict[str, Any] | None) -> None:
-    """The first bench case's noise made to cover run-to-run spread: how far the version's own medians on that
-    case lie apart (the benchmark's, its race rounds' in the same worker, a fresh worker's). One process's
-    samples agree within ±0.5% while two processes' medians differ by 1-2%: the ± shown must not promise more."""
+    """The first bench case's noise made to cover run-to-run spread: at least BETWEEN_PROCESSES_PCT, and how far
+    the version's own medians on that case lie apart (the benchmark's, its race rounds' in the same worker, a fresh
+    worker's). One process's samples agree within ±0.5% while two processes' medians differ by 1-2%: the ± shown
+    must not promise more."""
     medians = [first["median_us"]]
     medians += [r["median_us"] for r in (raced or {}).get("rounds", []) if r.get("who") == "new"]
     fresh = (confirmed or {}).get("fresh_median_us")
     medians += [float(fresh)] if fresh else []
-    if len(medians) < 2 or min(medians) <= 0:
-        return
-    first["spread_pct"] = round(100 * (max(medians) / min(medians) - 1), 2)
-    first["noise_pct"] = max(float(first.get("noise_pct") or 0.0), first["spread_pct"])
+    noise = max(float(first.get("noise_pct") or 0.0), BETWEEN_PROCESSES_PCT)
+    if len(medians) >= 2 and min(medians) > 0:
+        first["spread_pct"] = round(100 * (max(medians) / min(medians) - 1), 2)
+        noise = max(noise, first["spread_pct"])
+    first["noise_pct"] = noise
 
 
 def would_be_best(judge: JudgeContext, raced: dict[str, Any] | None, median_us: float) -> bool:
