@@ -178,3 +178,51 @@ def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) 
         except subprocess.TimeoutExpired:
             judge.kill()
             judge.wait()
+
+
+def test_a_version_that_came_while_the_judge_was_busy_is_set_aside_at_its_verdict(workspace: Path) -> None:
+    """Two agents writing a version every two seconds: one came while the judge was still at the version before,
+    and nothing waited behind it when its verdict came, so its dumps ran, and the next version, written a moment
+    later, waited for them. A version that came while the judge was at work is now set aside at its verdict for
+    a while (the next is likely on its way): the next one's verdict comes before its dumps."""
+    paths = [add_version(workspace, "good", f"v00{i}.py") for i in (1, 2, 3)]
+    judge = subprocess.Popen(
+        [sys.executable, "-m", "harness", "serve", "--rungs", "load,compile,correctness,dumps"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    order: list[tuple[str, int]] = []
+
+    def send(rid: int) -> None:
+        assert judge.stdin is not None
+        judge.stdin.write(json.dumps({"path": str(paths[rid - 1]), "id": rid}) + "\n")
+        judge.stdin.flush()
+
+    try:
+        assert judge.stdout is not None
+        assert json.loads(judge.stdout.readline())["event"] == "ready"
+        send(1)
+        for event in map(json.loads, iter(judge.stdout.readline, "")):
+            step = event["rung"]["name"] if event["event"] == "rung" else event["event"]
+            order.append((step, event.get("id", 0)))
+            if (step, event.get("id")) == ("start", 1):
+                time.sleep(1.0)  # the second version comes while the first is judged, a second later
+                send(2)
+            if (step, event.get("id")) == ("correctness", 2):
+                time.sleep(0.3)  # the third comes a moment after the second's verdict, nothing waiting then
+                send(3)
+            if sum(step in ("done", "error") for step, _ in order) == 3:
+                break
+    finally:
+        with contextlib.suppress(OSError):
+            judge.stdin.close()  # type: ignore[union-attr]
+        try:
+            judge.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            judge.kill()
+            judge.wait()
+    assert [s for s, _ in order].count("done") == 3, order
+    assert order.index(("correctness", 3)) < order.index(("dumps", 2)) < order.index(("done", 2)), order

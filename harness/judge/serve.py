@@ -2,8 +2,10 @@
 
 A request is judged at once up to its verdict (load, compile, correctness and the problem's own rungs). If another
 request is waiting by then, the evaluation is parked there, its workers frozen (stopped, their memory kept), and
-the next request's verdict goes first. Parked evaluations go on (benchmark, roofline, dumps...) oldest first once
-no request has come for PARK_QUIET_S, each then to its end.
+the next request's verdict goes first. A request that came while the judge was at work (versions coming back to
+back) is set aside at its verdict even when none waits yet: the next is likely on its way. Parked evaluations go
+on (benchmark, roofline, dumps...) oldest first once no request has come for a while (PARK_QUIET_S, longer in a
+burst), each then to its end.
 So an agent writing versions back to back hears each verdict after its own verdict's time, not after every
 earlier version's benchmark; the timed rungs still run alone, every other version's workers frozen.
 """
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_USAGE = 0, 2
 PARK_QUIET_S = 0.5  # no request for this long: a parked evaluation goes on
+# While versions come faster than they are judged (a burst), the quiet a parked evaluation waits for is longer:
+# 1.5 times the last gap between requests (up to BURST_QUIET_S), or its benchmark would start just before the next
+# version came and keep that version's verdict waiting for seconds
+BURST_QUIET_S = 4.0
 
 Emit = Callable[[protocol.JudgeEvent], None]
 
@@ -91,23 +97,26 @@ class RequestLines:
     EOF = object()
 
     def __init__(self, stream: TextIO) -> None:
-        self.lines: queue.Queue[object] = queue.Queue()
+        self.lines: queue.Queue[tuple[float, object]] = queue.Queue()
+        self.arrived = self.before = 0.0  # when the line last returned came, and the one before it
         threading.Thread(target=self._read, args=(stream,), name="kerneltui-requests", daemon=True).start()
 
     def _read(self, stream: TextIO) -> None:
         try:
             for line in stream:
                 if line.strip():
-                    self.lines.put(line)
+                    self.lines.put((time.monotonic(), line))
         finally:
-            self.lines.put(self.EOF)
+            self.lines.put((time.monotonic(), self.EOF))
 
     def next(self, timeout: float | None) -> object | None:
         """The next line (or EOF) within `timeout` seconds (None: however long it takes); None if none came."""
         try:
-            return self.lines.get(timeout=timeout)
+            arrived, line = self.lines.get(timeout=timeout)
         except queue.Empty:
             return None
+        self.before, self.arrived = self.arrived, arrived
+        return line
 
     def waiting(self) -> bool:
         return not self.lines.empty()
@@ -120,6 +129,7 @@ class Judging:
     rid: Any
     steps: Generator[VersionRun, None, Evaluation]
     run: VersionRun | None = None
+    burst: bool = False  # it came while the judge was at work: set aside at its verdict, waiting or not
 
 
 class Server:
@@ -129,10 +139,14 @@ class Server:
         self.ladder, self.values, self.emit, self.idle, self.once = ladder, values, emit, idle, once
         self.parked: deque[Judging] = deque()
         self.last_request = time.monotonic()
+        self.free_since = 0.0  # when the judge last finished what it was doing (a request before any: not a burst)
+        self.quiet_s = PARK_QUIET_S
+        self.parked_at = 0.0  # when an evaluation was last set aside: the quiet counts from it too
 
     def run(self, requests: RequestLines) -> None:
         while True:
-            wait = None if not self.parked else max(0.0, self.last_request + PARK_QUIET_S - time.monotonic())
+            since = max(self.last_request, self.parked_at)
+            wait = None if not self.parked else max(0.0, since + self.quiet_s - time.monotonic())
             line = requests.next(wait)
             if line is RequestLines.EOF:
                 self.finish_parked(requests)
@@ -141,13 +155,19 @@ class Server:
             try:
                 if isinstance(line, str):
                     self.last_request = time.monotonic()
+                    burst = requests.arrived < self.free_since or bool(self.parked)
+                    gap = requests.arrived - requests.before
+                    self.quiet_s = min(max(PARK_QUIET_S, 1.5 * gap), BURST_QUIET_S) if burst else PARK_QUIET_S
                     judging = self.start(line)
+                    if judging is not None:
+                        judging.burst = burst
                     finished = judging is not None and self.go_on(judging, requests)
                     if finished and self.once:
                         return
                 elif self.parked:
                     self.go_on(self.parked.popleft(), requests)
             finally:
+                self.free_since = time.monotonic()
                 if not self.parked:
                     self.idle.idle()
 
@@ -189,10 +209,11 @@ class Server:
         try:
             while True:
                 judging.run = next(judging.steps)
-                if requests.waiting() and not self.once and len(self.parked) < protocol.MAX_PARKED:
+                if (requests.waiting() or judging.burst) and not self.once and len(self.parked) < protocol.MAX_PARKED:
                     for worker in judging.run.workers.values():
                         worker.freeze()
                     self.parked.append(judging)
+                    self.parked_at = time.monotonic()
                     return False
         except StopIteration as done:
             self.emit(protocol.Finished(done.value, judging.rid))
