@@ -170,7 +170,7 @@ HOSTILE_VALUES: dict[str, Any] = {
     "list-of-bools": [True, False],
     "list-of-nan": [math.nan],
     "empty-object": {},
-    "eight-places-of-two-samples": [8, 0],  # places are 0 to MAX_PLACEMENTS - 1
+    "sixteen-places-of-two-samples": [16, 0],  # places are 0 to MAX_PLACEMENTS - 1
     "one-place-of-two-samples": [0],
     "deep-list": nested(5000),
     "deep-object": nested_dict(5000),
@@ -205,7 +205,7 @@ MUST_REFUSE = [
     (BenchReply, "device_note", "huge-text", "device_note"),
     (BenchReply, "placement_of", "list-of-bools", "placement_of[0]"),
     (BenchReply, "placement_of", "empty-object", "placement_of"),
-    (BenchReply, "placement_of", "eight-places-of-two-samples", "placement_of[0]"),
+    (BenchReply, "placement_of", "sixteen-places-of-two-samples", "placement_of[0]"),
     (BenchReply, "placement_of", "one-place-of-two-samples", "placement_of"),
     (BenchReply, "device_placement_of", "one-place-of-two-samples", "device_placement_of"),
     (messages.PrecompileReply, "kernels", "negative", "kernels"),

@@ -272,3 +272,12 @@ def test_the_bandwidth_ceilings_are_the_fastest_of_torch_and_triton_kernels(tmp_
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", BANDWIDTHS_ON_CPU], cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr[-2000:]
+
+
+def test_the_interval_over_places_has_a_t_for_every_count_of_places() -> None:
+    from harness.contract.messages import MAX_PLACEMENTS
+
+    assert len(timing.T_975) == MAX_PLACEMENTS - 1  # 2 to MAX_PLACEMENTS places: 1 to MAX_PLACEMENTS - 1 dof
+    samples = [0.1 + 0.001 * (i % MAX_PLACEMENTS) for i in range(10 * MAX_PLACEMENTS)]
+    figure, places, _ = timing.over_placements(samples, [i % MAX_PLACEMENTS for i in range(len(samples))])
+    assert places == MAX_PLACEMENTS and figure == pytest.approx(0.1 + 0.001 * (MAX_PLACEMENTS - 1) / 2)

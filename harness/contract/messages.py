@@ -235,7 +235,7 @@ class RegionsReply(Reply):
         return cls(fields.data("regions"))
 
 
-MAX_PLACEMENTS = 8  # places in device memory one bench case's calls rotate over (harness.gpu.timing.placed_copies)
+MAX_PLACEMENTS = 16  # places in device memory one bench case's calls rotate over (harness.gpu.timing.placed_copies)
 
 
 def places_of(fields: Fields, key: str, samples: tuple[float, ...]) -> tuple[int, ...]:
