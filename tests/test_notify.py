@@ -117,4 +117,4 @@ async def test_the_dashboard_tells_of_a_flagged_version_an_empty_queue_and_a_new
     kinds = [n["kind"] for n in notices]
     assert kinds[:2] == ["flagged", "queue-empty"] and kinds[2] == "best", notices
     assert "uses-library" in notices[0]["body"] and notices[0]["version"] == "v001"
-    assert notices[2]["title"] == "vadd v001 beats the best" and "1.50× faster" in notices[2]["body"]
+    assert notices[2]["title"] == "vadd v001 beats the best" and "1.50× faster (by event time)" in notices[2]["body"]

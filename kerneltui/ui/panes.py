@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static, TabbedContent
 from textual.worker import get_current_worker
 
+from harness.contract.units import TIME_NAME
 from kerneltui.core.judging.events import SchedulerEvent
 from kerneltui.core.notify import Notice
 from kerneltui.ui.base import DashboardBase
@@ -223,7 +224,7 @@ class ScreenView:
         problem, version = event.problem, event.version
         name = f"{problem} {version}"
         if event.data.get("beat_best"):
-            how = "raced back to back" if event.data.get("race") else "by median"
+            how = "raced back to back" if event.data.get("race") else f"by {TIME_NAME}"
             faster = f"{event.data.get('vs_best') or 0:.2f}× faster ({how})"
             self.app.tell(Notice("best", f"{name} beats the best", faster, problem, version))
         flags = event.data.get("flags") or []
