@@ -186,8 +186,10 @@ def test_a_version_that_came_while_the_judge_was_busy_is_set_aside_at_its_verdic
     later, waited for them. A version that came while the judge was at work is now set aside at its verdict for
     a while (the next is likely on its way): the next one's verdict comes before its dumps."""
     paths = [add_version(workspace, "good", f"v00{i}.py") for i in (1, 2, 3)]
+    slow = "import time\n\ntime.sleep(2.0)  # the judge is at work a while: the second version comes meanwhile\n"
+    paths[0].write_text(slow + paths[0].read_text())
     judge = subprocess.Popen(
-        [sys.executable, "-m", "harness", "serve", "--rungs", "load,compile,correctness,dumps"],
+        [sys.executable, "-m", "harness", "serve", "--rungs", "load,correctness,dumps"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
