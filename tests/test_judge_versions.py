@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -145,12 +146,11 @@ def _worker_processes(judge_pid: int) -> list[int]:
     return found
 
 
-def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) -> None:
-    """Spare workers and their templates hold ~300 MB each: a judge with no request for spare_idle_s ends them,
-    and the next version is judged all the same, in a worker started for it."""
-    path = add_version(workspace, "good", "v001.py")
+@contextlib.contextmanager
+def own_judge(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """A `python -m harness serve` of the test's own, ended (its input closed, then killed if it lingers) after."""
     judge = subprocess.Popen(
-        [sys.executable, "-m", "harness", "serve", "--spare-idle-s", "2", "--rungs", "load,compile,correctness"],
+        [sys.executable, "-m", "harness", "serve", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -158,6 +158,22 @@ def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) 
         cwd=REPO,
     )
     try:
+        yield judge
+    finally:
+        with contextlib.suppress(OSError):
+            judge.stdin.close()  # type: ignore[union-attr]
+        try:
+            judge.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            judge.kill()
+            judge.wait()
+
+
+def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) -> None:
+    """Spare workers and their templates hold ~300 MB each: a judge with no request for spare_idle_s ends them,
+    and the next version is judged all the same, in a worker started for it."""
+    path = add_version(workspace, "good", "v001.py")
+    with own_judge("--spare-idle-s", "2", "--rungs", "load,compile,correctness") as judge:
         assert judge.stdout is not None and judge.stdin is not None
         assert json.loads(judge.stdout.readline())["event"] == "ready"
         assert _worker_processes(judge.pid), "the judge starts spares ahead of need"
@@ -170,14 +186,6 @@ def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) 
         events = iter(judge.stdout.readline, "")
         done = next(e for e in map(json.loads, events) if e["event"] in ("done", "error"))
         assert done["event"] == "done" and done["evaluation"]["status"] == "pass", done
-    finally:
-        with contextlib.suppress(OSError):
-            judge.stdin.close()  # type: ignore[union-attr]
-        try:
-            judge.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            judge.kill()
-            judge.wait()
 
 
 def test_a_version_that_came_while_the_judge_was_busy_is_set_aside_at_its_verdict(workspace: Path) -> None:
@@ -188,22 +196,14 @@ def test_a_version_that_came_while_the_judge_was_busy_is_set_aside_at_its_verdic
     paths = [add_version(workspace, "good", f"v00{i}.py") for i in (1, 2, 3)]
     slow = "import time\n\ntime.sleep(2.0)  # the judge is at work a while: the second version comes meanwhile\n"
     paths[0].write_text(slow + paths[0].read_text())
-    judge = subprocess.Popen(
-        [sys.executable, "-m", "harness", "serve", "--rungs", "load,correctness,dumps"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-    )
     order: list[tuple[str, int]] = []
+    with own_judge("--rungs", "load,correctness,dumps") as judge:
 
-    def send(rid: int) -> None:
-        assert judge.stdin is not None
-        judge.stdin.write(json.dumps({"path": str(paths[rid - 1]), "id": rid}) + "\n")
-        judge.stdin.flush()
+        def send(rid: int) -> None:
+            assert judge.stdin is not None
+            judge.stdin.write(json.dumps({"path": str(paths[rid - 1]), "id": rid}) + "\n")
+            judge.stdin.flush()
 
-    try:
         assert judge.stdout is not None
         assert json.loads(judge.stdout.readline())["event"] == "ready"
         send(1)
@@ -218,13 +218,5 @@ def test_a_version_that_came_while_the_judge_was_busy_is_set_aside_at_its_verdic
                 send(3)
             if sum(step in ("done", "error") for step, _ in order) == 3:
                 break
-    finally:
-        with contextlib.suppress(OSError):
-            judge.stdin.close()  # type: ignore[union-attr]
-        try:
-            judge.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            judge.kill()
-            judge.wait()
     assert [s for s, _ in order].count("done") == 3, order
     assert order.index(("correctness", 3)) < order.index(("dumps", 2)) < order.index(("done", 2)), order
