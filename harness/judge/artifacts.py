@@ -2,7 +2,8 @@
 
 The worker wrote these files, so they are treated as data: copied out of its scratch folder through
 harness.wire.scratch (no links followed, regular files only, size-capped) into files the judge names, and
-read only by NVIDIA's own tools (cuobjdump, nvdisasm, ptxas: from the CUDA toolkit or Triton's wheel).
+read only by NVIDIA's own tools (cuobjdump, nvdisasm, ptxas: from the CUDA toolkit or Triton's wheel), confined, and
+by harness.judge.cubin's bounds-checked reader of a cubin's resource sections.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from harness.containment.confined import ToolLimits, run_confined
 from harness.contract.kernel_names import CUDA_KERNEL, KERNEL_NAME
 from harness.contract.text import printable
+from harness.judge import cubin as cubin_mod
 from harness.wire import scratch as scratch_mod
 
 TRITON_KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin")
@@ -361,20 +363,45 @@ def _ptx_entry(ptx: Path) -> str | None:
 
 
 def read_resources(kernel: Kernel, clock: ToolClock | None = None) -> None:
-    """Registers, shared and local memory from the cubin; exact spill bytes from ptxas when local > 0."""
-    cuobjdump = find_tool("cuobjdump")
+    """Registers, stack, shared and local memory from the cubin's own sections (harness.judge.cubin), or from
+    cuobjdump where they do not parse; exact spill bytes from ptxas when the kernel has a local-memory frame (where
+    spills go: cuobjdump's LOCAL counts only declared local arrays, and reads 0 for a kernel spilling 152 B)."""
     cubin = kernel.files.get("cubin")
-    if not cuobjdump or not cubin:
+    if not cubin:
         return
+    usage = _function_usage(cubin_mod.resource_usage(cubin.read_bytes()), kernel.name)
+    if usage is None:
+        usage = _tool_resource_usage(kernel, cubin, clock)
+        if usage is None:
+            return
+    frame = usage.pop("frame_bytes", usage["local_bytes"] or usage["stack_bytes"])
+    kernel.resources.update(usage)
+    kernel.resources["spill_bytes"] = 0
+    if frame > 0:
+        spilled = _ptxas_spills(kernel, clock)
+        kernel.resources["spill_bytes"] = frame if spilled is None else spilled
+        kernel.resources["spills_from"] = "frame" if spilled is None else "ptxas"
+
+
+def _function_usage(found: dict[str, dict[str, int]] | None, name: str) -> dict[str, int] | None:
+    """The kernel's own entry in the cubin: by its name, or the cubin's only function."""
+    if not found:
+        return None
+    if name in found:
+        return dict(found[name])
+    return dict(next(iter(found.values()))) if len(found) == 1 else None
+
+
+def _tool_resource_usage(kernel: Kernel, cubin: Path, clock: ToolClock | None) -> dict[str, int] | None:
+    """cuobjdump's word, for a cubin this reader does not parse; its failure noted on the kernel."""
+    cuobjdump = find_tool("cuobjdump")
+    if not cuobjdump:
+        return None
     code, text = _run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], [cubin], clock)
     if code != 0:
         kernel.resources["error"] = text.strip()[-300:]
-        return
-    usage = _parse_resource_usage(text)
-    kernel.resources.update(usage)
-    kernel.resources["spill_bytes"] = 0
-    if usage.get("local_bytes", 0) > 0:
-        kernel.resources["spill_bytes"] = _ptxas_spills(kernel, clock)
+        return None
+    return _parse_resource_usage(text)
 
 
 def _parse_resource_usage(text: str) -> dict[str, int]:
@@ -388,14 +415,19 @@ def _parse_resource_usage(text: str) -> dict[str, int]:
 
 
 def _ptxas_spills(kernel: Kernel, clock: ToolClock | None) -> int | None:
-    ptxas, ptx = find_tool("ptxas"), kernel.files.get("ptx")
-    if not ptxas or not ptx:
+    """Spill stores and loads in bytes, as ptxas -v counts them: from the first ptxas that reads this PTX (Triton
+    writes the PTX version of the ptxas it used, which may be its Blackwell one)."""
+    ptx = kernel.files.get("ptx")
+    if not ptx:
         return None
     target = re.search(r"\.target\s+(sm_\w+)", ptx.read_text(errors="replace"))
     arch = target.group(1) if target else "sm_90a"
-    code, text = _run_tool([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", os.devnull], [ptx], clock)
-    found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
-    return sum(int(a) + int(b) for a, b in found) if code == 0 and found else None
+    for ptxas in filter(None, (find_tool("ptxas"), find_tool("ptxas-blackwell"))):
+        code, text = _run_tool([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", os.devnull], [ptx], clock)
+        found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+        if code == 0 and found:
+            return sum(int(a) + int(b) for a, b in found)
+    return None
 
 
 class Listings:
