@@ -17,23 +17,26 @@ from harness.problem.load import Tolerance
 
 TIGHT = Tolerance(atol=1e-6, rtol=1e-6)
 
-# 100M float32 elements (400 MB a tensor) compared with 1.5 GB of address space to spare: float64 copies of the
-# whole tensors (800 MB each) do not fit, chunks do.
+# 12M float32 elements (48 MB a tensor) compared in chunks of 1M with 256 MB of address space to spare: float64
+# copies of the whole tensors (96 MB each, and the temporaries beside them) do not fit, chunks (8 MB each) do.
+# A multi-GB output against the real chunk size, scaled down (62 s of a loaded CI machine at 100M elements).
 _CAPPED_COMPARE = """
-import json, resource, torch
+import json, resource, sys, torch
+from harness.judge import metrics
 from harness.judge.metrics import compare
 from harness.problem.load import Tolerance
 
+metrics.CHUNK_ELEMENTS = int(sys.argv[1])
 torch.set_num_threads(2)
-ref = torch.linspace(-1.0, 1.0, 100_000_000).reshape(10_000, 10_000)
+ref = torch.linspace(-1.0, 1.0, 12_000_000).reshape(4_000, 3_000)
 out = ref.clone()
 out[0, 3] += 0.25
-out[5_000, 0] -= 0.25
-out[9_999, 9_999] += 0.25
-out[7_000, 1] = float("nan")
+out[2_000, 0] -= 0.25
+out[3_999, 2_999] += 0.25
+out[2_800, 1] = float("nan")
 out.sum()  # the thread pool started before the cap is measured
 vm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize:"))
-resource.setrlimit(resource.RLIMIT_AS, (vm_kb * 1024 + 1536 * 2**20, resource.RLIM_INFINITY))
+resource.setrlimit(resource.RLIMIT_AS, (vm_kb * 1024 + 256 * 2**20, resource.RLIM_INFINITY))
 result = compare(out, ref, Tolerance(atol=1e-6, rtol=1e-6))
 print(json.dumps({"ok": result.ok, "err": result.err, "metrics": result.metrics}))
 """
@@ -42,7 +45,7 @@ print(json.dumps({"ok": result.ok, "err": result.err, "metrics": result.metrics}
 @pytest.mark.slow
 def test_a_big_output_is_compared_under_a_memory_cap() -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", _CAPPED_COMPARE],
+        [sys.executable, "-c", _CAPPED_COMPARE, str(1 << 20)],
         cwd=Path(__file__).resolve().parent.parent,
         capture_output=True,
         text=True,
@@ -51,12 +54,12 @@ def test_a_big_output_is_compared_under_a_memory_cap() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     m = result["metrics"]
-    assert not result["ok"] and m["elements"] == 100_000_000 and m["mismatched"] == 4
+    assert not result["ok"] and m["elements"] == 12_000_000 and m["mismatched"] == 4
     assert m["max_abs"] == pytest.approx(0.25, abs=1e-6)
     err = result["err"]
-    assert "1 NaN and 0 Inf in the output where the reference is finite, first at [7000, 1]" in err
-    assert "3 of 100000000 elements" in err
-    assert err.index("[0, 3] got") < err.index("[5000, 0] got") < err.index("[9999, 9999] got")
+    assert "1 NaN and 0 Inf in the output where the reference is finite, first at [2800, 1]" in err
+    assert "3 of 12000000 elements" in err
+    assert err.index("[0, 3] got") < err.index("[2000, 0] got") < err.index("[3999, 2999] got")
 
 
 def _assert_same(chunked: metrics.Comparison, whole: metrics.Comparison) -> None:
