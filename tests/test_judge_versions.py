@@ -188,6 +188,38 @@ def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) 
         assert done["event"] == "done" and done["evaluation"]["status"] == "pass", done
 
 
+def test_a_version_that_comes_while_another_is_past_its_verdict_is_judged_between_its_steps(tmp_path: Path) -> None:
+    """One version came, nothing waited at its verdict, so its later rungs ran; the next version, written a moment
+    later, waited for all of them (on a GPU its benchmark, here its nvdisasm listings: seconds). The judge now
+    stops between steps past a verdict (rungs, bench cases, race rounds, listings) to judge a waiting version to
+    its verdict first, and the first version's dumps come after."""
+    folder = tmp_path / "kernels" / "softmax"
+    folder.mkdir(parents=True)
+    (folder / "problem.py").write_text((REPO / "kernels/softmax/problem.py").read_text())
+    kernel = (REPO / "kernels/softmax/v002.py").read_text()
+    paths = [folder / "v001.py", folder / "v002.py"]
+    paths[0].write_text(kernel)
+    paths[1].write_text("# the same kernel, written again\n" + kernel)
+    order: list[tuple[str, int]] = []
+    with own_judge("--rungs", "load,compile,correctness,dumps") as judge:
+        assert judge.stdout is not None and judge.stdin is not None
+        assert json.loads(judge.stdout.readline())["event"] == "ready"
+        judge.stdin.write(json.dumps({"path": str(paths[0]), "id": 1}) + "\n")
+        judge.stdin.flush()
+        for event in map(json.loads, iter(judge.stdout.readline, "")):
+            step = event["rung"]["name"] if event["event"] == "rung" else event["event"]
+            order.append((step, event.get("id", 0)))
+            if (step, event.get("id")) == ("correctness", 1):
+                time.sleep(0.5)  # past the first version's verdict: its dumps are under way
+                judge.stdin.write(json.dumps({"path": str(paths[1]), "id": 2}) + "\n")
+                judge.stdin.flush()
+            if sum(step in ("done", "error") for step, _ in order) == 2:
+                break
+    assert [s for s, _ in order].count("done") == 2, order
+    assert order.index(("correctness", 2)) < order.index(("dumps", 1)) < order.index(("done", 1)), order
+    assert order.index(("done", 1)) < order.index(("dumps", 2)), order  # set aside at its verdict, then on
+
+
 def test_a_version_that_came_while_the_judge_was_busy_is_set_aside_at_its_verdict(workspace: Path) -> None:
     """Two agents writing a version every two seconds: one came while the judge was still at the version before,
     and nothing waited behind it when its verdict came, so its dumps ran, and the next version, written a moment

@@ -18,7 +18,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Set
+from collections.abc import Callable, Set
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -503,10 +503,12 @@ def write_dumps(
     dest: Path,
     budget_bytes: int = Caps.version_bytes,
     ahead: dict[str, Future[Listing]] | None = None,
+    between: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Copies every artifact (plus .sass) to dest as <kernel>.<kind>, within `budget_bytes` in all (a kernel's
     files past it are not kept, and it says so); returns the list of files. `ahead`: listings begun already
-    (listings_ahead), by cubin path."""
+    (listings_ahead), by cubin path. `between`: called before waiting on a listing not done yet (the judge's
+    interlude: other versions' verdicts while nvdisasm runs)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -520,7 +522,12 @@ def write_dumps(
 
     # nvdisasm is the slow part: ~0.3 s a cubin whatever its size (its own start-up), one cubin a run; all at once
     with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), MAX_DISASSEMBLERS, os.cpu_count() or 1))) as pool:
-        sass_listings = list(pool.map(listing, kernels))
+        pending = [pool.submit(listing, kernel) for kernel in kernels]
+        sass_listings = []
+        for future in pending:
+            if between is not None and not future.done():
+                between()
+            sass_listings.append(future.result())
     listed: list[dict[str, Any]] = []
     used: dict[str, int] = {}
     left = budget_bytes

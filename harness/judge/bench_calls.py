@@ -90,6 +90,7 @@ def bench_case(
     median)."""
     from harness.gpu import timing
 
+    judge.between(run)  # before the clocks are sampled: another version's verdict may come first
     bench = bench or BenchInputs.fresh(judge, run.problem, case)
     inputs, label = bench.values, bench.label
     if judge.clocks is None:

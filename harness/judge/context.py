@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,7 @@ class VersionRun:
     sass_ahead: dict[str, Future[Listing]] = field(default_factory=dict)
     # The judge's own folder for copies of what the workers compiled; workers cannot write there.
     made_private: Path | None = None
+    between_s: float = 0.0  # seconds spent on other versions' verdicts in its interludes (JudgeContext.between)
 
     @property
     def private(self) -> Path:
@@ -81,10 +84,23 @@ class JudgeContext:
     beside: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerneltui-reference")
     )
+    # what `between` does: harness.judge.serve gives the versions waiting by then their verdicts; else nothing
+    interlude: Callable[[], None] = field(default=lambda: None)
 
     @property
     def cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    def between(self, run: VersionRun) -> None:
+        """A point between two steps of `run` past its verdict (rungs, bench cases, race rounds, listings) where
+        other versions may be judged to their verdicts, so that no version's benchmark keeps the next one's verdict
+        waiting for seconds. Its options are its own again after; the time is not counted as its own."""
+        options, began = self.options, time.perf_counter()
+        try:
+            self.interlude()
+        finally:
+            self.options = options
+            run.between_s += time.perf_counter() - began
 
     def worker(self, run: VersionRun, mode: str) -> WorkerProcess:
         """The evaluation's worker for `mode`, taken from the pool the first time it is asked for."""

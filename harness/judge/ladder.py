@@ -129,6 +129,8 @@ class Ladder:
                     self.context.options = options
                     if self.context.cuda and "dumps" in options.rungs:  # disassembled while the benchmark times
                         run.sass_ahead = artifacts.listings_ahead(run.kernels, self.context.tools)
+                elif verdict_out:
+                    self.context.between(run)
                 result = self._climb(run, rung)
                 ev.rungs.append(result)
                 if on_rung:
@@ -146,7 +148,7 @@ class Ladder:
                 )
         run.observed.tampered.update(run.timed.tampered)
         ev.flags += run.observed.flags(run.problem, _dumped_names(ev)) + run.timed.flags()
-        ev.seconds = time.perf_counter() - start - aside
+        ev.seconds = time.perf_counter() - start - aside - run.between_s
         ev.finish()
         return ev
 
@@ -164,7 +166,7 @@ class Ladder:
         blocked = self._blocked(run, rung)
         if blocked is not None:
             return RungResult.skip(rung.name, blocked)
-        start = time.perf_counter()
+        start, between = time.perf_counter(), run.between_s
         try:
             result: RungResult = rung.run(self.context, run)
         except WorkerFailure as exc:
@@ -182,7 +184,7 @@ class Ladder:
                 err=_judge_error(exc, run.problem.path),
                 log="".join(traceback.format_exception(exc)),
             )
-        result.seconds = round(time.perf_counter() - start, 3)
+        result.seconds = round(time.perf_counter() - start - (run.between_s - between), 3)
         return _shown_safely(result)
 
     def _blocked(self, run: VersionRun, rung: Rung) -> str | None:

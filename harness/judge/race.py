@@ -60,6 +60,7 @@ def race(
     rounds: list[dict[str, Any]] = [{"who": "new", **{k: first[k] for k in FIGURES if first.get(k) is not None}}]
     for i, who in enumerate(ROUNDS[1:], start=1):
         sent = who in ROUNDS[:i]  # each worker keeps the inputs of its first round (the new one, the benchmark's)
+        judge.between(run)
         reply, err = timed_calls(judge, run, worker if who == "new" else rival, bench, budget, sent, race=True)
         if err is not None or reply is None:
             if who == "new":

@@ -99,6 +99,7 @@ class RequestLines:
     def __init__(self, stream: TextIO) -> None:
         self.lines: queue.Queue[tuple[float, object]] = queue.Queue()
         self.arrived = self.before = 0.0  # when the line last returned came, and the one before it
+        self.ended = False  # EOF was taken (by an interlude, say): every later next() returns it again
         threading.Thread(target=self._read, args=(stream,), name="kerneltui-requests", daemon=True).start()
 
     def _read(self, stream: TextIO) -> None:
@@ -111,15 +112,20 @@ class RequestLines:
 
     def next(self, timeout: float | None) -> object | None:
         """The next line (or EOF) within `timeout` seconds (None: however long it takes); None if none came."""
+        if self.ended:
+            return self.EOF
         try:
             arrived, line = self.lines.get(timeout=timeout)
         except queue.Empty:
             return None
-        self.before, self.arrived = self.arrived, arrived
+        if line is self.EOF:
+            self.ended = True
+        else:
+            self.before, self.arrived = self.arrived, arrived
         return line
 
     def waiting(self) -> bool:
-        return not self.lines.empty()
+        return not self.ended and not self.lines.empty()
 
 
 @dataclass
@@ -142,8 +148,11 @@ class Server:
         self.free_since = 0.0  # when the judge last finished what it was doing (a request before any: not a burst)
         self.quiet_s = PARK_QUIET_S
         self.parked_at = 0.0  # when an evaluation was last set aside: the quiet counts from it too
+        self.in_interlude = False
 
     def run(self, requests: RequestLines) -> None:
+        if not self.once:
+            self.ladder.context.interlude = lambda: self.interlude(requests)
         while True:
             since = max(self.last_request, self.parked_at)
             wait = None if not self.parked else max(0.0, since + self.quiet_s - time.monotonic())
@@ -154,15 +163,8 @@ class Server:
             self.idle.busy()
             try:
                 if isinstance(line, str):
-                    self.last_request = time.monotonic()
                     burst = requests.arrived < self.free_since or bool(self.parked)
-                    gap = requests.arrived - requests.before
-                    self.quiet_s = min(max(PARK_QUIET_S, 1.5 * gap), BURST_QUIET_S) if burst else PARK_QUIET_S
-                    judging = self.start(line)
-                    if judging is not None:
-                        judging.burst = burst
-                    finished = judging is not None and self.go_on(judging, requests)
-                    if finished and self.once:
+                    if self.take(line, requests, burst) and self.once:
                         return
                 elif self.parked:
                     self.go_on(self.parked.popleft(), requests)
@@ -170,6 +172,31 @@ class Server:
                 self.free_since = time.monotonic()
                 if not self.parked:
                     self.idle.idle()
+
+    def take(self, line: str, requests: RequestLines, burst: bool) -> bool:
+        """A request judged up to its verdict, then on or set aside (go_on); True once its evaluation ended."""
+        self.last_request = time.monotonic()
+        gap = requests.arrived - requests.before
+        self.quiet_s = min(max(PARK_QUIET_S, 1.5 * gap), BURST_QUIET_S) if burst else PARK_QUIET_S
+        judging = self.start(line)
+        if judging is not None:
+            judging.burst = burst
+        return judging is not None and self.go_on(judging, requests)
+
+    def interlude(self, requests: RequestLines) -> None:
+        """Between two steps of an evaluation past its verdict (JudgeContext.between): each request waiting by then
+        is judged to its verdict and set aside (it came while the judge was at work), then that evaluation goes on.
+        Not within one: what an interlude sets aside waits for the quiet, oldest first, as ever."""
+        if self.in_interlude:
+            return
+        self.in_interlude = True
+        try:
+            while requests.waiting() and len(self.parked) < protocol.MAX_PARKED:
+                line = requests.next(0)
+                if isinstance(line, str):
+                    self.take(line, requests, burst=True)
+        finally:
+            self.in_interlude = False
 
     def finish_parked(self, requests: RequestLines) -> None:
         """At the end of the input: what was parked is judged to its end (nothing can wait before it any more)."""

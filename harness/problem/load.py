@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,9 @@ class Tolerance:
 
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
+# One make_inputs at a time in a judge: a problem may seed torch's global generator, and the next bench case's
+# inputs are made on a thread while another version's verdict makes its own (harness.judge.serve's interludes).
+_MAKING_INPUTS = threading.Lock()
 EXACT_DTYPES = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"})
 
 
@@ -82,7 +86,8 @@ class Problem:
         naming the fix where make_inputs needs a GPU this machine lacks, or returns what is not a tuple of
         inputs the judge can send: a bare tensor iterated would be rows, a dict its keys, and the version blamed."""
         try:
-            made = self.make_inputs(dict(case), seed, device)
+            with _MAKING_INPUTS:
+                made = self.make_inputs(dict(case), seed, device)
         except Exception as exc:
             if _needs_missing_gpu(exc, device):
                 raise ProblemError(self._needs_gpu_message(exc, device)) from exc

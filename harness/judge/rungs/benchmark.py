@@ -52,6 +52,7 @@ def benchmark(judge: JudgeContext, run: VersionRun) -> RungResult:
     if raced is not None:
         metrics["race"] = raced
     if judge.options.confirm and would_be_best(judge, raced, cases[0]["median_us"]):
+        judge.between(run)
         checked = confirm.confirm(judge, run, cases[0])
         if checked.err:
             return RungResult(name="benchmark", ok=False, err=checked.err, metrics=metrics)

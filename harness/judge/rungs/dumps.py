@@ -28,7 +28,7 @@ def dumps(judge: JudgeContext, run: VersionRun) -> RungResult:
     dest = root / "dumps" / run.problem.name / run.path.stem / run.ev.hash[:12]
     dumps_mod.specialise(run.kernels, [launch for found in run.observed.launches.values() for launch in found])
     try:
-        files = dumps_mod.write_dumps(run.kernels, dest, caps.version_bytes, run.sass_ahead)
+        files = dumps_mod.write_dumps(run.kernels, dest, caps.version_bytes, run.sass_ahead, lambda: judge.between(run))
     except OSError as exc:
         return RungResult(name="dumps", ok=False, err=f"cannot write dumps to {dest}: {exc.strerror or exc}")
     kinds = sorted({f["kind"] for f in files})
