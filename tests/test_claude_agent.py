@@ -176,6 +176,13 @@ def wait_until(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the agent's process before it starts: Ctrl-C's default action, as a person's shell gives it. A suite run
+    in the background (a CI job, `cmd &`) hands its children SIGINT ignored, and Python keeps it so: the Ctrl-C
+    this test sends would never reach the agent, which then waits, paused, for the test's whole timeout."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_a_spent_budget_pauses_the_agent_until_the_person_grants_more(tmp_path: Path) -> None:
     """A budget spent used to end the agent; it pauses it: guidance waits with it, `kerneltui grant` from another
@@ -199,7 +206,12 @@ def test_a_spent_budget_pauses_the_agent_until_the_person_grants_more(tmp_path: 
         env["ANTHROPIC_BASE_URL"] = api.url
         args = ["agent", "vadd", "--workspace", str(workspace), "--config", str(config), "--max-versions", "1"]
         agent = subprocess.Popen(
-            [sys.executable, "-m", "kerneltui", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-m", "kerneltui", *args],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=_ctrl_c_as_in_a_terminal,
         )
         try:
             wait_until(lambda: paused_times(workspace) == 1, 300, "the agent to pause")
