@@ -102,3 +102,67 @@ def test_the_best_is_started_and_loaded_once_for_every_race_against_it(
         assert ladder.pool.retire_spares() >= 1 and ladder.pool.held is None
     finally:
         ladder.pool.retire_spares()  # the held best's worker, should the test end early
+
+
+def test_a_version_unreadable_when_an_interlude_reaches_it_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ladder: Ladder
+) -> None:
+    """A version asked for and then deleted (by an agent, say) before the judge read it: the read's error ended the
+    judge, and, met in an interlude between another version's steps past its verdict, it failed that version's
+    rung instead. It now fails alone, saying why, and the other version goes on to its end."""
+    import json
+    import os
+    import threading
+    import time
+
+    from harness.contract import protocol
+    from harness.judge import ladder as ladder_module
+    from harness.judge import serve
+
+    folder = make_workspace(tmp_path / "ws")
+    first, second = add_version(folder, "good", "v001.py"), add_version(folder, "good", "v002.py")
+    real_read = ladder_module.read_version
+
+    def deleted_after_asking(path: Path, limit: int) -> bytes:
+        if path.name == second.name:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_read(path, limit)
+
+    monkeypatch.setattr(ladder_module, "read_version", deleted_after_asking)
+    read_end, write_end = os.pipe()
+    requests = serve.RequestLines(os.fdopen(read_end))
+    writer = os.fdopen(write_end, "w")
+    said: list[protocol.JudgeEvent] = []
+
+    def emit(event: protocol.JudgeEvent) -> None:
+        said.append(event)
+        if isinstance(event, protocol.RungFinished) and (event.rung.name, event.id) == ("benchmark", 1):
+            writer.write(json.dumps({"path": str(second), "id": 2}) + "\n")  # past the first one's verdict
+            writer.flush()
+            deadline = time.monotonic() + 30
+            while not requests.waiting() and time.monotonic() < deadline:
+                time.sleep(0.01)  # read in: the interlude before the roofline meets it
+        if isinstance(event, protocol.Finished | protocol.Failed) and event.id == 1:
+            writer.close()
+
+    values = {"rungs": ["load", "correctness", "benchmark", "roofline"]}
+    idle = serve.IdleSpares(ladder.pool, 0)
+    server = serve.Server(ladder, values, emit, idle, once=False)
+    ended = threading.Event()
+
+    def judge() -> None:
+        try:
+            server.run(requests)
+        finally:
+            ended.set()
+
+    threading.Thread(target=judge, daemon=True).start()
+    writer.write(json.dumps({"path": str(first), "id": 1}) + "\n")
+    writer.flush()
+    assert ended.wait(300), said
+    steps = [(type(e).__name__, getattr(getattr(e, "rung", None), "name", None), e.id) for e in said]
+    failed = next(e for e in said if isinstance(e, protocol.Failed))
+    assert failed.id == 2 and failed.error.startswith("the version could not be read: "), failed
+    finished = next(e for e in said if isinstance(e, protocol.Finished))
+    assert finished.id == 1 and finished.evaluation.status == "pass", steps
+    assert steps.index(("Failed", None, 2)) < steps.index(("RungFinished", "roofline", 1)), steps

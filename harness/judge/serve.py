@@ -138,6 +138,12 @@ class Judging:
     burst: bool = False  # it came while the judge was at work: set aside at its verdict, waiting or not
 
 
+class JudgeFailed(BaseException):
+    """The judge failed at another version's verdict in an interlude. Not an Exception, so that the rung it
+    interrupted does not take the failure as its own (harness.judge.ladder fails a rung on any Exception): it ends
+    the judge, as the same failure between requests does, and its client judges what it began again."""
+
+
 class Server:
     """The loop: each request's verdict as it comes; parked evaluations finished in the quiet between requests."""
 
@@ -195,6 +201,8 @@ class Server:
                 line = requests.next(0)
                 if isinstance(line, str):
                     self.take(line, requests, burst=True)
+        except Exception as exc:  # the judge's own failure: it ends the judge, as in the loop, not this rung
+            raise JudgeFailed(f"judging another version between this one's steps: {exc!r}") from exc
         finally:
             self.in_interlude = False
 
@@ -247,6 +255,9 @@ class Server:
             return True
         except (ProblemError, VersionTooLarge) as exc:
             self.emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), judging.rid))
+            return True
+        except OSError as exc:  # gone or unreadable between its request and its reading (an agent's delete)
+            self.emit(protocol.Failed(f"the version could not be read: {exc}", False, judging.rid))
             return True
 
 
