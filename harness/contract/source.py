@@ -29,10 +29,17 @@ class VersionTooLarge(Exception):
     """A version file past the size limit: refused before anything reads it whole."""
 
 
+class VersionUnreadable(OSError):
+    """The version file could not be read when its evaluation began (deleted since it was asked for, say)."""
+
+
 def read_version(path: Path, limit: int) -> bytes:
     """The version's bytes, read once; a file past `limit` is refused (a 200 MB 'kernel' is not judged)."""
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise VersionUnreadable(exc.errno, f"{path.name} could not be read: {exc.strerror or exc}") from exc
     if len(data) > limit:
         raise VersionTooLarge(
             f"{path.name} is larger than {limit >> 10} KiB (--max-version-kb): refused, not judged or stored"

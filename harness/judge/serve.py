@@ -235,7 +235,7 @@ class Server:
     def go_on(self, judging: Judging, requests: RequestLines) -> bool:
         """Climbs until the evaluation ends (True: Finished or Failed said) or, its verdict out, parks behind those
         parked before it for a waiting request (False)."""
-        from harness.contract.source import VersionTooLarge
+        from harness.contract.source import VersionTooLarge, VersionUnreadable
         from harness.problem.load import ProblemError
 
         if judging.run is not None:
@@ -256,8 +256,8 @@ class Server:
         except (ProblemError, VersionTooLarge) as exc:
             self.emit(protocol.Failed(str(exc), isinstance(exc, ProblemError), judging.rid))
             return True
-        except OSError as exc:  # gone or unreadable between its request and its reading (an agent's delete)
-            self.emit(protocol.Failed(f"the version could not be read: {exc}", False, judging.rid))
+        except VersionUnreadable as exc:  # gone between its request and its reading (an agent's delete)
+            self.emit(protocol.Failed(exc.strerror or str(exc), False, judging.rid))
             return True
 
 
