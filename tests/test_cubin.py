@@ -48,8 +48,7 @@ def kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Kernel]:
 @pytest.mark.parametrize("block", [SMALL, SPILLING])
 def test_the_cubins_own_sections_say_what_cuobjdump_says(kernels: dict[int, Kernel], block: int) -> None:
     cuobjdump = find_tool("cuobjdump")
-    if cuobjdump is None:
-        pytest.skip("no cuobjdump here to compare with")
+    assert cuobjdump is not None, "Triton's wheel carries cuobjdump (backends/nvidia/bin): the judge finds it there"
     cubin = kernels[block].files["cubin"]
     text = subprocess.run([cuobjdump, "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
     said = dict(re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text))

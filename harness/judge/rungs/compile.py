@@ -125,7 +125,7 @@ def collect_kernels(
     run.observed.refused.update(collected.refused)
     fresh = [kernel for kernel in found if _identity(kernel) not in known]
     if fresh:
-        with ThreadPoolExecutor(min(precompile.threads(), len(fresh))) as pool:  # a cuobjdump each: at once
+        with ThreadPoolExecutor(min(precompile.threads(), len(fresh))) as pool:  # ptxas for spills: at once
             clock = dumps_mod.ToolClock()
             list(pool.map(lambda kernel: dumps_mod.read_resources(kernel, clock), fresh))
     for kernel in fresh:
