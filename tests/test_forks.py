@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,11 @@ def custom_kernel(a, b):
 """
 
 SCRIPT = r"""
-import json, sys
+import json, os, sys
+if os.environ.get("FORK_SERVER"):  # as a judge starts: torch imported, then the fork server its templates come from
+    import torch
+    from harness.workers import fork_server
+    fork_server.start()
 from harness.workers import process as workers
 pool = workers.WorkerPool(workers.Spawn(), keep_spare=False)
 target = pool.take("run")
@@ -93,11 +98,12 @@ def run_spy(env: dict[str, str]) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("server", ["", "1"], ids=["template afresh", "template from the fork server"])
 @pytest.mark.parametrize("bwrap", ["", "none"])
-def test_a_forked_worker_reaches_neither_its_sibling_nor_the_template(bwrap: str) -> None:
+def test_a_forked_worker_reaches_neither_its_sibling_nor_the_template(bwrap: str, server: str) -> None:
     if bwrap == "none" and landlock_abi() < 1:
         pytest.skip("Landlock is not available on this kernel")
-    found = run_spy({"KERNELTUI_BWRAP": bwrap} if bwrap else {})
+    found = run_spy({"FORK_SERVER": server, **({"KERNELTUI_BWRAP": bwrap} if bwrap else {})})
     spy = found["spy"]
     assert found["load_ok"] is True
     assert "namespaces" in found["containment"], found["containment"]
@@ -188,3 +194,48 @@ def test_a_fork_inherits_tritons_cache_key_hashed_once_by_the_template() -> None
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found == {"ok": True, "cached": 1, "forked": True}
+
+
+SHARED = r"""
+import json, os, sys
+import torch
+from harness.workers import fork_server
+fork_server.start()
+from harness.workers.process import Spawn, start_template
+template = start_template(Spawn())
+template.wait_ready(60)
+pid = template.proc.pid
+memory = {}
+for line in open(f"/proc/{pid}/smaps_rollup").read().splitlines()[1:]:
+    key, value = line.split(":")
+    memory[key] = int(value.split()[0]) >> 10
+status = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+found = {
+    "forked": type(template.proc).__name__ == "NotChild",
+    "memory": memory,
+    "caps": status["CapEff"].strip(),
+    "own_mount_namespace": os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"),
+    "cmdline": open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"),
+    "log": template.log_tail(),
+}
+template.close()
+found["ended"] = template.proc.poll() is not None
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.slow
+def test_a_template_from_the_fork_server_shares_the_judges_torch_in_bubblewraps_sandbox() -> None:
+    if not (os.environ.get("KERNELTUI_BWRAP") or shutil.which("bwrap")):
+        pytest.skip("bubblewrap is not installed")
+    done = subprocess.run([sys.executable, "-c", SHARED], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["forked"], found["log"]
+    # torch's heap (~150 MB) is the judge's pages, not a copy: a template started afresh has ~160 MB of its own
+    assert found["memory"]["Shared_Dirty"] > 100, found["memory"]
+    assert found["memory"]["Private_Dirty"] < 60, found["memory"]
+    assert found["caps"] == "0000000000000000"  # as bubblewrap leaves its command, root or not
+    assert found["own_mount_namespace"]
+    assert "harness.worker.template" in found["cmdline"]  # what ps shows, not the judge's command line
+    assert found["ended"]

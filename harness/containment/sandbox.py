@@ -273,6 +273,11 @@ def _allow_beneath(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> N
         os.close(fd)
 
 
+def no_new_privs() -> None:
+    """No exec of this process or a child gains privileges (setuid, file capabilities): as bubblewrap sets."""
+    _no_new_privs(_libc())
+
+
 def _no_new_privs(libc: ctypes.CDLL) -> None:
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")

@@ -558,6 +558,35 @@ class ForkRequest(Request[ForkReply]):
     reply = ForkReply
 
 
+@dataclass(frozen=True)
+class TemplateStarted(Reply):
+    """The judge's fork server started a template: its pid, as the judge sees it."""
+
+    pid: int
+
+    op = "template"
+    keys = EVERY_REPLY | {"pid"}
+
+    @classmethod
+    def read(cls, fields: Fields) -> Self:
+        return cls(fields.count("pid"))
+
+
+@dataclass(frozen=True)
+class TemplateRequest(Request[TemplateStarted]):
+    """Start a template (its control socket and log go with this datagram) in the sandbox `sandbox` sets up
+    (bubblewrap's argv up to its command, ending with "--"; empty: none), started by `python`, with the whole
+    environment `env`, its workers' folders in `slots`."""
+
+    sandbox: tuple[str, ...]
+    python: str
+    env: dict[str, str]
+    slots: str
+
+    op = "template"
+    reply = TemplateStarted
+
+
 REQUESTS: dict[str, type[Message]] = {
     cls.op: cls
     for cls in (

@@ -68,8 +68,10 @@ def serve(argv: list[str], emit: Emit) -> int:
     args = parser.parse_args(argv)
     from harness.judge.ladder import Ladder, spawn_for
     from harness.judge.rungs.builtin import LADDER
+    from harness.workers import fork_server
     from harness.workers.process import WorkerPool
 
+    fork_server.start()  # torch imported (the ladder's), no thread or CUDA yet: what every worker template shares
     values = ladder_options.given(args)
     try:
         base = make_options(values, None)

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness.containment import watch as containment
-from harness.contract.messages import ExitRequest, Failure, ForkRequest, MalformedReply, TemplateReady
+from harness.contract.messages import ExitRequest, Failure, ForkRequest, MalformedReply, TemplateReady, TemplateRequest
 from harness.contract.text import printable
+from harness.workers import fork_server
 
 MAX_REPLY_BYTES = 1 << 16
 UCRED = struct.Struct("iII")  # pid, uid, gid
@@ -44,17 +45,26 @@ class TemplateError(Exception):
 
 
 class Template:
-    """A template process started (not waited for) in `root` (its workers' folders in root/slots)."""
+    """A worker template (its workers' folders in root/slots), talking on `control`, its output in `log`; `proc`:
+    its process, a child of this one (started afresh) or of the fork server's (harness.workers.fork_server)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], root: Path, log: BinaryIO) -> None:
+    def __init__(self, root: Path, log: BinaryIO, control: socket.socket, proc: subprocess.Popen[bytes] | NotChild):
         self.root = root
         self.slots = root / "slots"
-        self.slots.mkdir(parents=True, exist_ok=True)
         self.log = log
+        self.control = control
+        self.proc = proc
+        self.lock = threading.Lock()
+        self.ready: TemplateReady | None = None
+
+    @classmethod
+    def started(cls, argv: list[str], env: dict[str, str], root: Path, log: BinaryIO) -> Template:
+        """A template started afresh with `argv` (a Python, behind bubblewrap's argv where there is one): it
+        imports torch and Triton itself."""
+        (root / "slots").mkdir(parents=True, exist_ok=True)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.control = parent
-        argv = [*argv, "-m", "harness.worker.template", "--fd", str(child.fileno()), "--slots", str(self.slots)]
-        self.proc = subprocess.Popen(
+        argv = [*argv, "-m", "harness.worker.template", "--fd", str(child.fileno()), "--slots", str(root / "slots")]
+        proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -62,11 +72,25 @@ class Template:
             pass_fds=(child.fileno(),),
             start_new_session=True,
             env=env,
-            cwd=self.slots,
+            cwd=root / "slots",
         )
         child.close()
-        self.lock = threading.Lock()
-        self.ready: TemplateReady | None = None
+        return cls(root, log, parent, proc)
+
+    @classmethod
+    def forked(cls, server: fork_server.ForkServer, request: TemplateRequest, root: Path, log: BinaryIO) -> Template:
+        """A template the judge's fork server started in the sandbox `request` names, sharing the judge's torch.
+        Raises ForkServerError where it could not."""
+        (root / "slots").mkdir(parents=True, exist_ok=True)
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = server.start_template(request, child.fileno(), log.fileno())
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        return cls(root, log, parent, NotChild(pid))
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -148,6 +172,39 @@ class Template:
         self.kill()
         self.control.close()
         self.log.close()
+        if isinstance(self.proc, NotChild):
+            self.proc.close()
+
+
+class NotChild:
+    """A process this one did not start (a template the fork server started), as subprocess.Popen is used here:
+    pid, poll(), wait(), watched through a pidfd. Its exit code is not this process's to know: -1 once ended."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fd = os.pidfd_open(pid)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.wait(0) if self.returncode is None and _readable(self.fd, 0) else self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not _readable(self.fd, timeout):
+                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0)
+            self.returncode = -1
+        return self.returncode
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _readable(fd: int, timeout: float | None) -> bool:
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    except (OSError, ValueError):
+        return True  # closed: nothing more will come
 
 
 class ForkedProcess:

@@ -34,10 +34,11 @@ from harness.contract.messages import (
     R,
     Request,
     ShareRequest,
+    TemplateRequest,
     WorkerReady,
 )
 from harness.contract.text import printable
-from harness.workers import forks, leftovers  # ctypes and the standard library only
+from harness.workers import fork_server, forks, leftovers  # ctypes and the standard library only
 from harness.workers.env import link_harness, passed_env, worker_env
 
 if TYPE_CHECKING:
@@ -485,17 +486,21 @@ def start_template(spawn: Spawn) -> forks.Template:
     )
     env.pop("TRITON_INTERPRET", None)
     offer = containment.probe() if spawn.confine else None
-    argv = [spawn.python]
+    prefix: list[str] = []
     if offer and offer.bwrap:
-        argv = (
-            containment.bwrap_prefix(
-                offer.bwrap, root, sandbox_read_roots(), spawn.limits, offer.share_net, template=True
-            )
-            + argv
+        prefix = containment.bwrap_prefix(
+            offer.bwrap, root, sandbox_read_roots(), spawn.limits, offer.share_net, template=True
         )
-    (root / "slots").mkdir()
     log = tempfile.TemporaryFile()  # noqa: SIM115  (the template's own output: read where it fails)
-    return forks.Template(argv, env, root, log)
+    server = fork_server.running()
+    if server is not None and spawn.python == sys.executable:
+        request = TemplateRequest(tuple(prefix), spawn.python, env, str(root / "slots"))
+        try:
+            return forks.Template.forked(server, request, root, log)
+        except fork_server.ForkServerError as exc:
+            log.write(f"kerneltui: started afresh, not by the judge's fork server: {exc}\n".encode())
+            log.flush()
+    return forks.Template.started([*prefix, spawn.python], env, root, log)
 
 
 def sandbox_read_roots() -> list[str]:

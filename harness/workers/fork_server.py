@@ -1,0 +1,292 @@
+"""The judge's fork server: worker templates that share the judge's torch instead of importing their own.
+
+A template started afresh (harness.workers.forks.Template.started) imports torch for seconds and holds its own
+~150 MB of torch's heap. The judge has already imported torch: `start()` forks it, once, before it starts a
+thread or initialises CUDA, into a server that keeps nothing else of the judge's. Asked for a template, the
+server forks a process that:
+- starts the sandbox's placeholder: bubblewrap, as it would start a template, running a Python that says it is
+  up and waits for its stdin to close;
+- joins the placeholder's namespaces (harness.containment.namespaces.join: user, pid, mount, net, ipc, uts),
+  whose root is bubblewrap's, so the template it forks next sees what a template under bubblewrap sees;
+- forks the template, which drops every capability, takes a session of its own and runs
+  harness.worker.template as `python -m` would, its torch pages the judge's until either writes to them;
+- waits for the template, then exits, which closes the placeholder's stdin: its pid namespace, and every
+  worker in it, ends with it.
+Where a step is refused (no bubblewrap, a kernel that refuses setns), the judge starts its template afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import runpy
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from typing import NoReturn
+
+from harness.containment import namespaces, sandbox
+from harness.contract.messages import Failure, MalformedReply, TemplateRequest, TemplateStarted
+
+MAX_FRAME_BYTES = 1 << 20
+START_TIMEOUT_S = 30.0
+# The placeholder: bubblewrap's command, up once it has written a byte, gone once its stdin closes.
+PLACEHOLDER = "import os; os.write(1, b'.'); os.read(0, 1)"
+
+
+class ForkServerError(Exception):
+    """The fork server could not start a template; the message says why."""
+
+
+class ForkServer:
+    """The judge's side: a socket to the server forked from it."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()  # nothing of the judge's left in a buffer for the server to write
+        gc.freeze()  # the collector would write to every object's header, in both processes: no page shared
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _in_child(lambda: _serve(theirs))
+        theirs.close()
+        self.pid, self.control, self.lock = pid, ours, threading.Lock()
+
+    def start_template(self, request: TemplateRequest, control: int, log: int) -> int:
+        """A template started with `request`, talking on `control` and writing to `log`: its pid."""
+        with self.lock:
+            try:
+                socket.send_fds(self.control, [json.dumps(request.header()).encode()], [control, log])
+            except OSError as exc:
+                raise ForkServerError(f"the fork server is gone ({exc})") from None
+            ready, _, _ = select.select([self.control], [], [], START_TIMEOUT_S + 5)
+            data = self.control.recv(MAX_FRAME_BYTES) if ready else b""
+        if not data:
+            raise ForkServerError("the fork server did not answer")
+        try:
+            reply = request.read_reply(json.loads(data))
+        except (ValueError, RecursionError, MalformedReply) as exc:
+            raise ForkServerError(f"the fork server answered garbage ({exc})") from None
+        if isinstance(reply, Failure):
+            raise ForkServerError(reply.err)
+        return reply.pid
+
+    def close(self) -> None:
+        self.control.close()  # the server exits when its socket closes
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+_SERVER: list[ForkServer] = []
+
+
+def start() -> None:
+    """Forks this process's fork server (a judge, once torch is imported; before any thread or CUDA)."""
+    if not _SERVER and sys.platform == "linux" and hasattr(os, "pidfd_open") and threading.active_count() == 1:
+        _SERVER.append(ForkServer())
+
+
+def running() -> ForkServer | None:
+    return _SERVER[0] if _SERVER else None
+
+
+# --- the server's side (a fork of the judge) ------------------------------------------------------------
+
+
+def _in_child(body: object) -> NoReturn:
+    """Runs `body` in a forked child and exits: never back into the judge's code."""
+    code = 70
+    try:
+        assert callable(body)
+        body()
+        code = 0
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.write(2, f"kerneltui: the judge's fork server failed:\n{traceback.format_exc()}".encode())
+    finally:
+        os._exit(code)
+
+
+_JUDGE_CWD: list[str] = []  # in the server: the judge's folder when it forked it, the first entry of its sys.path
+
+
+def _serve(control: socket.socket) -> None:
+    sandbox.die_with_parent()
+    _JUDGE_CWD.append(os.path.realpath(os.getcwd()))
+    _resolve_harness_paths()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)  # the judge's handlers are the judge's
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # the judge's stdout is its events' pipe: never written from here
+    _close_all_but({0, 1, 2, control.fileno()})
+    while True:
+        _reap()
+        ready, _, _ = select.select([control], [], [], 1.0)
+        if not ready:
+            continue
+        data, fds, _, _ = socket.recv_fds(control, MAX_FRAME_BYTES, 2)
+        if not data:
+            return  # the judge is gone
+        try:
+            request = TemplateRequest.from_header(json.loads(data))
+            reply: TemplateStarted | Failure = TemplateStarted(_start(request, fds))
+        except (OSError, ValueError, TypeError, ForkServerError) as exc:
+            reply = Failure(f"the fork server could not start a template: {exc}")
+        finally:
+            for fd in fds:
+                os.close(fd)
+        control.send(json.dumps(reply.frame()).encode())
+
+
+def _resolve_harness_paths() -> None:
+    """The harness's packages found through the link the judge imported them by (kerneltui's runtime folder, in
+    /tmp), which a template's sandbox does not show, resolved here, outside it: the sandbox shows the target."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").partition(".")[0] == "harness" and hasattr(module, "__path__"):
+            module.__path__[:] = [os.path.realpath(p) for p in module.__path__]
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _close_all_but(keep: set[int]) -> None:
+    kept = sorted(keep)
+    for low, high in zip([-1, *kept], [*kept, os.sysconf("SC_OPEN_MAX")], strict=True):
+        if high > low + 1:  # closerange(n, n) is close_range(n, n - 1): from 0, that is every descriptor
+            os.closerange(low + 1, high)
+
+
+def _start(request: TemplateRequest, fds: list[int]) -> int:
+    """Forks the process that joins the sandbox and forks the template: the template's pid, or why not."""
+    if len(fds) != 2:
+        raise ForkServerError("a template request comes with its socket and its log")
+    said_r, said_w = os.pipe()
+    joiner = os.fork()
+    if joiner == 0:
+        os.close(said_r)
+        _in_child(lambda: _join_and_fork(request, fds[0], fds[1], said_w))
+    os.close(said_w)
+    try:
+        ready, _, _ = select.select([said_r], [], [], START_TIMEOUT_S)
+        said = os.read(said_r, 4096).decode(errors="replace") if ready else "no answer in time"
+    finally:
+        os.close(said_r)
+    if not said.isdigit():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(joiner, signal.SIGKILL)
+        raise ForkServerError(said or "the process joining the sandbox ended without a word")
+    return int(said)
+
+
+def _join_and_fork(request: TemplateRequest, control: int, log: int, said: int) -> None:
+    """The joiner: the placeholder started, its namespaces joined, the template forked; says the template's pid
+    (or why not) on `said`, then waits for it."""
+    sandbox.die_with_parent()
+    hold = -1
+    try:
+        if request.sandbox:
+            hold, child_pid = _placeholder(request, log)
+            namespaces.join(child_pid)
+        os.chdir(request.slots)
+    except (OSError, ValueError, ForkServerError) as exc:
+        os.write(said, f"joining the sandbox failed: {exc}".encode())
+        return
+    template = os.fork()
+    if template == 0:
+        os.close(said)
+        if hold >= 0:
+            os.close(hold)
+        _in_child(lambda: _become_template(request, control, log))
+    os.write(said, str(template).encode())
+    for fd in (said, control, log):
+        os.close(fd)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(template, 0)
+    # returning exits, closing `hold`: the placeholder, bubblewrap and the pid namespace end
+
+
+def set_title(argv: list[str]) -> None:
+    """What ps and /proc/PID/cmdline show for this process (a fork shows the judge's command line): written over
+    the judge's arguments and environment strings (os.environ holds copies, which nothing else reads), NULs
+    between the words where they fit in the arguments' space, else spaces. Best effort: a title only."""
+    try:
+        fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
+        arg_start, arg_end, env_start, env_end = (int(fields[i]) for i in (45, 46, 47, 48))
+        words = [w.encode() for w in argv]
+        title = b"\0".join(words) + b"\0"
+        space = arg_end - arg_start
+        if len(title) > space and env_start == arg_end:
+            title, space = b" ".join(words) + b"\0", env_end - arg_start
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(arg_start)
+            mem.write(title[: space - 1].ljust(space, b"\0"))
+    except (OSError, ValueError, IndexError):
+        pass
+
+
+def _placeholder(request: TemplateRequest, log: int) -> tuple[int, int]:
+    """bubblewrap started with the placeholder as its command: the placeholder's stdin (held open for as long as
+    the template lives) and the pid of bubblewrap's first process inside (whose namespaces are the sandbox's)."""
+    hold_r, hold_w = os.pipe()
+    up_r, up_w = os.pipe()
+    info_r, info_w = os.pipe()
+    prefix = list(request.sandbox)
+    if prefix[-1:] != ["--"]:
+        raise ForkServerError("the sandbox's argv does not end with '--'")
+    argv = [*prefix[:-1], "--info-fd", str(info_w), "--", request.python, "-I", "-S", "-c", PLACEHOLDER]
+    proc = subprocess.Popen(argv, stdin=hold_r, stdout=up_w, stderr=log, pass_fds=(info_w,), close_fds=True)
+    for fd in (hold_r, up_w, info_w):
+        os.close(fd)
+    ready, _, _ = select.select([up_r], [], [], START_TIMEOUT_S)
+    up = os.read(up_r, 1) if ready else b""
+    os.close(up_r)
+    info = os.read(info_r, 4096) if up else b""
+    os.close(info_r)
+    if up != b".":
+        proc.kill()
+        raise ForkServerError(f"bubblewrap did not start (exit {proc.poll()}); see the template's log")
+    child = json.loads(info).get("child-pid")
+    if not isinstance(child, int) or child <= 0:
+        raise ForkServerError(f"bubblewrap said no child pid: {info[:200]!r}")
+    return hold_w, child
+
+
+def _become_template(request: TemplateRequest, control: int, log: int) -> None:
+    """In the sandbox's namespaces: confined as bubblewrap confines its command, then harness.worker.template."""
+    os.setsid()
+    sandbox.die_with_parent()
+    if request.sandbox:  # as bubblewrap leaves its command (a template started afresh outside one keeps them)
+        sandbox.no_new_privs()
+        sandbox.drop_capabilities()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    _close_all_but({0, 1, 2, control})
+    os.environ.clear()
+    os.environ.update(request.env)
+    # what a fresh interpreter makes of the variables a template is given; not the judge's start-up folder
+    judges = {"", _JUDGE_CWD[0] if _JUDGE_CWD else ""}
+    sys.path[:] = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p] + [
+        p for p in sys.path if p not in judges and os.path.realpath(p) not in judges
+    ]
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    sys.path_importer_cache.clear()
+    sys.dont_write_bytecode = True
+    tempfile.tempdir = None
+    sys.argv = ["harness.worker.template", "--fd", str(control), "--slots", request.slots]
+    set_title([request.python, "-m", *sys.argv])
+    runpy.run_module("harness.worker.template", run_name="__main__", alter_sys=True)
