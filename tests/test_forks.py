@@ -239,3 +239,47 @@ def test_a_template_from_the_fork_server_shares_the_judges_torch_in_bubblewraps_
     assert found["own_mount_namespace"]
     assert "harness.worker.template" in found["cmdline"]  # what ps shows, not the judge's command line
     assert found["ended"]
+
+
+HOLDS_A_KEY = r"""
+import sys
+from harness.workers import fork_server
+fork_server.start()
+print(fork_server.running().pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def memory_holds(pid: int, needle: bytes) -> bool:
+    """Whether `needle` is anywhere in process `pid`'s readable memory (this process is its ancestor)."""
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            start, end = (int(x, 16) for x in span.split("-"))
+            if "r" not in perms or "[vsyscall]" in line:
+                continue
+            try:
+                mem.seek(start)
+                if needle in mem.read(end - start):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def test_the_fork_server_keeps_no_trace_of_the_judges_environment() -> None:
+    """Templates, and the workers that run versions, are forks of the fork server: a key in the environment of a
+    judge started by hand must not be in their memory for a version to find."""
+    key = os.urandom(16).hex().encode()
+    env = {**os.environ, "SOME_SERVICE_API_KEY": key.decode()}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDS_A_KEY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO, env=env
+    )
+    try:
+        assert proc.stdout is not None
+        server = int(proc.stdout.readline())
+        assert memory_holds(proc.pid, key)  # the judge itself holds it: the search finds what is there
+        assert not memory_holds(server, key)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -18,6 +18,7 @@ Where a step is refused (no bubblewrap, a kernel that refuses setns), the judge 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -121,6 +122,7 @@ def _serve(control: socket.socket) -> None:
     sandbox.die_with_parent()
     _JUDGE_CWD.append(os.path.realpath(os.getcwd()))
     _resolve_harness_paths()
+    forget_environment()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)  # the judge's handlers are the judge's
     null = os.open(os.devnull, os.O_RDWR)
@@ -144,6 +146,27 @@ def _serve(control: socket.socket) -> None:
             for fd in fds:
                 os.close(fd)
         control.send(json.dumps(reply.frame()).encode())
+
+
+def forget_environment() -> None:
+    """The judge's environment wiped from this process's memory, not only unset: every template and worker is a
+    fork of this process, and a version can read its own memory. kerneltui gives its judge no secret, but a judge
+    started by hand may hold an API key. The values go from the C strings (after each '=') and from the bytes
+    os.environ keeps, which nothing here reads again; a template's environment comes with its request."""
+    libc = ctypes.CDLL(None)
+    libc.strlen.restype, libc.strchr.restype = ctypes.c_size_t, ctypes.c_void_p
+    entries = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+    index = 0
+    while entries and entries[index]:
+        equals = libc.strchr(ctypes.c_void_p(entries[index]), ord("="))  # no copy of the string in Python's heap
+        if equals:
+            ctypes.memset(equals + 1, 0, libc.strlen(ctypes.c_void_p(equals + 1)))
+        index += 1
+    offset = bytes.__basicsize__ - 1  # where a bytes object's characters start (CPython)
+    for value in os.environb.values():
+        if len(value) > 1:  # a single byte is the interpreter's shared object for it: nothing secret fits
+            ctypes.memset(id(value) + offset, 0, len(value))
+    os.environ.clear()
 
 
 def _resolve_harness_paths() -> None:
