@@ -631,8 +631,8 @@ class WorkerPool:
         self.release(worker)
 
     def retire_spares(self) -> int:
-        """Ends the spares and the held worker (each holds torch and Triton, ~300 MB): an idle judge keeps none.
-        How many ended."""
+        """Ends the spares and the held worker (each its own pages: tens of MB beside the template's torch and Triton,
+        ~300 MB in all without the fork server), and the template: an idle judge keeps none. How many ended."""
         with self.spares_lock:
             retired = [w for ready in self.spares.values() for w in ready]
             retired += [self.held[1]] if self.held is not None else []
@@ -640,7 +640,7 @@ class WorkerPool:
             self.held = None
         for worker in retired:
             self.release(worker)
-        self.templates.close()  # torch and Triton again, ~300 MB each: started again by the next version
+        self.templates.close()  # Triton's pages and whatever torch's it copied: started again by the next version
         return len(retired)
 
     def _spawn(self, mode: str) -> WorkerProcess:
