@@ -89,3 +89,35 @@ def test_a_versions_thread_does_not_run_while_another_is_timed(bwrap: str) -> No
     assert not found["timed_frozen"], found
     assert found["beating_after"], found
     assert found["answered_while_others_quiet"], found
+
+
+FAMILY = r"""
+import os, subprocess, sys, threading, time
+children = []
+def spawn():  # a child forked by a thread that then ends: the kernel lists it under another of the process's
+    children.append(subprocess.Popen(["sleep", "30"]))
+thread = threading.Thread(target=spawn)
+thread.start()
+thread.join()
+grandchild = subprocess.Popen([sys.executable, "-c", "import subprocess; subprocess.Popen(['sleep', '30']).wait()"])
+os.spawnlp(os.P_NOWAIT, "true", "true")  # ends at once: a zombie, never reaped
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_frozen_trees_processes_are_found_without_reading_every_process() -> None:
+    """live_tree (what freeze and thaw read while something is timed) finds what a scan of all of /proc finds:
+    children forked by a thread that ended, grandchildren, and no zombie."""
+    from harness.containment.watch import live_tree, processes, tree
+
+    proc = subprocess.Popen([sys.executable, "-c", FAMILY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        found = sorted(live_tree(proc.pid))
+        assert len(found) == 4  # the process, its sleep, the grandchild's Python and its sleep: not the zombie
+        assert found == sorted(tree(proc.pid, processes()))
+    finally:
+        for pid in tree(proc.pid, processes())[::-1]:
+            os.kill(pid, 9)
+        proc.wait()

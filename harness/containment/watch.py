@@ -304,6 +304,26 @@ def tree(root: int, table: dict[int, Proc]) -> list[int]:
     return out
 
 
+def live_tree(root: int) -> list[int]:
+    """root and its living descendants, read from each one's /proc/<pid>/task/<tid>/children: a few small reads
+    for a worker's tree where tree() reads every process on the box (the freeze around each timed step, on a
+    box of hundreds of processes). The whole scan where the kernel has no such files."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return tree(root, processes())
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        fields = stat_fields(pid)
+        if fields is None or fields[0] == "Z":
+            continue  # gone, or only waiting to be reaped (its children went to a subreaper)
+        out.append(pid)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):  # a child is listed under the thread that forked it
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as handle:
+                    todo += [int(child) for child in handle.read().split()]
+    return out
+
+
 def kill_all(pids: list[int]) -> None:
     signal_all(pids, signal.SIGKILL)
 
@@ -420,7 +440,7 @@ class Watch:
             return
         stopped: set[int] = set()
         for _ in range(20):  # a process forked during a pass is stopped in the next
-            pids = set(tree(self.pid, processes())) - stopped
+            pids = set(live_tree(self.pid)) - stopped
             if not pids:
                 return
             signal_all(sorted(pids), signal.SIGSTOP)
@@ -429,7 +449,7 @@ class Watch:
     def thaw(self) -> None:
         if self.cgroup is not None and self.cgroup.freeze(False):
             return
-        signal_all(tree(self.pid, processes()), signal.SIGCONT)
+        signal_all(live_tree(self.pid), signal.SIGCONT)
 
     def death_note(self) -> str | None:
         if self.reason:

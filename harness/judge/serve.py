@@ -71,14 +71,16 @@ def serve(argv: list[str], emit: Emit) -> int:
     from harness.workers import fork_server
     from harness.workers.process import WorkerPool
 
-    fork_server.start()  # torch imported (the ladder's), no thread or CUDA yet: what every worker template shares
     values = ladder_options.given(args)
     try:
         base = make_options(values, None)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    pool = WorkerPool(spawn_for(base), keep_spare=not args.once, reap=True)
+    spawn = spawn_for(base)
+    if spawn.fork:  # torch imported (the ladder's), no thread or CUDA yet: what every worker template shares
+        fork_server.start()
+    pool = WorkerPool(spawn, keep_spare=not args.once, reap=True)
     pool.prestart(base.rungs)
     ladder = Ladder(base, LADDER, pool)
     emit(protocol.Ready(ladder.device_info))
