@@ -15,7 +15,6 @@ EXPECTED = {
     "gpu_illegal_address": ("correctness", "illegal memory access"),
     "gpu_oom": ("correctness", "OutOfMemoryError"),
     "gpu_spin": ("correctness", "timed out after 10 s"),
-    "memoize": ("roofline", "faster than the device can go"),
     "bench_only_wrong": ("benchmark", "the timed calls' output is wrong"),
     "side_stream": ("benchmark", "outlasts the call on the caller's stream"),
     "fakes_timing_deep": ("roofline", "faster than the device can go"),
@@ -47,6 +46,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     paths.append(add_version(folder, "fakes_timing_slow_kernel"))
     paths.append(add_version(folder, "slow_launch"))
     paths.append(add_version(folder, "waits_inside"))
+    paths.append(add_version(folder, "memoize"))
     paths += [add_version(folder, name) for name in AROUND_THE_TIMING]
     paths.append(add_version(folder, "good", "good_again.py"))
     return judge_many(paths, timeout=10, sanitize_best=False)  # compute-sanitizer has its own tests below
@@ -116,6 +116,19 @@ def test_patching_the_timers_does_not_make_a_version_faster(judged: dict[str, di
     ratio = bench["median_us"] / bench["ref_median_us"]
     assert ratio > 0.9, f"the patched timers were believed: {ratio:.2f}x the reference's median"
     assert "uses-library" in {f["name"] for f in evaluation["flags"]}  # and torch computed it
+
+
+def test_a_version_that_hands_back_its_last_answer_gains_nothing(judged: dict[str, dict]) -> None:
+    """The timed calls rotate over copies of the inputs in other places, so a version that returns its last
+    output when called again with the same tensors never finds them: it is timed as the add it then computes, or,
+    where it found them, caught as faster than the device can go."""
+    evaluation = judged["memoize"]
+    if evaluation["failed_rung"] is not None:
+        assert evaluation["failed_rung"] == "roofline", [(r["name"], r["ok"], r["err"]) for r in evaluation["rungs"]]
+        assert "faster than the device can go" in rung(evaluation, "roofline")["err"]
+        return
+    honest = rung(judged["good"], "benchmark")["metrics"]["median_us"]
+    assert rung(evaluation, "benchmark")["metrics"]["median_us"] > 0.8 * honest
 
 
 def test_waiting_on_the_device_inside_the_call_is_not_work_left_behind(judged: dict[str, dict]) -> None:
