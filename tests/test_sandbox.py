@@ -84,6 +84,63 @@ def test_no_keystrokes_into_a_terminal_it_holds(tmp_path: Path) -> None:
     assert "BLOCKED 1" in done.stdout, done.stdout + done.stderr  # EPERM from the seccomp filter
 
 
+def run_filter(program: list[tuple[int, int, int, int]], arch: int, number: int, arg1: int = 0) -> int:
+    """What the BPF program returns for one system call: the few instructions it uses, run as the kernel would."""
+    data = {0: number, 4: arch, 24: arg1}  # seccomp_data: nr, arch, low word of args[1]
+    accumulator, pc = 0, 0
+    while True:
+        code, jt, jf, k = program[pc]
+        if code == 0x20:  # BPF_LD | BPF_W | BPF_ABS
+            accumulator, pc = data[k], pc + 1
+        elif code == 0x15:  # BPF_JMP | BPF_JEQ | BPF_K
+            pc += 1 + (jt if accumulator == k else jf)
+        elif code == 0x35:  # BPF_JMP | BPF_JGE | BPF_K
+            pc += 1 + (jt if accumulator >= k else jf)
+        elif code == 0x06:  # BPF_RET | BPF_K
+            return k
+        else:
+            raise AssertionError(f"an instruction this test does not know: {code:#x}")
+
+
+def test_the_seccomp_filter_refuses_every_listed_call_and_allows_the_rest() -> None:
+    """Each denied system call reaches its refusal: a jump that skipped the list allowed them all."""
+    from harness.containment import sandbox
+
+    allow, eperm, eacces = 0x7FFF0000, 0x00050001, 0x0005000D
+    for machine, arch in (("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)):
+        program = seccomp_program(machine)
+        for number in sandbox._DENIED_SYSCALLS[machine]:
+            assert run_filter(program, arch, number) == eperm, (machine, number)
+        assert run_filter(program, arch, sandbox._SOCKET[machine]) == eacces
+        ioctl = sandbox._IOCTL[machine]
+        assert run_filter(program, arch, ioctl, 0x5412) == eperm  # TIOCSTI
+        assert run_filter(program, arch, ioctl, 0x541B) == allow  # FIONREAD: any other request
+        for allowed in (0, 1, 3, 60, 63):  # read, write, close... (x86_64) / io_setup... (aarch64): not listed
+            if allowed not in sandbox._DENIED_SYSCALLS[machine] and allowed not in (ioctl, sandbox._SOCKET[machine]):
+                assert run_filter(program, arch, allowed) == allow, (machine, allowed)
+        assert run_filter(program, 0x40000003, 0) == 0x80000000  # another architecture: killed
+
+
+SETNS_PROBE = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.setns(-1, 0)  # a bad descriptor: EBADF from the kernel, EPERM where the filter refuses the call first
+print("SETNS", ctypes.get_errno())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
+def test_a_confined_process_cannot_call_setns(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    (tmp_path / "setns_probe.py").write_text(SETNS_PROBE)
+    argv = [sys.executable, "-m", "harness.containment.sandbox", "--scratch", str(tmp_path), "--read", str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{Path(__file__).parent.parent}")
+    done = subprocess.run([*argv, "setns_probe"], capture_output=True, text=True, env=env, timeout=60)
+    assert "SETNS 1" in done.stdout, done.stdout + done.stderr
+
+
 def test_seccomp_program_fits_one_byte_jumps() -> None:
     for machine in ("x86_64", "aarch64"):
         program = seccomp_program(machine)
