@@ -20,7 +20,7 @@ from harness.containment.sandbox import landlock_abi
 REPO = Path(__file__).parent.parent
 
 SPY = r"""
-import json, os, signal
+import json, os, signal, sys
 me = os.path.realpath(os.getcwd())  # its scratch folder
 own = os.path.dirname(me)
 slots = os.path.dirname(own)
@@ -51,6 +51,7 @@ for pid in range(1, 1 << 15):  # any process it could name: the template, the ot
             found["signalled"].append(pid)
         except OSError:
             pass
+found["judge_argv"] = any("WorkerPool" in arg for arg in sys.orig_argv + sys.argv)  # the judge's own script
 print("SPY " + json.dumps(found), flush=True)
 
 
@@ -116,6 +117,7 @@ def test_a_forked_worker_reaches_neither_its_sibling_nor_the_template(bwrap: str
     if "pid" in found["containment"].split(";")[1] or landlock_abi() >= 6:  # no pid namespace: Landlock scopes
         assert spy["signalled"] == [], spy["signalled"]  # neither the other worker nor the template
     assert found["other_alive"]
+    assert not spy["judge_argv"]  # a fork of the judge keeps none of its command line
 
 
 FORK_LOOP = r"""

@@ -115,14 +115,11 @@ def _in_child(body: object) -> NoReturn:
         os._exit(code)
 
 
-_JUDGE_CWD: list[str] = []  # in the server: the judge's folder when it forked it, the first entry of its sys.path
-
-
 def _serve(control: socket.socket) -> None:
     sandbox.die_with_parent()
-    _JUDGE_CWD.append(os.path.realpath(os.getcwd()))
     _resolve_harness_paths()
     forget_environment()
+    forget_command_line()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)  # the judge's handlers are the judge's
     null = os.open(os.devnull, os.O_RDWR)
@@ -167,6 +164,17 @@ def forget_environment() -> None:
         if len(value) > 1:  # a single byte is the interpreter's shared object for it: nothing secret fits
             ctypes.memset(id(value) + offset, 0, len(value))
     os.environ.clear()
+
+
+def forget_command_line() -> None:
+    """The judge's arguments and start-up folder out of what its forks inherit: sys.argv, sys.orig_argv, and the
+    folder `-m` put first on sys.path (the judge's state folder, where kerneltui starts it). A version learns
+    no path of the person's from them. (The judge's frames above this one still hold its parsed options: the
+    workspace's path, which the agent writing the version knows anyway.)"""
+    started_in = os.path.realpath(os.getcwd())
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != started_in]
+    sys.argv[:] = ["harness.workers.fork_server"]
+    sys.orig_argv[:] = [sys.executable, "-m", "harness.workers.fork_server"]
 
 
 def _resolve_harness_paths() -> None:
@@ -299,11 +307,8 @@ def _become_template(request: TemplateRequest, control: int, log: int) -> None:
     _close_all_but({0, 1, 2, control})
     os.environ.clear()
     os.environ.update(request.env)
-    # what a fresh interpreter makes of the variables a template is given; not the judge's start-up folder
-    judges = {"", _JUDGE_CWD[0] if _JUDGE_CWD else ""}
-    sys.path[:] = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p] + [
-        p for p in sys.path if p not in judges and os.path.realpath(p) not in judges
-    ]
+    # what a fresh interpreter makes of the variables a template is given
+    sys.path[:0] = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
