@@ -95,12 +95,16 @@ FAMILY = r"""
 import os, subprocess, sys, threading, time
 children = []
 def spawn():  # a child forked by a thread that then ends: the kernel lists it under another of the process's
-    children.append(subprocess.Popen(["sleep", "30"]))
+    children.append(subprocess.Popen(["sleep", "30"]))  # Popen returns once the child has exec'd
 thread = threading.Thread(target=spawn)
 thread.start()
 thread.join()
-grandchild = subprocess.Popen([sys.executable, "-c", "import subprocess; subprocess.Popen(['sleep', '30']).wait()"])
-os.spawnlp(os.P_NOWAIT, "true", "true")  # ends at once: a zombie, never reaped
+code = "import subprocess; child = subprocess.Popen(['sleep', '30']); print('up', flush=True); child.wait()"
+grandchild = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+grandchild.stdout.readline()
+zombie = os.spawnlp(os.P_NOWAIT, "true", "true")  # never reaped
+while open(f"/proc/{zombie}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    time.sleep(0.01)
 print("ready", flush=True)
 time.sleep(30)
 """
