@@ -285,3 +285,33 @@ def test_the_fork_server_keeps_no_trace_of_the_judges_environment() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+LATE_ANSWER = r"""
+import json, tempfile
+from pathlib import Path
+from harness.contract.messages import TemplateRequest
+from harness.workers import fork_server
+from harness.workers.forks import Template
+fork_server.start()
+server = fork_server.running()
+said = []
+for wait_s in (-5, 30):  # the first asks and gives up at once; its answer comes late
+    fork_server.START_TIMEOUT_S = wait_s
+    root = Path(tempfile.mkdtemp())
+    try:
+        template = Template.forked(server, TemplateRequest((), "python", {}, str(root / "slots")), root, tempfile.TemporaryFile())
+        said.append(f"pid {template.proc.pid}")
+        template.close()
+    except fork_server.ForkServerError as exc:
+        said.append(str(exc))
+print(json.dumps(said))
+"""
+
+
+def test_a_late_answer_from_the_fork_server_is_not_taken_for_the_next_requests() -> None:
+    done = subprocess.run([sys.executable, "-c", LATE_ANSWER], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = json.loads(done.stdout.strip().splitlines()[-1])
+    assert first == "the fork server did not answer"
+    assert not second.startswith("pid"), second  # not the first request's template, taken for its own

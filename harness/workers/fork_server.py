@@ -69,8 +69,9 @@ class ForkServer:
                 raise ForkServerError(f"the fork server is gone ({exc})") from None
             ready, _, _ = select.select([self.control], [], [], START_TIMEOUT_S + 5)
             data = self.control.recv(MAX_FRAME_BYTES) if ready else b""
-        if not data:
-            raise ForkServerError("the fork server did not answer")
+            if not data:  # a late answer would be read as the next request's: no next request (it then exits)
+                self.control.close()
+                raise ForkServerError("the fork server did not answer")
         try:
             reply = request.read_reply(json.loads(data))
         except (ValueError, RecursionError, MalformedReply) as exc:
