@@ -300,7 +300,8 @@ for wait_s in (-5, 30):  # the first asks and gives up at once; its answer comes
     fork_server.START_TIMEOUT_S = wait_s
     root = Path(tempfile.mkdtemp())
     try:
-        template = Template.forked(server, TemplateRequest((), "python", {}, str(root / "slots")), root, tempfile.TemporaryFile())
+        request = TemplateRequest((), "python", {}, str(root / "slots"))
+        template = Template.forked(server, request, root, tempfile.TemporaryFile())
         said.append(f"pid {template.proc.pid}")
         template.close()
     except fork_server.ForkServerError as exc:
