@@ -109,8 +109,9 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 def doctor(argv: list[str]) -> int:
     """What this box offers for containing versions (python -m harness doctor [--json])."""
-    from harness.judge.doctor import facts, report
+    from harness.judge.doctor import facts, report, start_fork_server
 
+    start_fork_server()
     found = facts()
     print(json.dumps(found) if "--json" in argv else report(found))
     return EXIT_OK

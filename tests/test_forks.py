@@ -316,3 +316,13 @@ def test_a_late_answer_from_the_fork_server_is_not_taken_for_the_next_requests()
     first, second = json.loads(done.stdout.strip().splitlines()[-1])
     assert first == "the fork server did not answer"
     assert not second.startswith("pid"), second  # not the first request's template, taken for its own
+
+
+def test_the_doctor_forks_its_worker_as_the_judge_does_and_says_where_its_template_came_from() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "doctor", "--json"], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    worker = json.loads(done.stdout)["worker"]
+    assert worker["ok"], worker
+    assert worker["template"] == "forked from the judge's fork server (shares its torch)"

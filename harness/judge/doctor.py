@@ -9,6 +9,8 @@ from typing import Any
 
 from harness.containment import watch as containment
 from harness.containment.sandbox import cuda_device_count
+from harness.workers import fork_server
+from harness.workers.forks import NotChild
 from harness.workers.process import Spawn, WorkerFailure, WorkerPool
 
 
@@ -30,19 +32,36 @@ def facts() -> dict[str, Any]:
 
 
 def try_worker() -> dict[str, Any]:
-    """Forks one worker as the judge would (from a template) and reports what it says it got (and whether it
-    sees the GPU)."""
+    """Forks one worker as the judge would (from a template, the judge's fork server's where start_fork_server ran)
+    and reports what it says it got, whether it sees the GPU, and where its template came from."""
     pool = WorkerPool(Spawn())
     try:
         worker = pool.take("run")
         ready = worker.wait_ready()
-        found = {"ok": True, "containment": worker.containment, "cuda": ready.cuda}
+        found = {"ok": True, "containment": worker.containment, "cuda": ready.cuda, "template": template_origin(pool)}
         pool.release(worker)
         return found
     except WorkerFailure as exc:
         return {"ok": False, "error": str(exc)}
     finally:
         pool.close()
+
+
+def start_fork_server() -> None:
+    """As a judge does before anything starts a thread or CUDA: torch imported, then the fork server."""
+    import torch  # noqa: F401
+
+    fork_server.start()
+
+
+def template_origin(pool: WorkerPool) -> str:
+    template = pool.templates.running
+    if template is None:
+        return "none"
+    if isinstance(template.proc, NotChild):
+        return "forked from the judge's fork server (shares its torch)"
+    said = [line for line in template.log_tail().splitlines() if "not by the judge's fork server" in line]
+    return "started afresh" + (f" ({said[-1].split(': ', 1)[-1]})" if said else "")
 
 
 def advice(found: dict[str, Any]) -> list[str]:
@@ -84,6 +103,8 @@ def report(found: dict[str, Any]) -> str:
         f"  GPUs         {found['gpus'] or 'none (versions run through the Triton interpreter)'}",
         f"  a worker     {worker.get('containment') if worker.get('ok') else 'failed: ' + str(worker.get('error'))}",
     ]
+    if worker.get("ok"):
+        lines.append(f"  its template {worker.get('template')}")
     if worker.get("ok") and found["gpus"]:
         lines.append(f"  GPU in it    {'yes' if worker.get('cuda') else 'NO'}")
     tips = advice(found)
