@@ -176,6 +176,9 @@ def test_an_idle_judge_ends_its_spare_workers_and_still_judges(workspace: Path) 
     with own_judge("--spare-idle-s", "2", "--rungs", "load,compile,correctness") as judge:
         assert judge.stdout is not None and judge.stdin is not None
         assert json.loads(judge.stdout.readline())["event"] == "ready"
+        started = time.monotonic() + 60  # forked once the template is up, off the judge's main thread
+        while not _worker_processes(judge.pid) and time.monotonic() < started:
+            time.sleep(0.1)
         assert _worker_processes(judge.pid), "the judge starts spares ahead of need"
         deadline = time.monotonic() + 120
         while _worker_processes(judge.pid) and time.monotonic() < deadline:

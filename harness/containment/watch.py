@@ -324,6 +324,28 @@ def live_tree(root: int) -> list[int]:
     return out
 
 
+def wait_stopped(pids: set[int], timeout_s: float = 0.5) -> None:
+    """Returns once every thread of these processes is stopped (or gone): SIGSTOP takes effect a moment after
+    kill() returns, and a thread still running on another CPU meanwhile would run beside what is timed."""
+    deadline, pending = time.monotonic() + timeout_s, set(pids)
+    while pending and time.monotonic() < deadline:
+        pending = {pid for pid in pending if not _all_threads_stopped(pid)}
+        if pending:
+            time.sleep(0.0005)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True  # gone
+    for thread in threads:
+        fields = stat_fields(f"{pid}/task/{thread}")
+        if fields is not None and fields[0] not in ("T", "t", "Z", "X"):
+            return False
+    return True
+
+
 def kill_all(pids: list[int]) -> None:
     signal_all(pids, signal.SIGKILL)
 
@@ -442,9 +464,10 @@ class Watch:
         for _ in range(20):  # a process forked during a pass is stopped in the next
             pids = set(live_tree(self.pid)) - stopped
             if not pids:
-                return
+                break
             signal_all(sorted(pids), signal.SIGSTOP)
             stopped |= pids
+        wait_stopped(stopped)
 
     def thaw(self) -> None:
         if self.cgroup is not None and self.cgroup.freeze(False):

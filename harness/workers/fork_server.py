@@ -296,6 +296,7 @@ def _placeholder(request: TemplateRequest, log: int) -> tuple[int, int]:
 
 def _become_template(request: TemplateRequest, control: int, log: int) -> None:
     """In the sandbox's namespaces: confined as bubblewrap confines its command, then harness.worker.template."""
+    set_title([request.python, "-m", "harness.worker.template", "--fd", str(control), "--slots", request.slots])
     os.setsid()
     sandbox.die_with_parent()
     if request.sandbox:  # as bubblewrap leaves its command (a template started afresh outside one keeps them)
@@ -317,5 +318,4 @@ def _become_template(request: TemplateRequest, control: int, log: int) -> None:
     sys.dont_write_bytecode = True
     tempfile.tempdir = None
     sys.argv = ["harness.worker.template", "--fd", str(control), "--slots", request.slots]
-    set_title([request.python, "-m", *sys.argv])
     runpy.run_module("harness.worker.template", run_name="__main__", alter_sys=True)
