@@ -12,7 +12,7 @@ per problem, p50 and p95 of: the correctness verdict (request to the correctness
 whole ladder, the median seconds of each rung, and, per kind of request to a worker (from the judge's
 KERNELTUI_TRACE), how many per version, their median seconds and their total a version (where a few slow calls,
 a JIT compile, show), with the worker's own phases, and each worker's start (a fork from its template, or a
-fresh process) to its "ready". With --burst, agents write versions on a clock instead (a version every SECONDS
+fresh process) to its "ready", and each template's (forked by the judge's fork server, or afresh). With --burst, agents write versions on a clock instead (a version every SECONDS
 in all, the agents taking turns, whatever is still being judged): the p50 and p95 then count from each write,
 queueing included.
 """
@@ -154,7 +154,9 @@ def measure(
             if burst
             else one_by_one(judge, folder, source, count, best, trace)
         )
-        requests = trace_lines(trace)[seen:]
+        every = trace_lines(trace)
+        requests = every[seen:]
+        templates = [r for r in every if r["mode"] == "template"]  # the first one started with the judge
     finally:
         judge.close()
     if burst:
@@ -163,7 +165,7 @@ def measure(
     return {
         **summarize(problem, warm, runs),
         "requests": requests_breakdown(requests, count),
-        "starts": worker_starts(requests),
+        "starts": worker_starts(templates + [r for r in requests if r["mode"] != "template"]),
     }
 
 
@@ -342,9 +344,10 @@ def main() -> int:
                 flush=True,
             )
         for mode, start in found["starts"].items():
+            what, many = ("template", "templates") if mode == "template" else (f"{mode} worker", "workers")
             print(
-                f"    {mode} worker start to ready: p50 {start['p50']:.3f} s  p95 {start['p95']:.3f} s  "
-                f"max {start['max']:.3f} s  ({start['n']:.0f} workers)",
+                f"    {what} start to ready: p50 {start['p50']:.3f} s  p95 {start['p95']:.3f} s  "
+                f"max {start['max']:.3f} s  ({start['n']:.0f} {many})",
                 flush=True,
             )
         for kind, figures in found["requests"].items():

@@ -18,6 +18,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -56,6 +57,9 @@ class Template:
         self.proc = proc
         self.lock = threading.Lock()
         self.ready: TemplateReady | None = None
+        self.began = time.monotonic()
+        self.ready_s: float | None = None  # from its start to its "ready"
+        self.traced = False  # its start written to KERNELTUI_TRACE
 
     @classmethod
     def started(cls, argv: list[str], env: dict[str, str], root: Path, log: BinaryIO) -> Template:
@@ -100,6 +104,7 @@ class Template:
             if self.ready is None:
                 try:
                     self.ready = TemplateReady.parse(self._reply(timeout, "starting"))
+                    self.ready_s = time.monotonic() - self.began
                 except MalformedReply as exc:
                     raise TemplateError(f"the worker template did not start properly: {exc}") from None
         return self.ready

@@ -445,6 +445,10 @@ def fork_from(
     self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its first byte: its pid comes with it
     try:
         proc = template.fork(request, child.fileno(), self.log.fileno(), READY_TIMEOUT_S)
+        if TRACE and template.ready_s is not None and not template.traced:  # the first fork waited for it
+            template.traced = True
+            how = "forked by the judge's fork server" if isinstance(template.proc, forks.NotChild) else "afresh"
+            _trace("template", {"op": "ready"}, {}, how, template.ready_s, {"start_s": round(template.ready_s, 4)})
         proc.learn_pid(self.sock, READY_TIMEOUT_S)
     except forks.TemplateError as exc:
         raise WorkerFailure(str(exc)) from None
