@@ -326,3 +326,34 @@ def test_the_doctor_forks_its_worker_as_the_judge_does_and_says_where_its_templa
     worker = json.loads(done.stdout)["worker"]
     assert worker["ok"], worker
     assert worker["template"] == "forked from the judge's fork server (shares its torch)"
+
+
+NO_ZOMBIE = r"""
+import json, os, time
+from harness.containment import watch
+from harness.workers import fork_server
+from harness.workers.process import Spawn, start_template
+fork_server.start()
+watch.become_subreaper()  # as a judge is: whatever its descendants leave comes to it
+def zombies():
+    return {p.pid for p in watch.processes().values() if p.ppid == os.getpid() and p.zombie}
+watch.probe()  # its trial sandboxes' own (the judge's watch reaps those at its next sweep)
+time.sleep(1)
+before = zombies()
+for _ in range(2):
+    template = start_template(Spawn())
+    template.wait_ready(60)
+    template.close()
+time.sleep(3)  # each template's joiner ends after it
+print(json.dumps(sorted(zombies() - before)))
+"""
+
+
+def test_a_template_that_ended_leaves_no_zombie_with_the_judge() -> None:
+    """The process that joined bubblewrap's sandbox reaps bubblewrap before it exits: left to the judge (its
+    workers' subreaper), each template a judge ended after an idle spell left a zombie bubblewrap."""
+    if not (os.environ.get("KERNELTUI_BWRAP") or shutil.which("bwrap")):
+        pytest.skip("bubblewrap is not installed")
+    done = subprocess.run([sys.executable, "-c", NO_ZOMBIE], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -30,10 +30,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from typing import NoReturn
 
-from harness.containment import namespaces, sandbox
+from harness.containment import namespaces, sandbox, watch
 from harness.contract.messages import Failure, MalformedReply, TemplateRequest, TemplateStarted
 
 MAX_FRAME_BYTES = 1 << 20
@@ -192,6 +193,17 @@ def _reap() -> None:
             pass
 
 
+def _reap_all(deadline_s: float) -> None:
+    """Waits for every child (orphans included: this process is their subreaper) until none is left."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                time.sleep(0.01)
+        except ChildProcessError:
+            return
+
+
 def _close_all_but(keep: set[int]) -> None:
     kept = sorted(keep)
     for low, high in zip([-1, *kept], [*kept, os.sysconf("SC_OPEN_MAX")], strict=True):
@@ -225,10 +237,11 @@ def _join_and_fork(request: TemplateRequest, control: int, log: int, said: int) 
     """The joiner: the placeholder started, its namespaces joined, the template forked; says the template's pid
     (or why not) on `said`, then waits for it."""
     sandbox.die_with_parent()
-    hold = -1
+    watch.become_subreaper()  # bubblewrap's own first process outlives it: reaped here, not left to the judge
+    hold, placeholder = -1, None
     try:
         if request.sandbox:
-            hold, child_pid = _placeholder(request, log)
+            hold, child_pid, placeholder = _placeholder(request, log)
             namespaces.join(child_pid)
         os.chdir(request.slots)
     except (OSError, ValueError, ForkServerError) as exc:
@@ -245,7 +258,13 @@ def _join_and_fork(request: TemplateRequest, control: int, log: int, said: int) 
         os.close(fd)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(template, 0)
-    # returning exits, closing `hold`: the placeholder, bubblewrap and the pid namespace end
+    if placeholder is not None:  # its stdin closed, the placeholder, bubblewrap and the pid namespace end
+        os.close(hold)
+        try:
+            placeholder.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            placeholder.kill()
+    _reap_all(deadline_s=5.0)  # left behind, they would go to the judge (their subreaper) and stay zombies there
 
 
 def set_title(argv: list[str]) -> None:
@@ -267,9 +286,10 @@ def set_title(argv: list[str]) -> None:
         pass
 
 
-def _placeholder(request: TemplateRequest, log: int) -> tuple[int, int]:
+def _placeholder(request: TemplateRequest, log: int) -> tuple[int, int, subprocess.Popen[bytes]]:
     """bubblewrap started with the placeholder as its command: the placeholder's stdin (held open for as long as
-    the template lives) and the pid of bubblewrap's first process inside (whose namespaces are the sandbox's)."""
+    the template lives), the pid of bubblewrap's first process inside (whose namespaces are the sandbox's), and
+    bubblewrap's process."""
     hold_r, hold_w = os.pipe()
     up_r, up_w = os.pipe()
     info_r, info_w = os.pipe()
@@ -291,7 +311,7 @@ def _placeholder(request: TemplateRequest, log: int) -> tuple[int, int]:
     child = json.loads(info).get("child-pid")
     if not isinstance(child, int) or child <= 0:
         raise ForkServerError(f"bubblewrap said no child pid: {info[:200]!r}")
-    return hold_w, child
+    return hold_w, child, proc
 
 
 def _become_template(request: TemplateRequest, control: int, log: int) -> None:
