@@ -12,9 +12,9 @@ per problem, p50 and p95 of: the correctness verdict (request to the correctness
 whole ladder, the median seconds of each rung, and, per kind of request to a worker (from the judge's
 KERNELTUI_TRACE), how many per version, their median seconds and their total a version (where a few slow calls,
 a JIT compile, show), with the worker's own phases, and each worker's start (a fork from its template, or a
-fresh process) to its "ready", and each template's (forked by the judge's fork server, or afresh). With --burst, agents write versions on a clock instead (a version every SECONDS
-in all, the agents taking turns, whatever is still being judged): the p50 and p95 then count from each write,
-queueing included.
+fresh process) to its "ready", and each template's (forked by the judge's fork server, or afresh). With --burst,
+agents write versions on a clock instead (a version every SECONDS in all, the agents taking turns, whatever is
+still being judged): the p50 and p95 then count from each write, queueing included.
 """
 
 from __future__ import annotations
