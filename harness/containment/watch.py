@@ -22,9 +22,11 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.containment import sandbox
 
@@ -374,6 +376,37 @@ def _alive(pid: int) -> bool:
     """Running or waiting to run: neither gone nor a zombie."""
     fields = stat_fields(pid)
     return fields is not None and fields[:1] not in (["Z"], ["X"])
+
+
+FORK_SETUP_FAILED = 70  # the exit code of a forked child whose body raised (what failed is said in its log)
+
+
+def in_fork(body: Callable[[], int | None], log: int, what: str) -> NoReturn:
+    """Runs `body` in a forked child and exits with its code (None: 0), never returning into the code that forked
+    it; where it raises, `what` failed, with the traceback, is written to `log` and the code is FORK_SETUP_FAILED."""
+    code = FORK_SETUP_FAILED
+    try:
+        code = body() or 0
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.write(log, f"kerneltui: {what} failed:\n{traceback.format_exc()}".encode())
+    finally:
+        os._exit(code)
+
+
+def reap_exited() -> None:
+    """Reaps this process's children that have exited, without waiting for the others."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def close_all_but(keep: set[int]) -> None:
+    """Closes every descriptor of this process but those in `keep`."""
+    kept = sorted(keep)
+    for low, high in zip([-1, *kept], [*kept, os.sysconf("SC_OPEN_MAX")], strict=True):
+        if high > low + 1:  # closerange(n, n) is close_range(n, n - 1): from 0, that is every descriptor
+            os.closerange(low + 1, high)
 
 
 def become_subreaper() -> None:

@@ -523,17 +523,22 @@ class TemplateReady:
 
 
 @dataclass(frozen=True)
-class ForkReply(Reply):
-    """The template forked a worker: its outer process's pid, as the template sees it."""
+class PidReply(Reply):
+    """A process started: its pid."""
 
     pid: int
 
-    op = "fork"
     keys = EVERY_REPLY | {"pid"}
 
     @classmethod
     def read(cls, fields: Fields) -> Self:
         return cls(fields.count("pid"))
+
+
+class ForkReply(PidReply):
+    """The template forked a worker: its outer process's pid, as the template sees it."""
+
+    op = "fork"
 
 
 @dataclass(frozen=True)
@@ -558,18 +563,10 @@ class ForkRequest(Request[ForkReply]):
     reply = ForkReply
 
 
-@dataclass(frozen=True)
-class TemplateStarted(Reply):
+class TemplateStarted(PidReply):
     """The judge's fork server started a template: its pid, as the judge sees it."""
 
-    pid: int
-
     op = "template"
-    keys = EVERY_REPLY | {"pid"}
-
-    @classmethod
-    def read(cls, fields: Fields) -> Self:
-        return cls(fields.count("pid"))
 
 
 @dataclass(frozen=True)

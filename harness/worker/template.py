@@ -26,7 +26,6 @@ import socket
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -35,7 +34,7 @@ from harness.containment import watch as containment
 from harness.contract.messages import ExitRequest, Failure, ForkReply, ForkRequest, TemplateReady
 
 MAX_REQUEST_BYTES = 1 << 20
-SETUP_FAILED = 70  # the exit code of a fork whose set-up failed before the worker ran (said in its log)
+SETUP_FAILED = containment.FORK_SETUP_FAILED  # a fork whose set-up failed before the worker ran (said in its log)
 
 
 def preimport() -> float:
@@ -66,7 +65,7 @@ def hash_triton_install() -> None:
 
 def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
     while True:
-        reap()
+        containment.reap_exited()  # workers' outer processes that ended (each said its status on its own pipe)
         ready, _, _ = select.select([control], [], [], 1.0)
         if not ready:
             continue
@@ -95,13 +94,6 @@ def serve(control: socket.socket, slots: str, pid_namespace: bool) -> None:
         control.send(json.dumps(reply.frame()).encode())
 
 
-def reap() -> None:
-    """The outer processes of workers that ended (their status went to the judge on their own pipe)."""
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-
-
 def fork_worker(request: ForkRequest, fds: list[int], control: socket.socket, slots: str, pid_namespace: bool) -> int:
     """`pid_namespace`: whether this box lets a fork have one (the template found out as it started)."""
     sock, log, status = fds
@@ -115,14 +107,7 @@ def fork_worker(request: ForkRequest, fds: list[int], control: socket.socket, sl
 def in_child(body: Callable[[], int], log: int) -> NoReturn:
     """Runs `body` in a forked child and exits with its code: never back into the template's loop; what failed
     is said in `log` (the worker's, the judge reads it)."""
-    code = SETUP_FAILED
-    try:
-        code = body()
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.write(log, f"kerneltui: the worker's set-up failed:\n{traceback.format_exc()}".encode())
-    finally:
-        os._exit(code)
+    containment.in_fork(body, log, "the worker's set-up")
 
 
 def outer(request: ForkRequest, sock: int, log: int, status: int, slots: str, pid_namespace: bool) -> int:
@@ -208,9 +193,7 @@ def become_worker(request: ForkRequest, sock: int, log: int, notes: list[str]) -
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    keep = sorted({0, 1, 2, sock})
-    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
-        os.closerange(low + 1, high)
+    containment.close_all_but({0, 1, 2, sock})
     os.environ.clear()
     os.environ.update(request.env)
     tempfile.tempdir = None

@@ -2,8 +2,8 @@
 
 A template started afresh (harness.workers.forks.Template.started) imports torch for seconds and holds its own
 ~150 MB of torch's heap. The judge has already imported torch: `start()` forks it, once, before it starts a
-thread or initialises CUDA, into a server that keeps nothing else of the judge's. Asked for a template, the
-server forks a process that:
+thread or initialises CUDA, into a server that first wipes the judge's environment and command line from its
+memory (every template and worker is its fork). Asked for a template, the server forks a process that:
 - starts the sandbox's placeholder: bubblewrap, as it would start a template, running a Python that says it is
   up and waits for its stdin to close;
 - joins the placeholder's namespaces (harness.containment.namespaces.join: user, pid, mount, net, ipc, uts),
@@ -12,7 +12,9 @@ server forks a process that:
   harness.worker.template as `python -m` would, its torch pages the judge's until either writes to them;
 - waits for the template, then exits, which closes the placeholder's stdin: its pid namespace, and every
   worker in it, ends with it.
-Where a step is refused (no bubblewrap, a kernel that refuses setns), the judge starts its template afresh.
+With no bubblewrap (Landlock's level), the template is forked with no sandbox to join, as one started afresh
+would run. Where a step is refused (bubblewrap fails, the kernel refuses setns), the judge starts its template
+afresh and the template's log says why.
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
-from typing import NoReturn
 
 from harness.containment import namespaces, sandbox, watch
 from harness.contract.messages import Failure, MalformedReply, TemplateRequest, TemplateStarted
@@ -57,7 +57,7 @@ class ForkServer:
         pid = os.fork()
         if pid == 0:
             ours.close()
-            _in_child(lambda: _serve(theirs))
+            watch.in_fork(lambda: _serve(theirs), 2, "the judge's fork server")
         theirs.close()
         self.pid, self.control, self.lock = pid, ours, threading.Lock()
 
@@ -103,20 +103,6 @@ def running() -> ForkServer | None:
 # --- the server's side (a fork of the judge) ------------------------------------------------------------
 
 
-def _in_child(body: object) -> NoReturn:
-    """Runs `body` in a forked child and exits: never back into the judge's code."""
-    code = 70
-    try:
-        assert callable(body)
-        body()
-        code = 0
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.write(2, f"kerneltui: the judge's fork server failed:\n{traceback.format_exc()}".encode())
-    finally:
-        os._exit(code)
-
-
 def _serve(control: socket.socket) -> None:
     sandbox.die_with_parent()
     _resolve_harness_paths()
@@ -127,9 +113,9 @@ def _serve(control: socket.socket) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)  # the judge's stdout is its events' pipe: never written from here
-    _close_all_but({0, 1, 2, control.fileno()})
+    watch.close_all_but({0, 1, 2, control.fileno()})
     while True:
-        _reap()
+        watch.reap_exited()  # joiners whose template ended
         ready, _, _ = select.select([control], [], [], 1.0)
         if not ready:
             continue
@@ -187,12 +173,6 @@ def _resolve_harness_paths() -> None:
             module.__path__[:] = [os.path.realpath(p) for p in module.__path__]
 
 
-def _reap() -> None:
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-
-
 def _reap_all(deadline_s: float) -> None:
     """Waits for every child (orphans included: this process is their subreaper) until none is left."""
     end = time.monotonic() + deadline_s
@@ -204,13 +184,6 @@ def _reap_all(deadline_s: float) -> None:
             return
 
 
-def _close_all_but(keep: set[int]) -> None:
-    kept = sorted(keep)
-    for low, high in zip([-1, *kept], [*kept, os.sysconf("SC_OPEN_MAX")], strict=True):
-        if high > low + 1:  # closerange(n, n) is close_range(n, n - 1): from 0, that is every descriptor
-            os.closerange(low + 1, high)
-
-
 def _start(request: TemplateRequest, fds: list[int]) -> int:
     """Forks the process that joins the sandbox and forks the template: the template's pid, or why not."""
     if len(fds) != 2:
@@ -219,7 +192,7 @@ def _start(request: TemplateRequest, fds: list[int]) -> int:
     joiner = os.fork()
     if joiner == 0:
         os.close(said_r)
-        _in_child(lambda: _join_and_fork(request, fds[0], fds[1], said_w))
+        watch.in_fork(lambda: _join_and_fork(request, fds[0], fds[1], said_w), 2, "joining a template's sandbox")
     os.close(said_w)
     try:
         ready, _, _ = select.select([said_r], [], [], START_TIMEOUT_S)
@@ -252,7 +225,7 @@ def _join_and_fork(request: TemplateRequest, control: int, log: int, said: int) 
         os.close(said)
         if hold >= 0:
             os.close(hold)
-        _in_child(lambda: _become_template(request, control, log))
+        watch.in_fork(lambda: _become_template(request, control, log), log, "starting the template")
     os.write(said, str(template).encode())
     for fd in (said, control, log):
         os.close(fd)
@@ -326,7 +299,7 @@ def _become_template(request: TemplateRequest, control: int, log: int) -> None:
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    _close_all_but({0, 1, 2, control})
+    watch.close_all_but({0, 1, 2, control})
     os.environ.clear()
     os.environ.update(request.env)
     # what a fresh interpreter makes of the variables a template is given
