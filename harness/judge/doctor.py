@@ -60,8 +60,8 @@ def template_origin(pool: WorkerPool) -> str:
         return "none"
     if isinstance(template.proc, NotChild):
         return "forked from the judge's fork server (shares its torch)"
-    said = [line for line in template.log_tail().splitlines() if "not by the judge's fork server" in line]
-    return "started afresh" + (f" ({said[-1].split(': ', 1)[-1]})" if said else "")
+    why = template.not_forked_because
+    return "started afresh" + (f" (the fork server could not: {why})" if why else "")
 
 
 def advice(found: dict[str, Any]) -> list[str]:

@@ -60,6 +60,7 @@ class Template:
         self.began = time.monotonic()
         self.ready_s: float | None = None  # from its start to its "ready"
         self.traced = False  # its start written to KERNELTUI_TRACE
+        self.not_forked_because: str | None = None  # why the fork server did not start it, where it was asked
 
     @classmethod
     def started(cls, argv: list[str], env: dict[str, str], root: Path, log: BinaryIO) -> Template:

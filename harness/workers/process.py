@@ -497,14 +497,18 @@ def start_template(spawn: Spawn) -> forks.Template:
         )
     log = tempfile.TemporaryFile()  # noqa: SIM115  (the template's own output: read where it fails)
     server = fork_server.running()
+    why = None
     if server is not None and spawn.python == sys.executable:
         request = TemplateRequest(tuple(prefix), spawn.python, env, str(root / "slots"))
         try:
             return forks.Template.forked(server, request, root, log)
         except fork_server.ForkServerError as exc:
-            log.write(f"kerneltui: started afresh, not by the judge's fork server: {exc}\n".encode())
+            why = str(exc)
+            log.write(f"kerneltui: started afresh, not by the judge's fork server: {why}\n".encode())
             log.flush()
-    return forks.Template.started([*prefix, spawn.python], env, root, log)
+    template = forks.Template.started([*prefix, spawn.python], env, root, log)
+    template.not_forked_because = why
+    return template
 
 
 def sandbox_read_roots() -> list[str]:
