@@ -26,6 +26,21 @@ from typing import Any
 from harness.gpu import aot
 
 MAX_THREADS = 8
+UNTOUCHED_MAX_BYTES = 32 << 30  # address space only: empty_strided maps pages it does not write
+
+
+def untouched(meta: Any) -> Any:
+    """A meta tensor's like on the CPU, its pages never written (so, at most UNTOUCHED_MAX_BYTES, none resident):
+    what a bench case's shapes compile on. The meta tensor itself where no such allocation is had."""
+    import torch
+
+    nbytes = meta.untyped_storage().nbytes()
+    if nbytes > UNTOUCHED_MAX_BYTES:
+        return meta
+    try:
+        return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype, device="cpu")
+    except (RuntimeError, MemoryError):
+        return meta
 
 
 def threads() -> int:

@@ -614,10 +614,18 @@ def compile_cases(
     entry: Callable[..., Any], trees: list[Any], tensors: list[torch.Tensor], launchers: bool = False
 ) -> messages.PrecompileReply | messages.Failure:
     """harness.gpu.precompile.compile_ahead on the input sets a `precompile` request encodes, its tensors on the CPU
-    (`launchers`: on a GPU, where the kernels will launch)."""
+    (`launchers`: on a GPU, where the kernels will launch). On a GPU a bench case's shape-only (meta) inputs become
+    CPU tensors never written (harness.gpu.precompile.untouched): a version's torch calls on meta tensors would
+    import torch's symbolic shapes and sympy, a second and more, inside its correctness verdict. With no GPU they
+    stay meta: the compile rung calls the version on them anyway."""
     from harness.gpu import precompile
 
-    on_cpu = [t if t.device.type == "meta" else t.cpu() for t in tensors]
+    def placed(t: torch.Tensor) -> torch.Tensor:
+        if t.device.type != "meta":
+            return t.cpu()
+        return precompile.untouched(t) if launchers else t
+
+    on_cpu = [placed(t) for t in tensors]
     input_sets = []
     for tree in trees:
         inputs = wire.decode_tree(tree, on_cpu)
