@@ -63,4 +63,3 @@ def test_seeded_draws_on_the_meta_device_import_no_dynamo(tmp_path: Path) -> Non
         ["meta", [65536], "torch.int64"],
     ]
     assert found["dynamo"] is False
-
