@@ -484,7 +484,7 @@ async def test_an_agent_that_cannot_start_is_not_left_running(history: Workspace
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: len(table(app).order) == 4, pilot)
         await pilot.press("s")
-        await wait_for(lambda: notified(app, "agent on vadd stopped"), pilot, timeout=30)
+        await wait_for(lambda: notified(app, "agent on vadd stopped"), pilot)
         assert not app.agents and notified(app, "could not start: PermissionError")
     with db(history.root) as conn:
         reason = conn.execute("SELECT stop_reason FROM agent_sessions ORDER BY id DESC LIMIT 1").fetchone()[0]
