@@ -95,13 +95,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             STARTED[report.nodeid] = Counter(found)
 
 
-# The longest modules (a clean run's seconds, summed over their tests, on a 2-core machine: 80-220 s each) are
+# The longest modules (a clean run's seconds, summed over their tests, on a 2-core machine: 50-220 s each) are
 # handed out first: pytest-xdist gives each process a whole module at a time, in collection order, and one of
-# these begun last kept a process busy a minute or two after the others ran dry.
+# these begun last kept a process busy a minute or two after the others ran dry (test_lint: mypy with no cache,
+# as in a clean clone, 90 s alone).
 LONGEST_FIRST = (
     "test_exploits", "test_dashboard", "test_acp", "test_judge_versions", "test_forks", "test_examples", "test_cli",
-    "test_mcp", "test_import_hostile", "test_demo", "test_remote_judges", "test_import_kernelbench",
-    "test_claude_agent",
+    "test_lint", "test_mcp", "test_import_hostile", "test_demo", "test_remote_judges", "test_import_kernelbench",
+    "test_claude_agent", "test_context_index", "test_shared_block", "test_precompile", "test_collected",
 )  # fmt: skip
 
 
