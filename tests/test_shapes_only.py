@@ -63,3 +63,32 @@ def test_seeded_draws_on_the_meta_device_import_no_dynamo(tmp_path: Path) -> Non
         ["meta", [65536], "torch.int64"],
     ]
     assert found["dynamo"] is False
+
+
+WARMED = """
+import json, sys
+from pathlib import Path
+from harness.problem import shapes_only
+from harness.problem.load import load_problem
+from harness.judge.rungs.compile import _shapes_only
+shapes_only.warm()
+problem = load_problem(Path(sys.argv[1]))
+before = set(sys.modules)
+_shapes_only(problem, problem.bench_cases[0], 7, data_first=False)
+print(json.dumps({"imported": sorted(set(sys.modules) - before), "dynamo": "torch._dynamo" in sys.modules}))
+"""
+
+
+def test_a_judge_warmed_at_its_start_makes_its_first_shapes_with_no_import(tmp_path: Path) -> None:
+    """On a GPU the judge now makes each version's bench cases shape-only too; the first draw's imports (torch's
+    meta kernels and sympy: 0.4 s here) would fall inside the first version's verdict. A judge on a GPU
+    pays them on a thread as it starts (harness.judge.serve)."""
+    folder = tmp_path / "scaled"
+    folder.mkdir()
+    (folder / "problem.py").write_text(textwrap.dedent(PROBLEM))
+    done = subprocess.run(
+        [sys.executable, "-c", WARMED, str(folder)], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["imported"] == [] and found["dynamo"] is False, found

@@ -68,6 +68,7 @@ def serve(argv: list[str], emit: Emit) -> int:
     args = parser.parse_args(argv)
     from harness.judge.ladder import Ladder, spawn_for
     from harness.judge.rungs.builtin import LADDER
+    from harness.problem import shapes_only
     from harness.workers import fork_server
     from harness.workers.process import WorkerPool
 
@@ -83,6 +84,8 @@ def serve(argv: list[str], emit: Emit) -> int:
     pool = WorkerPool(spawn, keep_spare=not args.once, reap=True)
     pool.prestart(base.rungs)
     ladder = Ladder(base, LADDER, pool)
+    if ladder.context.cuda:  # each version's bench cases are made shape-only: their first one's imports paid now
+        ladder.context.tools.submit(shapes_only.warm)
     emit(protocol.Ready(ladder.device_info))
     idle = IdleSpares(pool, base.spare_idle_s)
     server = Server(ladder, values, emit, idle, once=args.once)
