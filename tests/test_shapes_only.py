@@ -48,15 +48,20 @@ print(json.dumps({
 """
 
 
-def test_seeded_draws_on_the_meta_device_import_no_dynamo(tmp_path: Path) -> None:
+def run_on_problem(script: str, tmp_path: Path) -> dict:
+    """`script` in a fresh interpreter, as a judge starts, on PROBLEM: the JSON its last line prints."""
     folder = tmp_path / "scaled"
     folder.mkdir()
     (folder / "problem.py").write_text(textwrap.dedent(PROBLEM))
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(folder)], capture_output=True, text=True, cwd=REPO, timeout=300
+        [sys.executable, "-c", script, str(folder)], capture_output=True, text=True, cwd=REPO, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.splitlines()[-1])
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_seeded_draws_on_the_meta_device_import_no_dynamo(tmp_path: Path) -> None:
+    found = run_on_problem(SCRIPT, tmp_path)
     assert found["inputs"] == [
         ["meta", [65536, 65536], "torch.bfloat16"],
         ["meta", [65536], "torch.float32"],
@@ -83,12 +88,5 @@ def test_a_judge_warmed_at_its_start_makes_its_first_shapes_with_no_import(tmp_p
     """On a GPU the judge now makes each version's bench cases shape-only too; the first draw's imports (torch's
     meta kernels and sympy: 0.4 s here) would fall inside the first version's verdict. A judge on a GPU
     pays them on a thread as it starts (harness.judge.serve)."""
-    folder = tmp_path / "scaled"
-    folder.mkdir()
-    (folder / "problem.py").write_text(textwrap.dedent(PROBLEM))
-    done = subprocess.run(
-        [sys.executable, "-c", WARMED, str(folder)], capture_output=True, text=True, cwd=REPO, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.splitlines()[-1])
+    found = run_on_problem(WARMED, tmp_path)
     assert found["imported"] == [] and found["dynamo"] is False, found
