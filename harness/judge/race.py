@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from harness.contract import source
 from harness.contract.messages import BenchReply, Failure
 from harness.gpu import timing
-from harness.judge.bench_calls import BenchInputs, checked_samples, device_figures, timed_calls
+from harness.judge.bench_calls import BenchInputs, checked_samples, timed_calls
 from harness.wire import scratch
 from harness.workers.process import WorkerFailure, WorkerProcess
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from harness.judge.context import JudgeContext, VersionRun
 
 ROUNDS = ("new", "best", "best", "new")
-# a round's figures, as _figures gives them
-FIGURES = ("median_us", "noise_pct", "n", "device_median_us", "placement_pct")
+# a round's figures, as _figures gives them (event timings: a race round takes no CUPTI device times)
+FIGURES = ("median_us", "noise_pct", "n", "placement_pct")
 # Two processes timing the very same kernel on the same inputs differ steadily by up to ~1.6% (an H200, vecadd
 # on 16M floats: each process's buffers sit in other pages): below that, no race can tell two versions apart.
 SAME_PCT = 2.0
@@ -98,13 +98,11 @@ def _rival(judge: JudgeContext, run: VersionRun, target: dict[str, str]) -> tupl
 
 
 def _figures(reply: BenchReply) -> dict[str, Any]:
-    """One round's event median and noise, and CUPTI's device median when there is one (checked as the
-    benchmark rung checks a worker's samples)."""
+    """One round's event median and noise (checked as the benchmark rung checks a worker's samples)."""
     event = timing.summarize(checked_samples(reply.samples_ms), reply.placement_of)
     out: dict[str, Any] = {"median_us": event.median_us, "noise_pct": event.noise_pct, "n": event.n}
     out["placement_pct"] = event.placement_pct
-    device = device_figures(reply).get("device_median_us")
-    return {**out, "device_median_us": device} if device is not None else out
+    return out
 
 
 def decide(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -125,12 +123,7 @@ def decide(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         label = "same"
     else:
         label = "ambiguous"
-    out = {"label": label, "ratio": math.sqrt(pairs[0] * pairs[1]), "tolerance_pct": tolerance}
-    if all(r.get("device_median_us") for r in rounds):
-        new_d = [r["device_median_us"] for r in rounds if r["who"] == "new"]
-        best_d = [r["device_median_us"] for r in rounds if r["who"] == "best"]
-        out["device_ratio"] = math.sqrt(new_d[0] * new_d[1] / (best_d[0] * best_d[1]))
-    return out
+    return {"label": label, "ratio": math.sqrt(pairs[0] * pairs[1]), "tolerance_pct": tolerance}
 
 
 def _apart_pct(a: float, b: float) -> float:
