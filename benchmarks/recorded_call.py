@@ -1,11 +1,13 @@
 """What recording a call costs in a worker: one small version call plain, recorded (torch ops, provenance), and
-recorded under torch's profiler too, as the correctness rung's calls are.
+recorded under torch's profiler too: a session each, as the bench case's recorded call is, or one shared by all of
+them, as the correctness rung's calls are.
 
     python benchmarks/recorded_call.py [VERSION_FILE] [--reps 20]
 
 Default: kernels/vecadd/v001.py on its problem's first correctness case. Prints the median milliseconds of each
-way, and of the profiler's start and stop alone. On a GPU the profiler collects CUDA activity (CUPTI). Only for our
-own example files: the version is imported here, not contained.
+way, of the profiler's start and stop alone, and the mean a call of REPS calls sharing one profiler session. On a GPU
+the profiler collects CUDA activity (CUPTI). Only for our own example files: the version is imported here, not
+contained.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def main() -> int:
     inputs = problem.inputs_for(problem.cases[0], 7, torch.device("cuda" if cuda else "cpu"))
     recorder = Recorder()
 
-    def recorded(profile: bool) -> Callable[[], Any]:
+    def recorded(profile: bool | Profiled) -> Callable[[], Any]:
         def step() -> None:
             with recorder.recording(inputs, profile, ()):
                 out = module.custom_kernel(*inputs)
@@ -73,6 +75,15 @@ def main() -> int:
     print(f"recorded            {median_ms(recorded(False), args.reps):8.2f}")
     print(f"recorded, profiled  {median_ms(recorded(True), args.reps):8.2f}")
     print(f"profiler start+stop {median_ms(profiler_alone, args.reps):8.2f}")
+    session = Profiled(cuda)  # the correctness rung's calls: one profiler session for all of them
+    start = time.perf_counter()
+    shared = recorded(session)
+    for _ in range(args.reps):
+        shared()
+    session.stop()
+    print(
+        f"shared profiler     {1000 * (time.perf_counter() - start) / args.reps:8.2f}  (a call's share of one session)"
+    )
     return 0
 
 

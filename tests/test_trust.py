@@ -260,6 +260,90 @@ def test_torchs_profiler_sees_ops_run_with_the_recorder_set_aside() -> None:
     )
 
 
+def _shared_calls(entry: object, calls: int, between: object = None) -> tuple[list[dict], list]:
+    """`calls` recorded calls of `entry` in a real (in-process) Worker, sharing one profiler session, then its
+    records collected: each call's own record, and the records the collection gave back."""
+    import socket
+
+    import harness.worker.main as worker_mod
+    from harness.contract.messages import CallRequest, ProfiledReply, ProfiledRequest
+    from harness.wire import frames as wire
+
+    recorded = []
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = worker_mod.Worker(ours, "run", "sm_90")
+        worker.entry = entry
+        for index in range(calls):
+            tensors: list[torch.Tensor] = []
+            request = CallRequest(wire.encode_tree([torch.ones(64)], tensors), shared_profile=True)
+            worker.do_call(request.header(), tensors)
+            header, _ = wire.recv(theirs, timeout=30)
+            assert header["ok"], header
+            recorded.append(header["recorded"])
+            if between is not None and index == 0:
+                between()  # the worker's own work between two calls, inside the session but in no call's block
+        worker.do_profiled(ProfiledRequest().header(), [])
+        header, _ = wire.recv(theirs, timeout=30)
+    reply = ProfiledRequest().read_reply(header)
+    assert isinstance(reply, ProfiledReply), reply
+    return recorded, reply.records
+
+
+def test_calls_that_share_a_profiler_session_each_get_their_own_record() -> None:
+    """A rung's calls share one session of torch's profiler (starting and stopping CUPTI cost most of a small call
+    on an H100): what it saw comes back call by call, the worker's own work between calls in none of them."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from harness.judge.trust import Observed
+
+    hidden = [torch.add, torch.mul, None]
+
+    def entry(x: torch.Tensor) -> torch.Tensor:
+        op = hidden.pop(0)
+        out = x.clone()
+        if op is not None:
+            with _disable_current_modes():
+                out = op(x, x)
+        return out
+
+    recorded, records = _shared_calls(entry, 3, between=lambda: torch.sub(torch.ones(8), 1))
+    assert [r["profiled"] for r in recorded] == [{"pending": 0}, {"pending": 1}, {"pending": 2}]
+    assert [r["ops"] for r in records] == [{"aten::add": 1}, {"aten::mul": 1}, {}]
+    seen = Observed()
+    for record in recorded:
+        seen.add(record, "run", "n=64", profiled=True)
+    assert seen.pending == 3
+    seen.add_shared_profiles(records)
+    flags = {f.name: f.reason for f in seen.flags(load_problem(FIXTURES / "vadd"), None)}
+    assert seen.pending == 0 and "tampered" not in flags, flags
+    assert "aten::add ×1, aten::mul ×1 (aten::add, aten::mul out of the op recorder's sight" in flags["uses-library"]
+
+
+def test_a_version_that_stops_the_shared_profiler_is_flagged() -> None:
+    """Stopped in the second of three shared calls: the session's records are lost, a tamper, not a clean slate."""
+    stops = [False, True, False]
+
+    def entry(x: torch.Tensor) -> torch.Tensor:
+        if stops.pop(0):
+            torch.autograd._disable_profiler()
+        return x + 1
+
+    from harness.judge.trust import Observed
+
+    recorded, records = _shared_calls(entry, 3)
+    seen = Observed()
+    for record in recorded:
+        seen.add(record, "run", "n=64", profiled=True)
+    seen.add_shared_profiles(records)
+    assert "torch's profiler" in {f.name: f.reason for f in seen.flags(load_problem(FIXTURES / "vadd"), None)}["tampered"]
+    seen = Observed()  # records the worker kept back count as lost too
+    for record in recorded:
+        seen.add(record, "run", "n=64", profiled=True)
+    seen.add_shared_profiles(records[:1])
+    assert "gave back 1 records of 3 shared calls" in str(seen.flags(load_problem(FIXTURES / "vadd"), None))
+
+
 def test_a_cuda_kernel_launched_past_torch_must_be_the_versions_own() -> None:
     from harness.judge.trust import Observed
 

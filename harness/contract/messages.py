@@ -159,6 +159,21 @@ class CallReply(Reply):
 
 
 @dataclass(frozen=True)
+class ProfiledReply(Reply):
+    """What torch's profiler saw of each call that shared its session (harness.worker.profiled), in call order;
+    harness.judge.trust reads each as a recorded call's "profiled" part."""
+
+    records: Json
+
+    op = "profiled"
+    keys = EVERY_REPLY | {"records"}
+
+    @classmethod
+    def read(cls, fields: Fields) -> Self:
+        return cls(fields.data("records"))
+
+
+@dataclass(frozen=True)
 class CompileReply(Reply):
     """A compile-only call (no GPU): how long it took and what it launched (compiled)."""
 
@@ -394,10 +409,13 @@ class LoadRequest(Request[LoadReply]):
 @dataclass(frozen=True)
 class CallRequest(Request[CallReply]):
     """One recorded call on `inputs` (an encoded tree), the memory it may allocate first filled with `poison`
-    (a byte: a call made twice with two poisons shows an output that depends on memory it never wrote)."""
+    (a byte: a call made twice with two poisons shows an output that depends on memory it never wrote).
+    `shared_profile`: under one session of torch's profiler with the shared calls before and after it, whose
+    records ProfiledRequest collects (the call's own record then says {"pending": ...})."""
 
     inputs: Json
     poison: int = 0xFF
+    shared_profile: bool = False
 
     op = "call"
     reply = CallReply
@@ -488,6 +506,14 @@ class BenchRequest(Request[BenchReply]):
 
     op = "bench"
     reply = BenchReply
+
+
+@dataclass(frozen=True)
+class ProfiledRequest(Request[ProfiledReply]):
+    """Stop the profiler session the shared calls ran under: their records, in call order."""
+
+    op = "profiled"
+    reply = ProfiledReply
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class Observed:
     calls: int = 0
     profiled_ops: collections.Counter[str] = field(default_factory=collections.Counter)  # harness.worker.profiled
     cuda_kernels: collections.Counter[str] = field(default_factory=collections.Counter)  # launched by no torch op
+    pending: int = 0  # calls whose profile is in a shared session not yet collected (add_shared_profiles)
 
     def add_sources(self, mode: str, kernels: Any) -> None:
         if isinstance(kernels, dict):
@@ -66,9 +67,22 @@ class Observed:
         elif mode == "run" and profiled:  # the worker's code always sends it: the version took it out
             self.tampered.add("torch's profiler (the call's record came back without its part)")
 
-    def _add_profiled(self, profiled: Any) -> None:
+    def add_shared_profiles(self, records: Any) -> None:
+        """The profiles of the calls that shared one profiler session (whose own records said "pending"), in
+        call order, as the worker collected them."""
+        pending, self.pending = self.pending, 0
+        got = records if isinstance(records, list) else []
+        for record in got[:pending]:
+            self._add_profiled(record, pending_allowed=False)
+        if len(got) != pending:
+            self.tampered.add(f"torch's profiler (it gave back {len(got)} records of {pending} shared calls)")
+
+    def _add_profiled(self, profiled: Any, pending_allowed: bool = True) -> None:
         if not isinstance(profiled, dict):
             self.tampered.add("torch's profiler (its record came back malformed)")
+            return
+        if pending_allowed and set(profiled) == {"pending"}:
+            self.pending += 1  # its profile comes with add_shared_profiles
             return
         if "lost" in profiled:
             self.tampered.add(str(profiled["lost"])[:200])

@@ -10,8 +10,9 @@ From them: the compute ops torch ran (innermost only, as the dispatch mode sees 
 from __future__ import annotations
 
 import collections
+import contextlib
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -72,21 +73,31 @@ def warm(cuda: bool) -> None:
 
 
 class Profiled:
-    """One recorded call under torch's profiler. `launch_label` marks the DSL launches (their own data
-    movement, the interpreter's copies, is not the version's)."""
+    """torch's profiler over recorded calls: one session for one call, or for a rung's calls together (starting
+    and stopping CUPTI costs about 15 ms on an H100, more than a small call itself). Each call runs inside a block
+    named for it, and what the profiler saw is sorted into calls by those blocks' spans on the host clock (the
+    worker synchronizes before a call's block closes, so its kernels ran inside it). `launch_label` marks the DSL
+    launches (their own data movement, the interpreter's copies, is not the version's)."""
 
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
-        self.mark = f"kerneltui.call.{secrets.token_hex(8)}"
         self.launch_label = f"kerneltui.launch.{secrets.token_hex(8)}"
         self.version_label = f"kerneltui.version.{secrets.token_hex(8)}"  # the version's code inside a launch
+        self.marks: list[str] = []  # one block a call, in order
         self.prof = Profile(cuda)
+        self.started = False
 
     def start(self) -> None:
         self.prof.start()
-        # an empty block is the mark itself: if it is gone at the end, the profiler was stopped or restarted
-        with record_function(self.mark):
-            pass
+        self.started = True
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """One call's block: if it is gone at the end, the profiler was stopped or restarted during the call."""
+        mark = f"kerneltui.call.{secrets.token_hex(8)}"
+        self.marks.append(mark)
+        with record_function(mark):
+            yield
 
     def launching(self) -> Any:
         return record_function(self.launch_label)
@@ -94,21 +105,36 @@ class Profiled:
     def as_version(self) -> Any:
         return record_function(self.version_label)
 
-    def stop(self) -> dict[str, Any]:
-        """{"ops": {op: count}, "kernels": {name: count}} or {"lost": why}."""
+    def stop(self) -> list[dict[str, Any]]:
+        """Each call's {"ops": {op: count}, "kernels": {name: count}, "all_kernels": ...} or {"lost": why}."""
         try:
             self.prof.stop()
             events = self.prof.events()
         except Exception as exc:  # the version stopped it, or broke it
-            return {"lost": f"torch's profiler failed at the end of the call ({type(exc).__name__})"}
-        if not any(e.name == self.mark for e in events):
-            return {"lost": "torch's profiler was stopped or restarted during the call"}
+            lost = {"lost": f"torch's profiler failed at the end of the call ({type(exc).__name__})"}
+            return [dict(lost) for _ in self.marks]
         cpu = [e for e in events if e.device_type == DeviceType.CPU]
-        ops = collections.Counter(e.name for e in cpu if self._innermost_compute(e))
+        blocks = {e.name: e.time_range for e in cpu if e.name in set(self.marks)}
+        kernels = _kernel_events(events, cpu)
+        return [self._call_report(blocks.get(mark), cpu, kernels) for mark in self.marks]
+
+    def _call_report(self, block: Any, cpu: list[Any], kernels: list[Any]) -> dict[str, Any]:
+        if block is None:
+            return {"lost": "torch's profiler was stopped or restarted during the call"}
+
+        def inside(event: Any) -> bool:
+            return bool(block.start <= event.time_range.start <= block.end)
+
+        ops = [e for e in cpu if inside(e)]
+        every = collections.Counter(k.name for k in kernels if inside(k))
+        own = every.copy()  # launched by no torch op: the DSLs' (and anything the version launched by hand)
+        for event in ops:
+            if event.name.startswith("aten::"):
+                own.subtract(k.name for k in getattr(event, "kernels", ()))
         return {
-            "ops": _capped(ops),
-            "kernels": _capped(self._kernels_outside_ops(events, cpu)),
-            "all_kernels": _capped(_kernels(events, cpu)),  # torch ops' too: what its timed calls are held to
+            "ops": _capped(collections.Counter(e.name for e in ops if self._innermost_compute(e))),
+            "kernels": _capped(collections.Counter({name: n for name, n in own.items() if n > 0})),
+            "all_kernels": _capped(every),  # torch ops' too: what its timed calls are held to
         }
 
     def _innermost_compute(self, event: Any) -> bool:
@@ -127,24 +153,16 @@ class Profiled:
             parent = parent.cpu_parent
         return True
 
-    def _kernels_outside_ops(self, events: Iterable[Any], cpu: list[Any]) -> collections.Counter[str]:
-        """CUDA kernels launched by no torch op: the DSLs' (and anything the version launched by hand)."""
-        kernels = _kernels(events, cpu)
-        for event in cpu:
-            if event.name.startswith("aten::"):
-                kernels.subtract(k.name for k in getattr(event, "kernels", ()))
-        return collections.Counter({name: n for name, n in kernels.items() if n > 0})
 
-
-def _kernels(events: Iterable[Any], cpu: list[Any]) -> collections.Counter[str]:
-    """Every CUDA kernel by name; record_function blocks come back as GPU-side annotations too, named as on the
+def _kernel_events(events: Iterable[Any], cpu: list[Any]) -> list[Any]:
+    """Every CUDA kernel's event; record_function blocks come back as GPU-side annotations too, named as on the
     CPU, and copies and sets are no kernels."""
     annotations = {e.name for e in cpu if e.scope != FUNCTION_SCOPE}
-    return collections.Counter(
-        e.name
+    return [
+        e
         for e in events
         if e.device_type == DeviceType.CUDA and e.name not in annotations and not e.name.startswith(COPIES)
-    )
+    ]
 
 
 def _computing_op(event: Any) -> bool:
@@ -186,11 +204,5 @@ def device_times(
     blocks = {e.name: e.time_range for e in events if e.name in marks and e.device_type == DeviceType.CPU}
     if len(blocks) != reps:
         raise RuntimeError("torch's profiler lost the timed calls' blocks (stopped or restarted during them)")
-    annotations = {e.name for e in events if e.device_type == DeviceType.CPU and e.scope != FUNCTION_SCOPE}
-    copies = COPIES
-    kernels = [
-        e.time_range
-        for e in events
-        if e.device_type == DeviceType.CUDA and e.name not in annotations and not e.name.startswith(copies)
-    ]
+    kernels = [k.time_range for k in _kernel_events(events, [e for e in events if e.device_type == DeviceType.CPU])]
     return [sum(k.elapsed_us() for k in kernels if blocks[m].start <= k.start <= blocks[m].end) / 1000.0 for m in marks]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness.contract.messages import CallReply, CallRequest, Failure
+from harness.contract.messages import CallReply, CallRequest, Failure, ProfiledRequest
 from harness.contract.results import Flag, RungResult
 from harness.judge import determinism, narrow, vacuous
 from harness.judge.confirm import vary
@@ -58,9 +58,11 @@ def correctness(judge: JudgeContext, run: VersionRun) -> RungResult:
     }
     if first_error is None and results:
         first_error = _twice(judge, run, worker)
+    collect_shared_profiles(judge, run, worker)
     warnings = _problem_warnings(judge, run, results)
     if first_error is None and results:
         run.ev.flags += _narrow_flags(judge, run, worker, results)
+        collect_shared_profiles(judge, run, worker)
     if warnings:
         metrics["warnings"] = warnings
     if run.observed.cuda_kernels:  # what CUPTI saw launched past torch's ops: the version's own kernels
@@ -77,7 +79,7 @@ def _every_case(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> 
         for index in range(judge.options.seeds_per_case):
             seed = secrets.randbelow(2**31)
             run.ev.seeds.append(seed)
-            outcome, _, _ = check_case(judge, run, worker, case, seed, probe=index == 0)
+            outcome, _, _ = check_case(judge, run, worker, case, seed, probe=index == 0, shared_profile=True)
             results.append(outcome)
             if outcome["err"] and first_error is None:
                 first_error = f"case {case_label(case)} (seed {seed}): {outcome['err']}"
@@ -92,7 +94,8 @@ def _twice(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> str |
     inputs = run.problem.inputs_for(case, seed, judge.device)
     outputs = []
     for poison in (0xFF, determinism.SECOND_POISON):
-        outcome, _, out = check_case(judge, run, worker, case, seed, inputs=clone_inputs(inputs), poison=poison)
+        again = clone_inputs(inputs)
+        outcome, _, out = check_case(judge, run, worker, case, seed, inputs=again, poison=poison, shared_profile=True)
         if outcome["err"]:
             return f"case {case_label(case)} (seed {seed}), called again on the same inputs: {outcome['err']}"
         outputs.append(out)
@@ -125,7 +128,8 @@ def _narrow_flags(
     differ = []
     for variant in narrow.variants(inputs, case, seed, moved):
         try:
-            outcome, _, _ = check_case(judge, run, worker, variant.case, seed, inputs=variant.inputs)
+            given = variant.inputs
+            outcome, _, _ = check_case(judge, run, worker, variant.case, seed, inputs=given, shared_profile=True)
         except Exception:  # the reference (or the problem's check) cannot take these inputs: nothing to hold it to
             continue
         if outcome["err"]:
@@ -147,11 +151,13 @@ def check_case(
     inputs: tuple[Any, ...] | None = None,
     probe: bool = False,
     poison: int = 0xFF,
+    shared_profile: bool = False,
 ) -> tuple[dict[str, Any], tuple[Any, ...], Any]:
     """Calls the version on one case in `worker` (on `inputs`, else the case's for this seed) and holds its
     outputs to the reference. Returns the outcome, the judge's pristine copy of the inputs, and the version's
     outputs as the reference returns them (one tensor or a tuple; None where the call failed). `probe`: the
-    outcome also says which stand-ins for an answer the check would pass (harness.judge.vacuous)."""
+    outcome also says which stand-ins for an answer the check would pass (harness.judge.vacuous).
+    `shared_profile`: the call's profile comes later, with collect_shared_profiles."""
     outcome: dict[str, Any] = {"case": case_label(case), "seed": seed, "ok": False, "err": None}
     inputs = run.problem.inputs_for(case, seed, judge.device) if inputs is None else inputs
     pristine = tuple(clone_inputs(t) for t in inputs)
@@ -162,7 +168,7 @@ def check_case(
     # the reference computes on copies of its own while the worker computes the version's outputs
     reference = judge.beside.submit(run.problem.reference, *[clone_inputs(t) for t in pristine])
     try:
-        request = CallRequest(tree, poison)
+        request = CallRequest(tree, poison, shared_profile)
         called = _call(run, worker, request, tensors, judge.options.timeout, budget, outcome, pristine)
     except BaseException:
         _settle(reference)
@@ -214,6 +220,23 @@ def _call(
         outcome.update(err=str(exc).split("\n")[0], fatal=True, log=str(exc))
         return None
     return reply, outputs, after
+
+
+def collect_shared_profiles(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> None:
+    """What torch's profiler saw of the calls that shared its session in `worker`, added to the version's record.
+    One session over a rung's calls, not one each: starting and stopping CUPTI cost most of a small call.
+    A worker that died since keeps them: the call that killed it already failed or flagged the version."""
+    if not run.observed.pending:
+        return
+    if run.workers.get(worker.mode) is not worker:  # replaced: its process died with them
+        run.observed.pending = 0
+        return
+    try:
+        reply, _ = worker.ask(ProfiledRequest(), [], judge.options.timeout, "collecting the calls' profiles")
+    except WorkerFailure:
+        run.observed.pending = 0
+        return
+    run.observed.add_shared_profiles(None if isinstance(reply, Failure) else reply.records)
 
 
 def _settle(reference: Future[Any]) -> None:
