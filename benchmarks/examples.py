@@ -9,7 +9,7 @@ versions), so it runs in a GPU box's Python as it is. On a GPU it prints timings
 run when the workspace has none cached yet). "median" is timed by CUDA events on the caller's stream (launch
 gaps included), "device" is the median of CUPTI's kernel durations per call (what Nsight Compute's
 gpu__time_duration sums), "ncu" Nsight Compute's own figure where a would-be best was confirmed, "vs ncu"
-how far the device time lies from it.
+how far the device time lies from it, "MHz" the SM clock under Nsight Compute and while the version was timed.
 "min" is the fastest call timed on the caller's stream,
 "settled" the fastest until the whole device was idle (a synchronize's latency taken off): far apart,
 the version leaves work on a stream nobody waits for. With --repeat N each version is judged N times
@@ -73,13 +73,20 @@ def row(ev: dict) -> str:
         f"{ev['problem']:<9} {ev['version']:<5} {ev['status']:<10} "
         f"{num(first.get('median_us'), '.1f', 10)} {num(first.get('min_us'), '.1f', 8)} "
         f"{num(first.get('device_median_us'), '.1f', 8)} {num(nsight, '.1f', 8)} "
-        f"{num(apart_pct(first.get('device_median_us'), nsight), '+.1f', 7, '%')} "
+        f"{num(apart_pct(first.get('device_median_us'), nsight), '+.1f', 7, '%')} {clocks(bench, first):>11} "
         f"{num(first.get('settled_us'), '.1f', 8)} {num(first.get('ref_median_us'), '.1f', 10)} "
         f"{num(bench.get('speedup'), '.2f', 7)} {num(roof_row.get('gbps'), '.0f', 8)} "
         f"{num(roof_row.get('tflops'), '.1f', 8)} {num(roof_row.get('pct'), '.0f', 6, '%')} "
         f"{regs:>5} {ev['seconds']:>6.1f}  {first.get('case', '')} {failed}"
         + "".join(f"  ⚑ {f['name']}: {f['reason'][:80]}" for f in ev.get("flags", []))
     )
+
+
+def clocks(bench: dict, first: dict) -> str:
+    """The SM clock (MHz) under Nsight Compute / while the first bench case was timed (NVML's median)."""
+    ncu = (bench.get("confirmed") or {}).get("nsight_clock_mhz")
+    ours = ((first.get("clocks") or {}).get("sm_mhz") or [None, None])[1]
+    return f"{num(ncu, '.0f', 4).strip()}/{num(ours, '.0f', 4).strip()}"
 
 
 def num(value: float | None, spec: str, width: int, unit: str = "") -> str:
@@ -133,7 +140,7 @@ def main() -> int:
     start = time.perf_counter()
     print(
         f"{'problem':<9} {'ver':<5} {'status':<10} {'median µs':>10} {'min µs':>8} {'device':>8} {'ncu':>8} "
-        f"{'vs ncu':>8} {'settled':>8} {'ref µs':>10} "
+        f"{'vs ncu':>8} {'MHz ncu/us':>11} {'settled':>8} {'ref µs':>10} "
         f"{'vs ref':>7} {'GB/s':>8} {'TFLOP/s':>8} {'roof':>7} {'regs':>5} {'eval s':>6}  case",
         flush=True,
     )

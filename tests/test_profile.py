@@ -48,6 +48,19 @@ def test_other_units_convert_and_unknown_ones_give_no_figure() -> None:
     assert in_our_unit([1.0, "cycle"], "us") is None and in_our_unit([1.0, "byte/cycle"], "GB/s") is None
 
 
+def test_the_sm_clock_under_nsight_compute_comes_in_mhz_weighted_by_kernel_time() -> None:
+    """With clocks left free, the SM clock during ncu's replay tells whether its time is longer by a slower GPU."""
+    from harness.judge.nsight.timing import per_call
+
+    assert in_our_unit([1.755, "cycle/nsecond"], "MHz") == pytest.approx(1755.0)
+    assert in_our_unit([1.98e9, "cycle/second"], "MHz") == pytest.approx(1980.0)
+    assert in_our_unit([1.5, "GHz"], "MHz") == pytest.approx(1500.0)
+    assert in_our_unit([1.0, "byte/second"], "MHz") is None and in_our_unit([1.0, "cycle"], "MHz") is None
+    kernels = [{"name": "a", "time_us": 30.0, "clock_mhz": 1900.0}, {"name": "b", "time_us": 10.0, "clock_mhz": 1500.0}]
+    outside = per_call([*kernels, {"name": "c", "time_us": 20.0, "clock_mhz": None}], calls=2)
+    assert outside.per_call_us == pytest.approx(30.0) and outside.to_json()["nsight_clock_mhz"] == pytest.approx(1800.0)
+
+
 def test_a_report_reader_that_crashes_takes_only_its_own_process(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="ncu_report failed"):
         read_report(tmp_path / "crash.ncu-rep", fake_nsight_compute(tmp_path), METRICS)

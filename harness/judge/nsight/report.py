@@ -77,7 +77,7 @@ def _version(name: str) -> tuple[int, ...]:
 
 
 def in_our_unit(figure: list[Any] | None, unit: str) -> float | None:
-    """[value, Nsight Compute's unit] -> the value in ours (µs, bytes, GB/s); None when not collected or in a
+    """[value, Nsight Compute's unit] -> the value in ours (µs, bytes, GB/s, MHz); None when not collected or in a
     unit we cannot convert (never a figure off by a factor of 1000)."""
     if figure is None:
         return None
@@ -87,12 +87,21 @@ def in_our_unit(figure: list[Any] | None, unit: str) -> float | None:
     top, _, per = reported.partition("/")
     if unit == "us":
         return value * SECONDS[reported] * 1e6 if reported in SECONDS else None
+    if unit == "MHz":
+        return _megahertz(value, top, per)
     size = _bytes(top)
     if size is None:
         return None
     if unit == "byte":
         return value * size  # "byte/block" is per block already
     return value * size / SECONDS[per] / 1e9 if per in SECONDS else None  # GB/s
+
+
+def _megahertz(value: float, top: str, per: str) -> float | None:
+    """A rate of cycles ("cycle/nsecond", "cycle/second") or a frequency ("GHz", "MHz") in MHz."""
+    if top.endswith("Hz") and top[:-2] in PREFIX and not per:
+        return value * PREFIX[top[:-2]] / 1e6
+    return value / SECONDS[per] / 1e6 if top == "cycle" and per in SECONDS else None
 
 
 def _bytes(word: str) -> float | None:

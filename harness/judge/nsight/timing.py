@@ -38,7 +38,10 @@ if TYPE_CHECKING:
 
 CALLS = MAX_PLACEMENTS  # a call on each place in memory the worker's timed calls rotate over
 METRIC = "gpu__time_duration.sum"
-METRICS: Metrics = {"time_us": (METRIC, "us")}
+# the SM clock while each kernel ran: with clocks left free, ncu's replay can find the GPU slower than the timed
+# calls did, and its time longer by as much
+CLOCK_METRIC = "sm__cycles_elapsed.avg.per_second"
+METRICS: Metrics = {"time_us": (METRIC, "us"), "clock_mhz": (CLOCK_METRIC, "MHz")}
 RATIO, SLACK_US = 0.75, 2.0  # an honest median sits above the kernels' own durations; this far below is not
 MAX_REPORT_BYTES = 64 << 20
 NCU_TIMEOUT_S = 240.0
@@ -54,7 +57,7 @@ def wrapper(ncu: str, range_name: str) -> Wrapper:
     real = Path(ncu).resolve()
     argv = (
         str(real), "--target-processes", "all", "--nvtx", "--nvtx-include", f"{range_name}/",
-        "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none",
+        "--metrics", f"{METRIC},{CLOCK_METRIC}", "--clock-control", "none", "--cache-control", "none",
         "--export", "{out}/nsight", "--force-overwrite",
     )  # fmt: skip
     return Wrapper(argv=argv, reads=(str(real.parent),))
@@ -67,9 +70,11 @@ class Outside:
     per_call_us: float | None = None
     kernels: dict[str, float] = field(default_factory=dict)
     note: str | None = None  # why there is no figure
+    clock_mhz: float | None = None  # the SM clock over its kernels, weighted by their time
 
     def to_json(self) -> dict[str, Any]:
-        return {"nsight_us": self.per_call_us, "nsight_kernels": self.kernels, "nsight_note": self.note}
+        figures = {"nsight_us": self.per_call_us, "nsight_kernels": self.kernels, "nsight_note": self.note}
+        return {**figures, "nsight_clock_mhz": self.clock_mhz}
 
 
 def time_outside(judge: JudgeContext, run: VersionRun, case: dict[str, Any]) -> Outside:
@@ -140,7 +145,11 @@ def per_call(kernels: list[dict[str, Any]], calls: int, log: str = "") -> Outsid
         return Outside(note=errors[0][:300] if errors else None, kernels={})
     launches = collections.Counter(str(k.get("name", "?"))[:200] for k in timed)
     total_us = sum(float(k["time_us"]) for k in timed)
-    return Outside(per_call_us=total_us / calls, kernels={name: n / calls for name, n in launches.most_common(16)})
+    clocked = [k for k in timed if k.get("clock_mhz")]
+    clocked_us = sum(float(k["time_us"]) for k in clocked)
+    clock = sum(float(k["clock_mhz"]) * float(k["time_us"]) for k in clocked) / clocked_us if clocked_us else None
+    per_call = {name: n / calls for name, n in launches.most_common(16)}
+    return Outside(per_call_us=total_us / calls, kernels=per_call, clock_mhz=round(clock, 1) if clock else None)
 
 
 def outside_flag(median_us: float, outside: Outside, case: dict[str, Any]) -> Flag | None:
