@@ -336,7 +336,9 @@ def test_a_version_that_stops_the_shared_profiler_is_flagged() -> None:
     for record in recorded:
         seen.add(record, "run", "n=64", profiled=True)
     seen.add_shared_profiles(records)
-    assert "torch's profiler" in {f.name: f.reason for f in seen.flags(load_problem(FIXTURES / "vadd"), None)}["tampered"]
+    assert (
+        "torch's profiler" in {f.name: f.reason for f in seen.flags(load_problem(FIXTURES / "vadd"), None)}["tampered"]
+    )
     seen = Observed()  # records the worker kept back count as lost too
     for record in recorded:
         seen.add(record, "run", "n=64", profiled=True)

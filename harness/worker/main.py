@@ -105,8 +105,7 @@ class Worker:
         self.block: shared_block.Block | None = None  # memory the judge shares: large tensors both ways
         self.shared_reply = False  # whether the judge, on this request, takes the reply's through the block
         self.watch_note: str | None = None  # why the timed calls are not watched here (harness.worker.kernel_watch)
-        self.shared_session: profiled.Profiled | None = None  # the profiler over the shared calls since the last stop
-        self.shared_records: list[dict[str, Any]] = []  # what it saw of each, until the judge collects them
+        self.shared = profiled.SharedProfile(self.cuda)  # the profiler session a rung's recorded calls share
 
     def serve(self) -> None:
         if self.mode == "run":
@@ -125,7 +124,7 @@ class Worker:
             if op == "exit":
                 return
             if op not in ("call", "profiled"):
-                self.stop_shared_profile()  # one profiler at a time: the timed calls' watch is one too
+                self.shared.stop()
             handler = getattr(self, f"do_{op}", None)
             if handler is None:
                 wire.send(self.sock, messages.Failure(f"unknown request {op!r}").frame())
@@ -179,26 +178,16 @@ class Worker:
         self.send_outputs(out, inputs, reply)
 
     def profile_for(self, request: messages.CallRequest) -> bool | profiled.Profiled:
-        """How a recorded call is profiled: not at all where the profiler is off here; in the shared session
-        (started if none is) for a shared call; else in a session of its own."""
+        """How a recorded call is profiled: not at all where the profiler is off here; in the session it shares
+        with the other shared calls; else in a session of its own."""
         if self.profiler is not None:
             return False
         if not request.shared_profile:
-            self.stop_shared_profile()
-            return True
-        if self.shared_session is None:
-            self.shared_session = profiled.Profiled(self.cuda)
-        return self.shared_session
-
-    def stop_shared_profile(self) -> None:
-        if self.shared_session is not None:
-            session, self.shared_session = self.shared_session, None
-            self.shared_records += session.stop() if session.started else []
+            self.shared.stop()
+        return self.shared.for_call() if request.shared_profile else True
 
     def do_profiled(self, header: dict[str, Any], _: list[torch.Tensor]) -> None:
-        self.stop_shared_profile()
-        records, self.shared_records = self.shared_records, []
-        wire.send(self.sock, messages.ProfiledReply(records).frame())
+        wire.send(self.sock, messages.ProfiledReply(self.shared.collect()).frame())
 
     def held(self) -> tuple[Any, ...]:
         """What holds the version's own tensors from before a call: its module and its entry point."""

@@ -33,6 +33,8 @@ CREATION = {
     "_record_function_exit",
 }  # fmt: skip
 MOVEMENT = {"copy_", "_to_copy", "clone", "_copy_from", "_copy_from_and_resize", "lift_fresh_copy", "to"}
+# torch's C-level device synchronize, bound before any version is imported (one may patch torch.cuda's)
+_SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", lambda: None)
 MAX_NAMES = 64
 COPIES = ("Memcpy", "Memset")
 FUNCTION_SCOPE = 0  # torch's RecordScope.FUNCTION: an op; record_function blocks are USER_SCOPE
@@ -152,6 +154,65 @@ class Profiled:
                 return False
             parent = parent.cpu_parent
         return True
+
+
+class SharedProfile:
+    """One profiler session over the calls that share it (a rung's), and what it saw of each until the judge
+    collects it; stopped before any other request (one profiler at a time: the timed calls' watch is one too)."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.session: Profiled | None = None
+        self.records: list[dict[str, Any]] = []
+
+    def for_call(self) -> Profiled:
+        if self.session is None:
+            self.session = Profiled(self.cuda)
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            session, self.session = self.session, None
+            self.records += session.stop() if session.started else []
+
+    def collect(self) -> list[dict[str, Any]]:
+        self.stop()
+        records, self.records = self.records, []
+        return records
+
+
+def session_for(profile: bool | Profiled) -> tuple[Profiled | None, dict[str, Any] | None]:
+    """The session a recorded call runs under, started (True: one of its own; a Profiled: one it shares), and
+    None; or None and its record where the profiler would not start."""
+    if not profile:
+        return None, None
+    session = profile if isinstance(profile, Profiled) else Profiled(torch.cuda.is_available())
+    if not session.started:
+        try:
+            session.start()
+        except Exception as exc:  # the version may have broken it: a tamper, not the version's error
+            return None, {"lost": f"torch's profiler would not start ({exc})"[:200]}
+    return session, None
+
+
+@contextlib.contextmanager
+def call_block(session: Profiled | None) -> Iterator[None]:
+    """One call's block in `session`, the device idle at both ends: nothing launched before it runs inside it,
+    and its kernels are done inside it, whatever the version did to torch's synchronize."""
+    if session is None:
+        yield
+        return
+    if session.cuda:
+        _SYNCHRONIZE()
+    with session.call():
+        yield
+        if session.cuda:
+            _SYNCHRONIZE()
+
+
+def call_report(session: Profiled, shared: bool) -> dict[str, Any]:
+    """The call's record: {"pending": its index} in a shared session (collected later), else its own."""
+    return {"pending": len(session.marks) - 1} if shared else session.stop()[0]
 
 
 def _kernel_events(events: Iterable[Any], cpu: list[Any]) -> list[Any]:

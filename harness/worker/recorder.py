@@ -27,12 +27,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.contract.results import ALLOCATED, HOST_AFTER_KERNEL, HOST_CODE, HOST_COPIED, INPUT
 from harness.worker.fingerprints import HELD_BUDGET_BYTES, Fingerprints, host_fingerprint
-from harness.worker.profiled import CREATION, MOVEMENT, Profiled
+from harness.worker.profiled import CREATION, MOVEMENT, Profiled, call_block, call_report, session_for
 from harness.worker.provenance import Accesses, Provenance, Region
 
 REPORTING = ("report", "origins", "made_by", "intact")  # what turns the record into the report
-# torch's C-level device synchronize, bound before any version is imported (one may patch torch.cuda's)
-_SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", lambda: None)
 
 
 def _key(tensor: torch.Tensor) -> tuple[str, int] | None:
@@ -214,31 +212,22 @@ class Recorder:
     def recording(
         self, inputs: tuple[Any, ...], profile: bool | Profiled = False, held: tuple[Any, ...] = ()
     ) -> Iterator[None]:
-        """Records one call. `profile`: under torch's profiler too (harness.worker.profiled), for calls on real data:
-        True, a profiler session of its own; a Profiled, a session this call shares with others (started by its
-        first call, stopped when the judge collects their records: this call's record says which one it is).
-        `held`: the version's module and entry point, whose tensors from before the call are its own (not host
-        code's of this call, harness.worker.provenance)."""
+        """Records one call. `profile`: under torch's profiler too, for calls on real data (True: a session of its
+        own; a Profiled: one it shares, harness.worker.profiled.SharedProfile). `held`: the version's module and
+        entry point, whose tensors from before the call are its own (harness.worker.provenance)."""
         self.reset()
         self.provenance.start(held, Fingerprints(self._quiet, HELD_BUDGET_BYTES).of, _key)
-        shared = isinstance(profile, Profiled)
-        if profile:
-            self.profiled = profile if isinstance(profile, Profiled) else Profiled(torch.cuda.is_available())
-            self._start_profiler(self.profiled)
+        self.profiled, self.profile_report = session_for(profile)
         for tensor in _tensors(inputs):
             key = _key(tensor)
             if key:
                 self.writers[key] = {INPUT}
                 self._left_by_writer(key, tensor)
-        if self.profiled is not None and self.profiled.cuda:
-            _SYNCHRONIZE()  # nothing launched before the call runs inside its block
         mode = self.mode = _Ops(self)
         mode.__enter__()
         try:
-            with contextlib.nullcontext() if self.profiled is None else self.profiled.call():
+            with call_block(self.profiled):
                 yield
-                if self.profiled is not None and self.profiled.cuda:
-                    _SYNCHRONIZE()  # the call's kernels done inside its block, whatever the version did to torch's
         finally:
             from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
@@ -248,17 +237,8 @@ class Recorder:
                 self.popped = True  # the version took it off the stack itself
             self.mode = None
             if self.profiled is not None:
-                calls = len(self.profiled.marks)
-                self.profile_report = {"pending": calls - 1} if shared else self.profiled.stop()[0]
+                self.profile_report = call_report(self.profiled, shared=isinstance(profile, Profiled))
                 self.profiled = None
-
-    def _start_profiler(self, profiled: Profiled) -> None:
-        if profiled.started:
-            return
-        try:
-            profiled.start()
-        except Exception as exc:  # the version may have broken it: a tamper, not the version's error
-            self.profiled, self.profile_report = None, {"lost": f"torch's profiler would not start ({exc})"[:200]}
 
     def saw_op(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
         if getattr(func, "is_view", False):
