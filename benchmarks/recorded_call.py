@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from harness.problem.load import load_problem  # noqa: E402
-from harness.worker.profiled import Profiled  # noqa: E402
+from harness.worker.profiled import Profiled, SharedProfile  # noqa: E402
 from harness.worker.recorder import Recorder  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def main() -> int:
     print(f"recorded            {median_ms(recorded(False), args.reps):8.2f}")
     print(f"recorded, profiled  {median_ms(recorded(True), args.reps):8.2f}")
     print(f"profiler start+stop {median_ms(profiler_alone, args.reps):8.2f}")
-    session = Profiled(cuda)  # the correctness rung's calls: one profiler session for all of them
+    session = SharedProfile(cuda).for_call()  # the correctness rung's calls: one profiler session for all of them
     start = time.perf_counter()
     shared = recorded(session)
     for _ in range(args.reps):

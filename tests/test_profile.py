@@ -55,6 +55,7 @@ def test_the_sm_clock_under_nsight_compute_comes_in_mhz_weighted_by_kernel_time(
     assert in_our_unit([1.755, "cycle/nsecond"], "MHz") == pytest.approx(1755.0)
     assert in_our_unit([1.98e9, "cycle/second"], "MHz") == pytest.approx(1980.0)
     assert in_our_unit([1.5, "GHz"], "MHz") == pytest.approx(1500.0)
+    assert in_our_unit([1.98, "Ghz"], "MHz") == pytest.approx(1980.0)  # as ncu's console writes it
     assert in_our_unit([1.0, "byte/second"], "MHz") is None and in_our_unit([1.0, "cycle"], "MHz") is None
     kernels = [{"name": "a", "time_us": 30.0, "clock_mhz": 1900.0}, {"name": "b", "time_us": 10.0, "clock_mhz": 1500.0}]
     outside = per_call([*kernels, {"name": "c", "time_us": 20.0, "clock_mhz": None}], calls=2)

@@ -310,6 +310,11 @@ def test_calls_that_share_a_profiler_session_each_get_their_own_record() -> None
     recorded, records = _shared_calls(entry, 3, between=lambda: torch.sub(torch.ones(8), 1))
     assert [r["profiled"] for r in recorded] == [{"pending": 0}, {"pending": 1}, {"pending": 2}]
     assert [r["ops"] for r in records] == [{"aten::add": 1}, {"aten::mul": 1}, {}]
+    # between the shared calls this thread's ops went unrecorded; collected, they are recorded again (the timed
+    # calls' watch runs on the same profiler)
+    with torch.autograd.profiler.profile() as after:
+        torch.sub(torch.ones(8), 1)
+    assert any(e.name == "aten::sub" for e in after.function_events)
     seen = Observed()
     for record in recorded:
         seen.add(record, "run", "n=64", profiled=True)

@@ -35,6 +35,8 @@ CREATION = {
 MOVEMENT = {"copy_", "_to_copy", "clone", "_copy_from", "_copy_from_and_resize", "lift_fresh_copy", "to"}
 # torch's C-level device synchronize, bound before any version is imported (one may patch torch.cuda's)
 _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", lambda: None)
+# whether this thread's torch ops reach RecordFunction's callbacks, the profiler's among them
+_RECORD_FUNCTIONS = getattr(torch._C._autograd, "_enable_record_function", lambda enabled: None)
 MAX_NAMES = 64
 COPIES = ("Memcpy", "Memset")
 FUNCTION_SCOPE = 0  # torch's RecordScope.FUNCTION: an op; record_function blocks are USER_SCOPE
@@ -88,6 +90,7 @@ class Profiled:
         self.marks: list[str] = []  # one block a call, in order
         self.prof = Profile(cuda)
         self.started = False
+        self.quiet_between = False
 
     def start(self) -> None:
         self.prof.start()
@@ -95,11 +98,19 @@ class Profiled:
 
     @contextlib.contextmanager
     def call(self) -> Iterator[None]:
-        """One call's block: if it is gone at the end, the profiler was stopped or restarted during the call."""
+        """One call's block: if it is gone at the end, the profiler was stopped or restarted during the call.
+        With `quiet_between`, this thread records no torch op between blocks until the session stops: the
+        worker's own between calls (its inputs' copies, the outputs sent) would be most of a shared session's
+        events, and reading events is most of its cost."""
         mark = f"kerneltui.call.{secrets.token_hex(8)}"
         self.marks.append(mark)
-        with record_function(mark):
-            yield
+        _RECORD_FUNCTIONS(True)
+        try:
+            with record_function(mark):
+                yield
+        finally:
+            if self.quiet_between:
+                _RECORD_FUNCTIONS(False)
 
     def launching(self) -> Any:
         return record_function(self.launch_label)
@@ -109,6 +120,7 @@ class Profiled:
 
     def stop(self) -> list[dict[str, Any]]:
         """Each call's {"ops": {op: count}, "kernels": {name: count}, "all_kernels": ...} or {"lost": why}."""
+        _RECORD_FUNCTIONS(True)
         try:
             self.prof.stop()
             events = self.prof.events()
@@ -168,6 +180,7 @@ class SharedProfile:
     def for_call(self) -> Profiled:
         if self.session is None:
             self.session = Profiled(self.cuda)
+            self.session.quiet_between = True
         return self.session
 
     def stop(self) -> None:

@@ -98,8 +98,8 @@ def in_our_unit(figure: list[Any] | None, unit: str) -> float | None:
 
 
 def _megahertz(value: float, top: str, per: str) -> float | None:
-    """A rate of cycles ("cycle/nsecond", "cycle/second") or a frequency ("GHz", "MHz") in MHz."""
-    if top.endswith("Hz") and top[:-2] in PREFIX and not per:
+    """A rate of cycles ("cycle/nsecond", "cycle/second") or a frequency ("GHz", or "Ghz" as ncu writes it) in MHz."""
+    if top[-2:].lower() == "hz" and top[:-2] in PREFIX and not per:
         return value * PREFIX[top[:-2]] / 1e6
     return value / SECONDS[per] / 1e6 if top == "cycle" and per in SECONDS else None
 
