@@ -9,6 +9,7 @@ From them: the compute ops torch ran (innermost only, as the dispatch mode sees 
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import secrets
@@ -77,8 +78,9 @@ def warm(cuda: bool) -> None:
 
 
 class Profiled:
-    """torch's profiler over recorded calls: one session for one call, or for a rung's calls together (starting
-    and stopping CUPTI costs about 15 ms on an H100, more than a small call itself). Each call runs inside a block
+    """torch's profiler over recorded calls: one session for one call, or for a rung's calls together (stopping a
+    session and reading its events has a cost of its own: on an H100 a recorded call under a session of its own
+    took 17 ms in a worker, a few times the call). Each call runs inside a block
     named for it, and what the profiler saw is sorted into calls by those blocks' spans on the host clock (the
     worker synchronizes before a call's block closes, so its kernels ran inside it). `launch_label` marks the DSL
     launches (their own data movement, the interpreter's copies, is not the version's)."""
@@ -129,18 +131,14 @@ class Profiled:
             return [dict(lost) for _ in self.marks]
         cpu = [e for e in events if e.device_type == DeviceType.CPU]
         blocks = {e.name: e.time_range for e in cpu if e.name in set(self.marks)}
-        kernels = _kernel_events(events, cpu)
-        return [self._call_report(blocks.get(mark), cpu, kernels) for mark in self.marks]
+        ops, kernels = _ByStart(cpu), _ByStart(_kernel_events(events, cpu))
+        return [self._call_report(blocks.get(mark), ops, kernels) for mark in self.marks]
 
-    def _call_report(self, block: Any, cpu: list[Any], kernels: list[Any]) -> dict[str, Any]:
+    def _call_report(self, block: Any, cpu: _ByStart, kernels: _ByStart) -> dict[str, Any]:
         if block is None:
             return {"lost": "torch's profiler was stopped or restarted during the call"}
-
-        def inside(event: Any) -> bool:
-            return bool(block.start <= event.time_range.start <= block.end)
-
-        ops = [e for e in cpu if inside(e)]
-        every = collections.Counter(k.name for k in kernels if inside(k))
+        ops = cpu.within(block)
+        every = collections.Counter(k.name for k in kernels.within(block))
         own = every.copy()  # launched by no torch op: the DSLs' (and anything the version launched by hand)
         for event in ops:
             if event.name.startswith("aten::"):
@@ -226,6 +224,18 @@ def call_block(session: Profiled | None) -> Iterator[None]:
 def call_report(session: Profiled, shared: bool) -> dict[str, Any]:
     """The call's record: {"pending": its index} in a shared session (collected later), else its own."""
     return {"pending": len(session.marks) - 1} if shared else session.stop()[0]
+
+
+class _ByStart:
+    """Events in order of their start on the host clock: those that start inside a span, found by bisection (a
+    shared session's calls each look among all of its events)."""
+
+    def __init__(self, events: Iterable[Any]) -> None:
+        self.events = sorted(events, key=lambda e: e.time_range.start)
+        self.starts = [e.time_range.start for e in self.events]
+
+    def within(self, span: Any) -> list[Any]:
+        return self.events[bisect.bisect_left(self.starts, span.start) : bisect.bisect_right(self.starts, span.end)]
 
 
 def _kernel_events(events: Iterable[Any], cpu: list[Any]) -> list[Any]:
