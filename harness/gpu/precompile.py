@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.gpu import aot
 
-MAX_THREADS = 16  # a GPU box has 16 cores or more; ptxas and most of the compiler run outside the GIL
+MAX_THREADS = 8
 UNTOUCHED_MAX_BYTES = 32 << 30  # address space only: empty_strided maps pages it does not write
 
 
