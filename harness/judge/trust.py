@@ -67,10 +67,12 @@ class Observed:
         elif mode == "run" and profiled:  # the worker's code always sends it: the version took it out
             self.tampered.add("torch's profiler (the call's record came back without its part)")
 
-    def add_shared_profiles(self, records: Any) -> None:
+    def add_shared_profiles(self, records: Any, lost_with_worker: bool = False) -> None:
         """The profiles of the calls that shared one profiler session (whose own records said "pending"), in
-        call order, as the worker collected them."""
+        call order, as the worker collected them; `lost_with_worker`: none, its process died before they were."""
         pending, self.pending = self.pending, 0
+        if lost_with_worker:
+            return
         got = records if isinstance(records, list) else []
         for record in got[:pending]:
             self._add_profiled(record, pending_allowed=False)

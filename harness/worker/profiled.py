@@ -288,5 +288,5 @@ def device_times(
     blocks = {e.name: e.time_range for e in events if e.name in marks and e.device_type == DeviceType.CPU}
     if len(blocks) != reps:
         raise RuntimeError("torch's profiler lost the timed calls' blocks (stopped or restarted during them)")
-    kernels = [k.time_range for k in _kernel_events(events, [e for e in events if e.device_type == DeviceType.CPU])]
-    return [sum(k.elapsed_us() for k in kernels if blocks[m].start <= k.start <= blocks[m].end) / 1000.0 for m in marks]
+    kernels = _ByStart(_kernel_events(events, [e for e in events if e.device_type == DeviceType.CPU]))
+    return [sum(k.time_range.elapsed_us() for k in kernels.within(blocks[m])) / 1000.0 for m in marks]

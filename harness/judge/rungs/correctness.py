@@ -224,17 +224,17 @@ def _call(
 
 def collect_shared_profiles(judge: JudgeContext, run: VersionRun, worker: WorkerProcess) -> None:
     """What torch's profiler saw of the calls that shared its session in `worker`, added to the version's record.
-    One session over a rung's calls, not one each: starting and stopping CUPTI cost most of a small call.
-    A worker that died since keeps them: the call that killed it already failed or flagged the version."""
+    One session over a rung's calls, not one each: stopping a session and reading its events cost most of a small
+    call. A worker that died since took them with it: the call that killed it already failed or flagged the version."""
     if not run.observed.pending:
         return
     if run.workers.get(worker.mode) is not worker:  # replaced: its process died with them
-        run.observed.pending = 0
+        run.observed.add_shared_profiles(None, lost_with_worker=True)
         return
     try:
         reply, _ = worker.ask(ProfiledRequest(), [], judge.options.timeout, "collecting the calls' profiles")
     except WorkerFailure:
-        run.observed.pending = 0
+        run.observed.add_shared_profiles(None, lost_with_worker=True)
         return
     run.observed.add_shared_profiles(None if isinstance(reply, Failure) else reply.records)
 
